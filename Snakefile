@@ -1,0 +1,46 @@
+"""Temporal Recurrence Favors Fewer Layers (arXiv 2609.12531): every data figure and table from one command.
+
+    snakemake --cores all                                                  demo scale, offline, CPU
+    snakemake --cores all --profile slurm --configfile config/paper.yaml   paper scale on a SLURM cluster
+    snakemake --cores all allocations                                      one report (see README)
+"""
+
+import json
+
+from snakemake.utils import min_version
+
+min_version("9.27")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/allocations.smk"
+include: "workflow/rules/reports.smk"
+
+
+localrules:
+    all,
+    config_snapshot,
+
+
+rule all:
+    """Every report of the paper known to the pipeline, and the index that links them."""
+    default_target: True
+    input:
+        "reports/index.html",
+
+
+rule config_snapshot:
+    """The effective configuration (files plus any --config overrides) that every later step reads."""
+    output:
+        CONFIG_JSON,
+    params:
+        config=json.dumps(config, sort_keys=True),
+    log:
+        "results/logs/config_snapshot.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts snapshot-config --json {params.config:q} --out {output} > {log} 2>&1"

@@ -1,0 +1,5 @@
+import sys
+
+from parallel_experts.cli import main
+
+sys.exit(main())

@@ -1,0 +1,161 @@
+"""Per-step compute budgets W ≈ L·E·C(d) and the allocations (depth L, experts E, width d) that spend them.
+
+Each domain has a work proxy that counts the dominant multiply-adds of one external step (an environment
+step for Sokoban, a token for the LM), with constants dropped. A budget is anchored at one allocation;
+every other allocation of the budget must spend about the same work (within the budget's tolerance).
+Measured FLOPs of the real step functions (XLA cost analysis, `measure_flops`) complement the proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from parallel_experts.config import ConfigError, key_path
+
+DOMAINS = ("sokoban", "lm")
+
+
+@dataclass(frozen=True, order=True)
+class Allocation:
+    depth: int  # L: sequential levels within one step
+    experts: int  # E: parallel experts per level
+    width: int  # d: channels (Sokoban) or model width (LM) of each expert
+    q_heads: int = 0  # LM only
+    kv_heads: int = 0  # LM only
+
+    def as_list(self) -> list[int]:
+        tail = [self.q_heads, self.kv_heads] if self.q_heads else []
+        return [self.depth, self.experts, self.width, *tail]
+
+    def label(self) -> str:
+        return f"L{self.depth} E{self.experts} d{self.width}"
+
+
+def sokoban_work(a: Allocation, encoder_channels: int = 32) -> float:
+    """ConvLSTM expert: a 3×3 conv from z, s and h (C + 2d channels) to 4d gates; per-cell constants dropped."""
+    return float(a.depth * a.experts * a.width * (encoder_channels + 2 * a.width))
+
+
+def lm_block_cost(width: int, q_heads: int, kv_heads: int, window: int) -> float:
+    """Per-token cost of one Transformer block (SPEC D.2): projections and MLP ∝ (10 + 2K/H)·d², attention ∝ 2·T·d."""
+    return (10 + 2 * kv_heads / q_heads) * width**2 + 2 * window * width
+
+
+def lm_work(a: Allocation, window: int) -> float:
+    return a.depth * a.experts * lm_block_cost(a.width, a.q_heads, a.kv_heads, window)
+
+
+def work(domain: str, a: Allocation, domain_config: Mapping) -> np.ndarray:
+    """Work proxy of `a`: one value for Sokoban, one per attention window for the LM."""
+    if domain == "sokoban":
+        return np.array([sokoban_work(a, domain_config["encoder_channels"])])
+    return np.array([lm_work(a, window) for window in domain_config["windows"]])
+
+
+@dataclass(frozen=True)
+class Budget:
+    domain: str
+    name: str
+    anchor: Allocation
+    tolerance: float
+    allocations: tuple[Allocation, ...]
+
+
+def budgets(config: Mapping, domain: str) -> list[Budget]:
+    """Every budget of `domain` in a schema-valid config, its allocations enumerated or validated."""
+    domain_config = config[domain]
+    return [
+        _budget(domain, name, spec, domain_config, f"{domain}.budgets.{name}")
+        for name, spec in domain_config["budgets"].items()
+    ]
+
+
+def _budget(domain: str, name: str, spec: Mapping, domain_config: Mapping, where: str) -> Budget:
+    anchor = _parse(domain, spec["anchor"], domain_config, f"{where}.anchor")
+    tolerance = spec["tolerance"]
+    anchor_work = work(domain, anchor, domain_config)
+
+    def ratio(a: Allocation) -> np.ndarray:
+        return work(domain, a, domain_config) / anchor_work
+
+    if "enumerate" in spec:
+        allocations = enumerate_allocations(
+            lambda L, E, d: _parse(domain, [L, E, d], domain_config, f"{where}.enumerate"),
+            ratio, spec["enumerate"]["depths"], spec["enumerate"]["widths"], tolerance,
+        )
+        if not allocations:
+            raise ConfigError(f"{where}.enumerate: no allocation within tolerance {tolerance} of the anchor")
+    else:
+        allocations = []
+        for index, item in enumerate(spec["allocations"]):
+            at = f"{where}.allocations[{index}] = {item}"
+            a = _parse(domain, item, domain_config, at)
+            if np.abs(ratio(a) - 1).max() > tolerance + 1e-12:
+                shown = "/".join(f"{r:.3g}" for r in ratio(a))
+                raise ConfigError(
+                    f"{at}: work {shown}× the anchor {spec['anchor']}, "
+                    f"outside tolerance {tolerance} (raise {where}.tolerance or change the allocation)"
+                )
+            if a in allocations:
+                raise ConfigError(f"{at}: listed twice")
+            allocations.append(a)
+    return Budget(domain, name, anchor, tolerance, tuple(allocations))
+
+
+def enumerate_allocations(
+    make: Callable[[int, int, int], Allocation],
+    ratio: Callable[[Allocation], np.ndarray],
+    depths: Sequence[int],
+    widths: Sequence[int],
+    tolerance: float,
+) -> list[Allocation]:
+    """For each (depth, width), the expert count whose work best matches the anchor; kept within tolerance."""
+    found = []
+    for depth in depths:
+        for width in widths:
+            per_expert = ratio(make(depth, 1, width)).mean()
+            experts = max(1, round(1 / per_expert))
+            a = make(depth, experts, width)
+            if np.abs(ratio(a) - 1).max() <= tolerance + 1e-12:
+                found.append(a)
+    return found
+
+
+def _parse(domain: str, item: Sequence[int], domain_config: Mapping, where: str) -> Allocation:
+    if domain == "sokoban":
+        if len(item) != 3:
+            raise ConfigError(f"{where}: expected [depth, experts, width], got {list(item)}")
+        return Allocation(*item)
+    if len(item) == 5:
+        depth, experts, width, q_heads, kv_heads = item
+    elif len(item) == 3:
+        depth, experts, width = item
+        head_dim = domain_config["head_dim"]
+        q_heads, rest = divmod(width, head_dim)
+        if rest or q_heads % 2:
+            raise ConfigError(
+                f"{where}: width {width} does not split into an even number of heads of "
+                f"{key_path([domain, 'head_dim'])} = {head_dim}; give [L, E, d, q_heads, kv_heads]"
+            )
+        kv_heads = q_heads // 2
+    else:
+        raise ConfigError(f"{where}: expected [L, E, d] or [L, E, d, q_heads, kv_heads], got {list(item)}")
+    if width % q_heads or q_heads % kv_heads or (width // q_heads) % 2:
+        raise ConfigError(
+            f"{where}: need width divisible by q_heads, q_heads by kv_heads and an even head width "
+            f"(RoPE), got d={width}, H={q_heads}, K={kv_heads}"
+        )
+    return Allocation(depth, experts, width, q_heads, kv_heads)
+
+
+def measure_flops(step: Callable, *example_args) -> float:
+    """FLOPs of one call of `step`, as counted by XLA's cost analysis of the compiled program."""
+    import jax
+
+    analysis = jax.jit(step).lower(*example_args).compile().cost_analysis()
+    if isinstance(analysis, Sequence):  # older jax returns one dict per device program
+        analysis = analysis[0]
+    return float(analysis["flops"])

@@ -1,0 +1,116 @@
+"""`python -m parallel_experts <command>`: the one interface every Snakemake rule calls.
+
+Each command loads and validates the configuration first, so a bad config stops here with one line
+(exit status 2) before anything is computed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from parallel_experts import config as configuration
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="parallel_experts", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check-config", help="validate config files (merged in order) and exit")
+    check.add_argument("files", nargs="+")
+
+    snapshot = commands.add_parser("snapshot-config", help="validate a config given as JSON and write it")
+    snapshot.add_argument("--json", required=True, help="the effective configuration, as JSON")
+    snapshot.add_argument("--out", required=True)
+
+    allocations = commands.add_parser("allocations", help="write the allocation grid of one domain (netCDF)")
+    add_config(allocations)
+    allocations.add_argument("--domain", required=True, choices=["sokoban", "lm"])
+    allocations.add_argument("--out", required=True)
+
+    report = commands.add_parser("report", help="execute a notebook with papermill and render it to HTML")
+    add_config(report)
+    report.add_argument("--notebook", required=True)
+    report.add_argument("--html", required=True)
+    report.add_argument("--executed", required=True, help="where the executed notebook is kept")
+    report.add_argument("--meta", required=True, help="sidecar JSON read by the index")
+    report.add_argument("--paper", default="", help="the paper's figure or table this report reproduces")
+    report.add_argument("--config-files", nargs="*", default=[], help="the config files the workflow was given")
+    report.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="notebook parameter (repeatable)")
+
+    index = commands.add_parser("index", help="write reports/index.html from the reports' sidecar JSON")
+    add_config(index)
+    index.add_argument("--out", required=True)
+    index.add_argument("meta", nargs="+")
+
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except configuration.ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, nargs="+", help="config files, merged in order")
+
+
+def load_config(files: Sequence[str]) -> dict:
+    loaded = configuration.load(files)
+    try:
+        configuration.validate(loaded)
+    except configuration.ConfigError as error:
+        raise configuration.ConfigError(f"{' + '.join(files)}: {error}") from None
+    return loaded
+
+
+def check_config(args) -> int:
+    loaded = load_config(args.files)
+    print(f"{' + '.join(args.files)}: valid (scale {loaded['scale']}, digest {configuration.digest(loaded)})")
+    return 0
+
+
+def snapshot_config(args) -> int:
+    loaded = json.loads(args.json)
+    configuration.validate(loaded)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(loaded, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def allocations(args) -> int:
+    from parallel_experts import results
+
+    ds = results.allocation_dataset(load_config(args.config), args.domain)
+    results.write_netcdf(ds, args.out)
+    print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
+    return 0
+
+
+def report(args) -> int:
+    from parallel_experts import reports
+
+    loaded = load_config(args.config)
+    parameters = dict(param.split("=", 1) for param in args.param)
+    provenance = {"paper": args.paper, "scale": loaded["scale"], "config_files": args.config_files,
+                  "config_digest": configuration.digest(loaded)}
+    parameters |= {"config_path": args.config[-1], "scale": loaded["scale"], "description": loaded["description"]}
+    reports.render(args.notebook, args.html, args.executed, args.meta, parameters, provenance)
+    print(f"{args.html}: rendered from {args.notebook}")
+    return 0
+
+
+def index(args) -> int:
+    from parallel_experts import reports
+
+    reports.write_index(args.meta, args.out, load_config(args.config))
+    print(f"{args.out}: {len(args.meta)} reports")
+    return 0
+
+
+COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
+            "report": report, "index": index}

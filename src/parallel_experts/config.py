@@ -1,0 +1,105 @@
+"""Loading and validating the pipeline configuration (config/*.yaml).
+
+The workflow and the CLI both call `validate`, so a bad config fails the same way from either door:
+one line that names the key and what was expected, never a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased as one line naming the key."""
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def load(paths: Sequence[str | Path]) -> dict:
+    """Merge YAML files in order (later files override keys of earlier ones, as `--configfile` does)."""
+    config: dict = {}
+    for path in paths:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read ({error.strerror})") from None
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(error, 'problem', error)})") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+        _merge(config, loaded)
+    return config
+
+
+def _merge(base: dict, update: Mapping) -> None:
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def validate(config: Mapping) -> None:
+    """Check `config` against the schema, then the allocation grids; raise ConfigError on the first problem."""
+    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(config), key=_error_rank)
+    if errors:
+        raise ConfigError(_describe(errors[0]))
+    from parallel_experts import budget  # late import: budget needs a schema-valid config
+
+    for domain in budget.DOMAINS:
+        budget.budgets(config, domain)
+
+
+def _error_rank(error: jsonschema.ValidationError) -> tuple:
+    # Report the deepest, most specific problem first: "width must be >= 1" beats "oneOf failed".
+    return (-len(error.absolute_path), error.validator in ("oneOf", "anyOf"), str(error.absolute_path))
+
+
+def key_path(path: Sequence) -> str:
+    """`sokoban.budgets.small.allocations[3]` from a JSON path."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = key_path(error.absolute_path)
+    kind, detail = error.validator, error.validator_value
+    if kind == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        expected = f"expected one of: {', '.join(allowed)}" if allowed else "no other keys are allowed"
+        return f"{where}: unknown key {', '.join(map(repr, unknown))} ({expected})"
+    if kind == "required":
+        return f"{where}: missing key {error.message.split()[0]}"
+    if kind == "oneOf" and error.schema.get("oneOf") == [{"required": ["allocations"]}, {"required": ["enumerate"]}]:
+        return f"{where}: give exactly one of 'allocations' or 'enumerate'"
+    if kind == "type":
+        return f"{where}: expected {detail}, got {json.dumps(error.instance)}"
+    if kind == "enum":
+        return f"{where}: expected one of {', '.join(map(str, detail))}, got {json.dumps(error.instance)}"
+    if kind in ("minimum", "maximum"):
+        bound = ">=" if kind == "minimum" else "<="
+        return f"{where}: expected a value {bound} {detail}, got {json.dumps(error.instance)}"
+    return f"{where}: {error.message}"
+
+
+def digest(config: Mapping) -> str:
+    """A short fingerprint of the effective configuration, shown on every report."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]

@@ -1,0 +1,112 @@
+"""Rendering reports: papermill runs a notebook with parameters, nbconvert turns it into code-free HTML.
+
+Every report gets a sidecar JSON (what produced it, when) from which `write_index` builds reports/index.html.
+Pages must show everything offline: figures are embedded images, tables are HTML, and the CDN scripts that
+nbconvert's template links (require.js, MathJax) are removed because nothing on our pages needs them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
+MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.DOTALL)
+
+
+def render(
+    notebook: str | Path,
+    html_path: str | Path,
+    executed_path: str | Path,
+    meta_path: str | Path,
+    parameters: Mapping,
+    provenance: Mapping,
+) -> None:
+    """Execute `notebook` with `parameters`, write the executed copy, the HTML page and its sidecar JSON."""
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    for path in (html_path, executed_path, meta_path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(
+        str(notebook), str(executed_path), parameters=dict(parameters), kernel_name="python3",
+        progress_bar=False, cwd=str(Path.cwd()),
+    )
+    executed = nbformat.read(executed_path, as_version=4)
+    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(executed)
+    Path(html_path).write_text(offline(body))
+    meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
+            "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
+    Path(meta_path).write_text(json.dumps(meta, indent=2))
+
+
+def offline(page: str) -> str:
+    """Drop remote scripts; fail loudly if anything else on the page still points at the network."""
+    page = MATHJAX_CONFIG.sub("", REMOTE_SCRIPT.sub("", page))
+    remote = re.findall(r"""(?:src|href)=["'](https?://[^"']+)""", page)
+    if remote:
+        raise ValueError(f"report still loads remote resources: {remote[:3]}")
+    return page
+
+
+def title_of(notebook) -> str:
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return "untitled"
+
+
+def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, provenance: Mapping) -> None:
+    """reports/index.html: one row per report with the paper item, config and date that produced it."""
+    index_path = Path(index_path)
+    rows = []
+    for meta in sorted((json.loads(Path(p).read_text()) for p in meta_paths), key=lambda m: m["html"]):
+        link = os.path.relpath(meta["html"], index_path.parent)
+        rows.append(
+            "<tr>"
+            f"<td><a href=\"{html.escape(link)}\">{html.escape(meta['title'])}</a></td>"
+            f"<td>{html.escape(meta.get('paper', ''))}</td>"
+            f"<td>{html.escape(meta['scale'])}</td>"
+            f"<td><code>{html.escape(' '.join(meta['config_files']))}</code> ({html.escape(meta['config_digest'])})</td>"
+            f"<td>{html.escape(meta['rendered'])}</td>"
+            "</tr>"
+        )
+    index_path.parent.mkdir(parents=True, exist_ok=True)
+    index_path.write_text(INDEX_TEMPLATE.format(
+        rows="\n".join(rows),
+        scale=html.escape(provenance["scale"]),
+        description=html.escape(provenance["description"]),
+        built=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    ))
+
+
+INDEX_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Temporal Recurrence Favors Fewer Layers: reproduction reports</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 70em; margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ text-align: left; padding: 0.4em 0.8em; border-bottom: 1px solid #ddd; vertical-align: top; }}
+th {{ background: #f4f4f4; }}
+.scale {{ background: #fff4d6; padding: 0.6em 1em; border-left: 4px solid #e0a800; }}
+</style></head>
+<body>
+<h1>Temporal Recurrence Favors Fewer Layers (arXiv 2609.12531): reproduction reports</h1>
+<p class="scale"><strong>Scale: {scale}.</strong> {description}</p>
+<table>
+<tr><th>Report</th><th>Paper item</th><th>Scale</th><th>Config (digest)</th><th>Rendered (UTC)</th></tr>
+{rows}
+</table>
+<p>Index built {built}.</p>
+</body></html>
+"""

@@ -1,0 +1,144 @@
+"""Self-describing result datasets (xarray → netCDF) and the paper's reference numbers beside them."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from parallel_experts import budget
+from parallel_experts.config import digest
+
+WORK_PROXY = {
+    "sokoban": "L·E·d·(C_enc + 2d) per environment step (ConvLSTM gate conv, constants dropped)",
+    "lm": "L·E·((10 + 2K/H)·d² + 2·T·d) per token (SPEC D.2), T = attention window",
+}
+STEP = {"sokoban": "environment step", "lm": "token"}
+
+
+def allocation_dataset(config: Mapping, domain: str) -> xr.Dataset:
+    """Every allocation of every budget of `domain`, with its work relative to the budget's anchor."""
+    domain_config = config[domain]
+    rows, works, anchors = [], [], []
+    for b in budget.budgets(config, domain):
+        anchor_work = budget.work(domain, b.anchor, domain_config)
+        anchors.append(anchor_work)
+        for a in b.allocations:
+            rows.append((b.name, a, a == b.anchor))
+            works.append(budget.work(domain, a, domain_config))
+    names = [name for name, _, _ in rows]
+    anchor_by_name = dict(zip(domain_config["budgets"], anchors))
+    work = np.array(works)
+    ratio = work / np.array([anchor_by_name[name] for name in names])
+    work_dims = ("allocation", "window")
+    if domain == "sokoban":  # one work value per step, no attention window
+        work, ratio, work_dims = work[:, 0], ratio[:, 0], ("allocation",)
+    coords = {
+        "budget": ("allocation", names),
+        "depth": ("allocation", [a.depth for _, a, _ in rows]),
+        "experts": ("allocation", [a.experts for _, a, _ in rows]),
+        "width": ("allocation", [a.width for _, a, _ in rows]),
+    }
+    if domain == "lm":
+        coords |= {
+            "q_heads": ("allocation", [a.q_heads for _, a, _ in rows]),
+            "kv_heads": ("allocation", [a.kv_heads for _, a, _ in rows]),
+            "window": ("window", list(domain_config["windows"])),
+        }
+    ds = xr.Dataset(
+        {
+            "work": (work_dims, work, {"long_name": f"work proxy {WORK_PROXY[domain]}", "units": "1"}),
+            "work_ratio": (work_dims, ratio, {"long_name": "work relative to the budget's anchor", "units": "1"}),
+            "is_anchor": ("allocation", np.array([flag for _, _, flag in rows]),
+                          {"long_name": "the allocation that defines the budget"}),
+            "tolerance": ("budget_name", [domain_config["budgets"][n]["tolerance"] for n in domain_config["budgets"]],
+                          {"long_name": "largest allowed |work_ratio - 1|"}),
+            # Filled by the model stages (XLA cost analysis of the real step); NaN until they run.
+            "measured_flops": ("allocation", np.full(len(rows), np.nan),
+                               {"long_name": f"FLOPs per {STEP[domain]} of the compiled step function",
+                                "units": "FLOP", "source": "parallel_experts.budget.measure_flops"}),
+        },
+        coords=coords | {"budget_name": list(domain_config["budgets"])},
+        attrs={"domain": domain, "work_proxy": WORK_PROXY[domain]},
+    )
+    return with_provenance(ds, config)
+
+
+def with_provenance(ds: xr.Dataset, config: Mapping) -> xr.Dataset:
+    """Attach the configuration that produced `ds` (netCDF attributes must be flat strings)."""
+    return ds.assign_attrs(scale=config["scale"], config_digest=digest(config), config=json.dumps(config))
+
+
+def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
+    """Write atomically, so a killed job never leaves a half-written result that looks finished."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def open_dataset(path: str | Path) -> xr.Dataset:
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return ds.load()
+
+
+def reference(name: str) -> pd.DataFrame:
+    """One of the paper's reference tables shipped with the package (see reference/README in shared/paper)."""
+    with resources.files("parallel_experts").joinpath(f"reference/{name}.csv").open() as f:
+        return pd.read_csv(f)
+
+
+def paper_allocations(domain: str) -> pd.DataFrame:
+    """The authors' allocation grid of `domain` with our column names (budget, depth, experts, width, ...)."""
+    table = reference({"sokoban": "sokoban_allocations", "lm": "fineweb_allocations"}[domain])
+    return table.rename(columns={"depth_L": "depth", "experts_E": "experts", "width_d": "width"})
+
+
+# The paper's budget definitions (rebuttal Table 2; SPEC A.11, E.12) and the windows its LM sweeps use.
+PAPER_ANCHORS = {
+    "sokoban": {"small": [1, 1, 128], "medium": [1, 1, 256], "large": [1, 1, 1024]},
+    "lm": {"small": [16, 1, 768, 8, 4], "medium": [32, 1, 768, 8, 4]},
+}
+PAPER_DOMAIN_CONFIG = {"sokoban": {"encoder_channels": 32}, "lm": {"head_dim": 96, "windows": [128, 1024]}}
+
+
+def allocation_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per allocation: budget, L, E, d (and heads), work ratio (per window for the LM), measured FLOPs."""
+    table = ds[["depth", "experts", "width", "budget"] + (["q_heads", "kv_heads"] if "q_heads" in ds else [])]
+    table = table.reset_coords().to_dataframe()[list(table.coords)]
+    ratio = ds["work_ratio"]
+    if "window" in ratio.dims:
+        for window in ratio["window"].values:
+            table[f"work ratio (T={window})"] = ratio.sel(window=window).values
+    else:
+        table["work ratio"] = ratio.values
+    table["anchor"] = ds["is_anchor"].values
+    table["measured FLOPs"] = ds["measured_flops"].values
+    return table.reset_index(drop=True)
+
+
+def paper_allocation_table(domain: str) -> pd.DataFrame:
+    """The authors' grid with the work ratio our proxy gives it against the paper's anchors."""
+    grid = paper_allocations(domain)
+    spec = {"budgets": {name: {"anchor": anchor, "tolerance": 1.0,
+                               "allocations": _allocation_lists(grid[grid.budget == name])}
+                        for name, anchor in PAPER_ANCHORS[domain].items()}}
+    paper_config = {domain: PAPER_DOMAIN_CONFIG[domain] | spec}
+    ds = allocation_dataset(paper_config | {"scale": "paper", "description": "authors' grid"}, domain)
+    return allocation_table(ds).drop(columns=["anchor", "measured FLOPs"])
+
+
+def _allocation_lists(grid: pd.DataFrame) -> list[list[int]]:
+    columns = ["depth", "experts", "width"] + (["q_heads", "kv_heads"] if "q_heads" in grid else [])
+    return grid[columns].astype(int).values.tolist()

@@ -1,0 +1,47 @@
+# Reports: one papermill notebook per paper figure or table, rendered to code-free HTML, and the index.
+
+localrules:
+    index,
+
+
+rule report:
+    input:
+        unpack(report_inputs),
+    output:
+        html=report("reports/{report}.html", caption="../report/report.rst", category="Reports"),
+        executed="results/reports/{report}.ipynb",
+        meta="results/reports/{report}.json",
+    wildcard_constraints:
+        report="|".join(REPORTS),
+    params:
+        paper=lambda wildcards: REPORTS[wildcards.report]["paper"],
+        notebook=notebook_parameters,
+        config_files=" ".join(workflow.configfiles),
+    log:
+        "results/logs/reports/{report}.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts report --config {input.config} --notebook {input.notebook} --html {output.html} "
+        "--executed {output.executed} --meta {output.meta} --paper {params.paper:q} "
+        "--config-files {params.config_files} {params.notebook} > {log} 2>&1"
+
+
+rule index:
+    """reports/index.html: every report with the config and date that produced it."""
+    input:
+        config=CONFIG_JSON,
+        meta=expand("results/reports/{report}.json", report=REPORTS),
+        html=expand("reports/{report}.html", report=REPORTS),
+    output:
+        "reports/index.html",
+    log:
+        "results/logs/reports/index.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts index --config {input.config} --out {output} {input.meta} > {log} 2>&1"
+
