@@ -12,7 +12,11 @@ from snakemake.utils import min_version
 min_version("9.27")
 
 
-configfile: "config/config.yaml"
+# The demo config is the default; a --configfile given on the command line replaces it instead of being
+# merged into it (Snakemake merges nested keys, which would mix the demo's and the paper's grids).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -5,23 +5,9 @@ import time
 
 import pytest
 
-# tests/ has no __init__.py, so pytest (rootdir import mode "prepend") puts tests/ itself
-# on sys.path; the relative form covers tests/ becoming a package later.
-try:
-    from .slurm_cluster import LocalSlurmCluster, slurm_available, submitted_job_ids
-except ImportError:
-    from slurm_cluster import LocalSlurmCluster, slurm_available, submitted_job_ids
+from slurm_cluster import submitted_job_ids
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def slurm_cluster(tmp_path):
-    reason = slurm_available()
-    if reason:
-        pytest.skip(reason)
-    with LocalSlurmCluster(tmp_path / "slurm") as cluster:
-        yield cluster
 
 
 def test_sbatch_job_runs_and_is_recorded(slurm_cluster, tmp_path):

@@ -8,6 +8,7 @@ Measured FLOPs of the real step functions (XLA cost analysis, `measure_flops`) c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -117,7 +118,7 @@ def enumerate_allocations(
     for depth in depths:
         for width in widths:
             per_expert = ratio(make(depth, 1, width)).mean()
-            experts = max(1, round(1 / per_expert))
+            experts = max(1, math.floor(1 / per_expert + 0.5))  # halves round up, as the authors' grids do
             a = make(depth, experts, width)
             if np.abs(ratio(a) - 1).max() <= tolerance + 1e-12:
                 found.append(a)

@@ -15,7 +15,7 @@ from parallel_experts import config as configuration
 try:
     configuration.validate(config)
 except configuration.ConfigError as error:
-    sys.exit(f"config error: {' + '.join(workflow.configfiles) or 'config'}: {error}")
+    sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
 CONFIG_JSON = "results/config.json"
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
@@ -35,10 +35,19 @@ def threads(family="default"):
     return config["resources"].get(family, config["resources"]["default"])["cpus"]
 
 
+def config_files():
+    """The config files the workflow was given, relative to the repository when they lie in it."""
+    names = []
+    for path in map(Path, workflow.configfiles):
+        path = path if path.is_absolute() else Path.cwd() / path
+        names.append(str(path.relative_to(workflow.basedir)) if path.is_relative_to(workflow.basedir) else str(path))
+    return " ".join(names)
+
+
 def report_inputs(wildcards):
     return REPORTS[wildcards.report]["inputs"] | {
         "config": CONFIG_JSON,
-        "notebook": f"workflow/notebooks/{wildcards.report}.ipynb",
+        "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks" / f"{wildcards.report}.ipynb"),
     }
 
 

@@ -16,7 +16,7 @@ rule report:
     params:
         paper=lambda wildcards: REPORTS[wildcards.report]["paper"],
         notebook=notebook_parameters,
-        config_files=" ".join(workflow.configfiles),
+        config_files=config_files(),
     log:
         "results/logs/reports/{report}.log",
     threads: threads()

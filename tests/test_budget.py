@@ -1,0 +1,91 @@
+"""Work proxies and allocation grids against the authors' published numbers and hand computations."""
+
+import jax.numpy as jnp
+import pytest
+
+from parallel_experts import budget, results
+from parallel_experts.budget import Allocation
+from parallel_experts.config import ConfigError, load
+
+
+def test_sokoban_proxy_reproduces_every_published_work_value():
+    grid = results.reference("sokoban_allocations")
+    for row in grid.itertuples():
+        assert budget.sokoban_work(Allocation(row.depth_L, row.experts_E, row.width_d)) == row.work_proxy, row
+
+
+def test_lm_block_cost_by_hand():
+    # (10 + 2·4/8)·768² + 2·128·768 = 11·589824 + 196608
+    assert budget.lm_block_cost(768, 8, 4, 128) == 6_684_672
+
+
+@pytest.mark.parametrize(
+    "allocation, published_ratio",
+    [((1, 1, 2112, 22, 11), 0.47), ((1, 6, 1152, 12, 6), 0.84), ((2, 5, 960, 10, 5), 0.98),
+     ((2, 1, 2496, 26, 13), 1.32), ((13, 1, 1152, 12, 6), 1.83), ((32, 1, 768, 8, 4), 2.00)],
+)
+def test_lm_proxy_without_attention_matches_spec_ratio_column(allocation, published_ratio):
+    # SPEC E.12 tabulates L·E·d²/(16·768²): the D.2 proxy with the attention term (window 0) dropped.
+    small = 16 * budget.lm_block_cost(768, 8, 4, window=0)
+    assert budget.lm_work(Allocation(*allocation), window=0) / small == pytest.approx(published_ratio, abs=0.005)
+
+
+def test_enumeration_recovers_the_authors_small_sokoban_grid():
+    config = {"sokoban": {"encoder_channels": 32, "budgets": {"small": {
+        "anchor": [1, 1, 128], "tolerance": 0.12,
+        "enumerate": {"depths": [1, 2, 3, 4, 8], "widths": [16, 32, 64, 128]}}}}}
+    (small,) = budget.budgets(config, "sokoban")
+    published = results.paper_allocations("sokoban").query("budget == 'small'")
+    expected = {Allocation(r.depth, r.experts, r.width) for r in published.itertuples()}
+    # The authors also ran (L=8, E=2, d=32) at 1.33x the anchor, outside this tolerance.
+    assert set(small.allocations) == expected - {Allocation(8, 2, 32)}
+
+
+def test_shipped_paper_config_holds_the_authors_grids(repo):
+    config = load([repo / "config/paper.yaml"])
+    for domain in budget.DOMAINS:
+        published = results.paper_allocations(domain)
+        for b in budget.budgets(config, domain):
+            ours = {tuple(a.as_list()) for a in b.allocations}
+            columns = ["depth", "experts", "width"] + (["q_heads", "kv_heads"] if domain == "lm" else [])
+            theirs = {tuple(r) for r in published.query("budget == @b.name")[columns].values.tolist()}
+            assert ours == theirs, (domain, b.name, ours ^ theirs)
+
+
+def lm_config(allocations, tolerance=0.5):
+    return {"lm": {"head_dim": 16, "windows": [32], "budgets": {"small": {
+        "anchor": [4, 1, 64], "tolerance": tolerance, "allocations": allocations}}}}
+
+
+def test_lm_heads_derive_from_head_dim():
+    (small,) = budget.budgets(lm_config([[2, 2, 64], [1, 4, 64]]), "lm")
+    assert small.allocations[0] == Allocation(2, 2, 64, q_heads=4, kv_heads=2)
+
+
+@pytest.mark.parametrize(
+    "allocations, tolerance, message",
+    [([[2, 2, 64], [2, 2, 64]], 0.5, r"lm\.budgets\.small\.allocations\[1\] = \[2, 2, 64\]: listed twice"),
+     ([[1, 1, 64]], 0.5, r"allocations\[0\] = \[1, 1, 64\]: work 0\.25× the anchor \[4, 1, 64\], outside tolerance"),
+     ([[4, 1, 48]], 0.9, r"allocations\[0\] = \[4, 1, 48\]: width 48 does not split into an even number of heads"),
+     ([[4, 1, 64, 3, 1]], 0.5, r"need width divisible by q_heads")],
+)
+def test_invalid_allocations_name_their_position(allocations, tolerance, message):
+    with pytest.raises(ConfigError, match=message):
+        budget.budgets(lm_config(allocations, tolerance), "lm")
+
+
+def test_measured_flops_of_a_matmul_are_two_m_k_n():
+    a, b = jnp.ones((32, 48)), jnp.ones((48, 16))
+    assert budget.measure_flops(jnp.matmul, a, b) == 2 * 32 * 48 * 16
+
+
+def test_allocation_dataset_ratios_and_dims(repo):
+    config = load([repo / "config/smoke.yaml"])
+    sokoban = results.allocation_dataset(config, "sokoban")
+    # [2, 1, 8] against the anchor [1, 1, 16]: 2·8·(32+16) / (16·(32+32)) = 768/1024
+    assert sokoban["work_ratio"].values.tolist() == [1.0, 0.75]
+    assert sokoban["is_anchor"].values.tolist() == [True, False]
+    lm = results.allocation_dataset(config, "lm")
+    assert lm["work_ratio"].dims == ("allocation", "window")
+    assert lm["measured_flops"].isnull().all()  # a place for the model stages to fill in
+    assert lm.attrs["scale"] == "smoke"

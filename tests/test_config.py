@@ -1,0 +1,81 @@
+"""A bad config stops the CLI and the workflow with one line naming the key; good ones pass."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from parallel_experts import config as configuration
+
+SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_are_valid(repo, name):
+    configuration.validate(configuration.load([repo / name]))
+
+
+def broken(repo, tmp_path, edit):
+    config = configuration.load([repo / "config/smoke.yaml"])
+    edit(config)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+CASES = {
+    "unknown key": (lambda c: c["sokoban"].update(env_stepz=5),
+                    "sokoban: unknown key 'env_stepz' (expected one of: budgets, encoder_channels, env_steps)"),
+    "wrong type": (lambda c: c["lm"].update(windows="128"), "lm.windows: expected array, got \"128\""),
+    "bad value": (lambda c: c.update(accelerator="tpu"), "accelerator: expected one of cpu, cuda, got \"tpu\""),
+    "below minimum": (lambda c: c["sokoban"]["budgets"]["small"]["anchor"].__setitem__(2, 0),
+                      "sokoban.budgets.small.anchor[2]: expected a value >= 1, got 0"),
+    "missing key": (lambda c: c.pop("seeds"), "(top level): missing key 'seeds'"),
+    "both grid forms": (lambda c: c["lm"]["budgets"]["small"].update(enumerate={"depths": [1], "widths": [32]}),
+                        "lm.budgets.small: give exactly one of 'allocations' or 'enumerate'"),
+    "allocation off budget": (lambda c: c["sokoban"]["budgets"]["small"]["allocations"].append([4, 4, 16]),
+                              "sokoban.budgets.small.allocations[2] = [4, 4, 16]: work 16× the anchor"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cli_rejects_bad_config_in_one_line(repo, tmp_path, case):
+    edit, expected = CASES[case]
+    path = broken(repo, tmp_path, edit)
+    run = subprocess.run([sys.executable, "-m", "parallel_experts", "check-config", str(path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
+    assert expected in run.stderr and str(path) in run.stderr
+
+
+def test_workflow_rejects_bad_config_in_one_line(repo, tmp_path):
+    edit, expected = CASES["unknown key"]
+    path = broken(repo, tmp_path, edit)
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path)],
+                         cwd=repo, capture_output=True, text=True)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("config error:")]
+    assert len(errors) == 1 and expected in errors[0] and str(path) in errors[0], output
+
+
+def test_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("scale: demo\nseeds: [0, 1\n")
+    with pytest.raises(configuration.ConfigError, match=rf"{path}: line \d+ is not valid YAML"):
+        configuration.load([path])
+
+
+def test_command_line_configfile_replaces_the_default(repo):
+    # Snakemake merges nested keys of --configfile into the Snakefile's configfile; the demo's enumerate
+    # grids mixed into the paper's listed ones would be invalid (and wrong).
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml"],
+                         cwd=repo, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_digest_ignores_key_order():
+    assert configuration.digest({"a": 1, "b": [1, 2]}) == configuration.digest({"b": [1, 2], "a": 1})

@@ -1,0 +1,45 @@
+"""Report rendering: papermill parameters reach the notebook, the HTML hides code and needs no network."""
+
+import json
+
+import nbformat
+import pytest
+
+from parallel_experts import reports
+
+
+def test_offline_removes_remote_scripts_and_refuses_remote_images():
+    page = ('<head><script src="https://cdn.example/require.js"></script><script type="module">x()</script>'
+            '</head><body><img src="data:image/png;base64,AAAA"></body>')
+    cleaned = reports.offline(page)
+    assert "cdn.example" not in cleaned and '<script type="module">x()</script>' in cleaned
+    with pytest.raises(ValueError, match="remote resources"):
+        reports.offline('<img src="https://example.org/plot.png">')
+
+
+def test_render_executes_with_parameters_and_hides_code(tmp_path):
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# A tiny report"),
+        nbformat.v4.new_code_cell('answer = 0', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\n"
+            "fig, ax = plt.subplots(); ax.plot([0, 1], [0, answer]); plt.show()\n"
+            "print('the answer is', answer * 2)  # SECRET-CODE-MARKER"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    source = tmp_path / "tiny.ipynb"
+    nbformat.write(notebook, source)
+    out = tmp_path / "out"
+    reports.render(source, out / "tiny.html", out / "tiny.ipynb", out / "tiny.json",
+                   parameters={"answer": 21}, provenance={"scale": "test", "config_files": ["c.yaml"],
+                                                          "config_digest": "abc", "paper": "Fig. 0"})
+    page = (out / "tiny.html").read_text()
+    assert "the answer is 42" in page  # the parameter reached the kernel
+    assert "SECRET-CODE-MARKER" not in page  # no code cells
+    assert "data:image/png;base64," in page  # the figure is embedded
+    meta = json.loads((out / "tiny.json").read_text())
+    assert meta["title"] == "A tiny report" and meta["paper"] == "Fig. 0"
+
+    reports.write_index([out / "tiny.json"], out / "index.html",
+                        {"scale": "test", "description": "a test"})
+    index = (out / "index.html").read_text()
+    assert 'href="tiny.html"' in index and "c.yaml" in index and meta["rendered"] in index
