@@ -26,7 +26,9 @@ def slurm_cluster(tmp_path):
 
 
 def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run Snakemake as a user would, from the repository root, with this interpreter's environment first."""
-    env = os.environ | {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    """Run Snakemake from the repository root as `.venv/bin/snakemake` without an activated venv: jobs
+    must still find this interpreter (workflow/rules/common.smk), locally and on SLURM nodes."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=os.environ | {"PATH": path},
+                          capture_output=True, text=True, timeout=timeout)

@@ -115,8 +115,8 @@ PAPER_DOMAIN_CONFIG = {"sokoban": {"encoder_channels": 32}, "lm": {"head_dim": 9
 
 def allocation_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per allocation: budget, L, E, d (and heads), work ratio (per window for the LM), measured FLOPs."""
-    table = ds[["depth", "experts", "width", "budget"] + (["q_heads", "kv_heads"] if "q_heads" in ds else [])]
-    table = table.reset_coords().to_dataframe()[list(table.coords)]
+    columns = ["budget", "depth", "experts", "width"] + (["q_heads", "kv_heads"] if "q_heads" in ds else [])
+    table = ds[columns].reset_coords().to_dataframe()[columns]
     ratio = ds["work_ratio"]
     if "window" in ratio.dims:
         for window in ratio["window"].values:

@@ -4,11 +4,21 @@
 import sys
 from pathlib import Path
 
+from snakemake.settings.types import DeploymentMethod
+
 # The Snakefile and every job import the library from this checkout, whether or not it is pip-installed
-# (under `--sdm conda` the environments in envs/ hold only its dependencies).
+# (under `--sdm conda` the environments in envs/ hold only its dependencies). Jobs run `python`: the
+# interpreter that runs Snakemake, activated or not, except under `--sdm conda`, where the job's
+# environment comes first.
 SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
-shell.prefix("set -euo pipefail; export PYTHONPATH=" + str(SRC) + "${{PYTHONPATH:+:$PYTHONPATH}}; ")
+_python_first = (
+    ""
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else f"export PATH={Path(sys.executable).parent}:$PATH; "
+)
+# Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
+shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import config as configuration
 

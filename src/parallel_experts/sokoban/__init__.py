@@ -1,0 +1,1 @@
+"""Sokoban: Boxoban levels, Jumanji's Sokoban-v0, Parallel Experts agents, A2C training and evaluation."""
