@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from test_sokoban_env import ONE_BOX, TWO_BOXES, level
 
+from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate
 from parallel_experts.sokoban.train import gae, reset_where
 
@@ -48,7 +49,8 @@ def test_every_level_is_evaluated_exactly_once_in_order():
     # 7 levels, evaluated in chunks of 3: [ONE_BOX, X, ONE_BOX, X, ...] where X needs a move down first.
     needs_down = level("#####", "#@  #", "# $.#", "#####")
     levels = np.stack([ONE_BOX if i % 2 == 0 else needs_down for i in range(7)])
-    result = evaluate.evaluate(AlwaysRight(), levels, reward="clipped", time_limit=5, chunk=3)
+    env = sokoban_env.make_env(levels, reward="clipped", time_limit=5)
+    result = evaluate.evaluate(AlwaysRight(), env, levels, chunk=3)
     assert result.sizes == {"mode": 2, "level": 7}
     assert result["level"].values.tolist() == list(range(7))
     greedy = result.sel(mode="greedy")
@@ -60,7 +62,8 @@ def test_every_level_is_evaluated_exactly_once_in_order():
 
 def test_sampled_mode_uses_the_policy_distribution():
     levels = np.stack([TWO_BOXES] * 40)
-    result = evaluate.evaluate(AlwaysRight(bias=jnp.zeros(4)), levels, reward="dense", time_limit=3)
+    env = sokoban_env.make_env(levels, reward="dense", time_limit=3)
+    result = evaluate.evaluate(AlwaysRight(bias=jnp.zeros(4)), env, levels)
     # A uniform policy plays different moves on identical levels; greedy plays the same everywhere.
     assert len(set(result.sel(mode="sampled")["episode_return"].values.round(3))) > 1
     assert len(set(result.sel(mode="greedy")["episode_return"].values.round(3))) == 1

@@ -47,6 +47,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     index.add_argument("--out", required=True)
     index.add_argument("meta", nargs="+")
 
+    levels = commands.add_parser("sokoban-levels", help="write the training or test level set (.npz)")
+    add_config(levels)
+    levels.add_argument("--set", required=True, choices=["train", "test"])
+    levels.add_argument("--out", required=True)
+
+    train = commands.add_parser("sokoban-train", help="train one Sokoban run (all its seeds), resumable")
+    add_config(train)
+    train.add_argument("--run", required=True, help="run id, e.g. convlstm/convlstm-recurrent/small/L2-E2-d64")
+    train.add_argument("--levels", required=True, help="training level set from sokoban-levels")
+    train.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
+
+    evaluate = commands.add_parser("sokoban-evaluate", help="solve rate of a trained run on a level set")
+    add_config(evaluate)
+    evaluate.add_argument("--run", required=True)
+    evaluate.add_argument("--run-dir", required=True)
+    evaluate.add_argument("--levels", required=True, help="test level set from sokoban-levels")
+    evaluate.add_argument("--out", required=True)
+
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -112,5 +130,40 @@ def index(args) -> int:
     return 0
 
 
+def sokoban_levels(args) -> int:
+    from parallel_experts.sokoban import experiment
+
+    level_set = experiment.level_set(load_config(args.config), args.set)
+    level_set.save(args.out)
+    print(f"{args.out}: {level_set.source}")
+    return 0
+
+
+def sokoban_train(args) -> int:
+    from parallel_experts.sokoban import experiment, train
+    from parallel_experts.sokoban.levels import LevelSet
+
+    run = experiment.run_by_id(load_config(args.config), args.run)
+    trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
+    carry, log = train.train(trainer, run.seeds, args.run_dir)
+    train.save_outputs(trainer, run, carry, log, args.run_dir)
+    print(f"{args.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
+    return 0
+
+
+def sokoban_evaluate(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.sokoban import evaluate, experiment, train
+    from parallel_experts.sokoban.levels import LevelSet
+
+    run = experiment.run_by_id(load_config(args.config), args.run)
+    test = LevelSet.load(args.levels)
+    result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), test)
+    results.write_netcdf(result, args.out)
+    print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
+    return 0
+
+
 COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
-            "report": report, "index": index}
+            "report": report, "index": index, "sokoban-levels": sokoban_levels, "sokoban-train": sokoban_train,
+            "sokoban-evaluate": sokoban_evaluate}

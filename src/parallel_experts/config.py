@@ -62,6 +62,22 @@ def validate(config: Mapping) -> None:
 
     for domain in budget.DOMAINS:
         budget.budgets(config, domain)
+    _check_references(config)
+
+
+def _check_references(config: Mapping) -> None:
+    """Names that must point at something defined elsewhere in the config."""
+    sokoban = config["sokoban"]
+    for name, sweep in sokoban.get("sweeps", {}).items():
+        for index, budget_name in enumerate(sweep["budgets"]):
+            if budget_name not in sokoban["budgets"]:
+                raise ConfigError(f"sokoban.sweeps.{name}.budgets[{index}]: unknown budget {budget_name!r} "
+                                  f"(defined: {', '.join(sokoban['budgets'])})")
+    uses_boxoban = any("boxoban" in source for source in sokoban["levels"].values())
+    boxoban = sokoban.get("boxoban", {})
+    if uses_boxoban and not (boxoban.get("root") or boxoban.get("download")):
+        raise ConfigError("sokoban.boxoban: the levels name a Boxoban split; give `root` (a local copy of "
+                          "google-deepmind/boxoban-levels) or `download: true`")
 
 
 def _error_rank(error: jsonschema.ValidationError) -> tuple:

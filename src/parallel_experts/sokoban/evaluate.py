@@ -17,7 +17,8 @@ from parallel_experts.sokoban import env as sokoban_env
 MODES = ("greedy", "sampled")
 
 
-def play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array) -> dict:
+
+def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array) -> dict:
     """One episode per level; returns per-level solved, return and length (numpy arrays in level order)."""
     reset_key, action_key = jax.random.split(key)
     states, obs = sokoban_env.level_states(env, levels, reset_key)
@@ -43,18 +44,18 @@ def play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: boo
     return {"done": done, "solved": solved, "episode_return": episode_return, "episode_length": length}
 
 
-def evaluate(agent, levels: np.ndarray, *, reward: str, time_limit: int, seed: int = 0,
-             chunk: int = 250) -> xr.Dataset:
+PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays are traced; the env and `greedy` are static
+
+
+def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250) -> xr.Dataset:
     """Greedy and sampled play of every level, in chunks of `chunk` levels (memory only)."""
-    env = sokoban_env.make_env(levels, reward=reward, time_limit=time_limit)
-    play = eqx.filter_jit(play_levels)  # the agent's arrays are traced; env and greedy are static
     per_mode = {}
     for m, mode in enumerate(MODES):
         parts = []
         starts = range(0, len(levels), chunk)
         for c, start in enumerate(starts):
             key = jax.random.fold_in(jax.random.PRNGKey(seed), m * len(starts) + c)
-            part = jax.device_get(play(agent, env, levels[start:start + chunk], greedy=mode == "greedy", key=key))
+            part = jax.device_get(PLAY(agent, env, levels[start:start + chunk], greedy=mode == "greedy", key=key))
             assert part.pop("done").all(), "every episode ends by the time limit"
             parts.append(part)
         per_mode[mode] = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
@@ -62,9 +63,22 @@ def evaluate(agent, levels: np.ndarray, *, reward: str, time_limit: int, seed: i
         name: (("mode", "level"), np.stack([per_mode[mode][name] for mode in MODES]), attrs)
         for name, attrs in {
             "solved": {"long_name": "level solved within the time limit"},
-            "episode_return": {"long_name": f"episode return ({reward} reward)"},
+            "episode_return": {"long_name": "episode return"},
             "episode_length": {"long_name": "environment steps until the episode ended", "units": "steps"},
         }.items()
     }
     return xr.Dataset(data, coords={"mode": list(MODES), "level": np.arange(len(levels))},
-                      attrs={"time_limit": time_limit, "reward": reward, "seed": seed})
+                      attrs={"time_limit": env.time_limit, "seed": seed})
+
+
+def evaluate_run(run, agents, test) -> xr.Dataset:
+    """Every seed's agent of a run on every level of `test` (a LevelSet), with the levels' provenance."""
+    env = sokoban_env.make_env(test.levels, reward=run.train.reward, time_limit=run.train.time_limit)
+    per_seed = []
+    for i, seed in enumerate(run.seeds):
+        agent = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, agents)
+        per_seed.append(evaluate(agent, env, test.levels, seed=seed))
+    result = xr.concat(per_seed, dim=xr.DataArray(list(run.seeds), dims="seed", name="seed"))
+    files = np.array(test.files)[test.file]
+    return result.assign_coords(level_file=("level", files), level_index=("level", test.index)).assign_attrs(
+        run=run.id, levels=test.source)

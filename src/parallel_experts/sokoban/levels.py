@@ -240,6 +240,24 @@ class LevelSet:
         """Where level i came from, e.g. "unfiltered/test/000.txt level 17"."""
         return f"{self.files[self.file[i]]} level {self.index[i]}"
 
+    def save(self, path: str | Path) -> None:
+        """One .npz with the levels and their provenance, written atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+        np.savez_compressed(tmp, levels=self.levels, file=self.file, index=self.index,
+                            files=np.array(self.files), source=np.array(self.source))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LevelSet":
+        try:
+            with np.load(path) as data:
+                return cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["file"],
+                           data["index"])
+        except (OSError, KeyError, ValueError) as error:
+            raise LevelError(f"{path}: not a saved level set ({error})") from None
+
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parallel_experts"

@@ -1,0 +1,113 @@
+"""Parallel Experts, domain-independent: stacks of E experts evaluated together, and the rules that merge them.
+
+An expert stack is ONE module whose array leaves carry a leading expert axis (E, ...). `stack` builds it from a
+module constructor with E independent keys; `apply` evaluates every expert at once with `eqx.filter_vmap`
+(XLA turns per-expert convolutions into one grouped convolution), never a Python loop over experts.
+
+Aggregation rules (paper App. D, SPEC A.7/E.11) merge the E outputs h_i into the shared state:
+    sqrt_sum         Σ h_i / √E                    the paper's default everywhere
+    mean             Σ h_i / E
+    routed_mean      Σ α_i h_i / (ε + Σ α_i)
+    routed_sqrt_sum  Σ α_i h_i / √(ε + Σ α_i²)      ε = 1e-6 (SPEC E.11)
+with routing coefficients α_i ≥ 0 from a `Router`. (Residual groups of E.11 are not implemented: G_r = 1 in
+every documented run.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+AGGREGATIONS = ("sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum")
+ROUTING_EPS = 1e-6  # keeps the routed denominators away from 0 when every α vanishes (SPEC E.11)
+
+
+def is_routed(rule: str) -> bool:
+    return rule.startswith("routed_")
+
+
+def aggregate(h: Array, rule: str = "sqrt_sum", alpha: Array | None = None, eps: float = ROUTING_EPS) -> Array:
+    """Merge expert outputs `h` (E, ...) over the leading expert axis.
+
+    `alpha` (routed rules only) holds one coefficient per expert, shape (E,), or any shape that broadcasts
+    against `h` after its trailing axes are padded, e.g. (E, H, W, 1) for per-position routing.
+    """
+    experts = h.shape[0]
+    if rule not in AGGREGATIONS:
+        raise ValueError(f"aggregation rule {rule!r}: expected one of {AGGREGATIONS}")
+    if is_routed(rule) != (alpha is not None):
+        raise ValueError(f"aggregation rule {rule!r} {'needs' if is_routed(rule) else 'takes no'} routing coefficients")
+    if rule == "sqrt_sum":
+        return h.sum(0) / jnp.sqrt(jnp.asarray(experts, h.dtype))  # divided in the array dtype, as the authors do
+    if rule == "mean":
+        return h.sum(0) / experts
+    alpha = alpha.reshape(alpha.shape + (1,) * (h.ndim - alpha.ndim)).astype(h.dtype)
+    weighted = (alpha * h).sum(0)
+    if rule == "routed_mean":
+        return weighted / (eps + alpha.sum(0))
+    return weighted / jnp.sqrt(eps + jnp.square(alpha).sum(0))
+
+
+class Router(eqx.Module):
+    """Soft routing coefficients from a query vector (SPEC E.11, the authors' FineWeb router).
+
+    r = x W_c,  κ_e = ε_e W_e,  λ_e = r·κ_e / √width,  α = σ(λ) (or softmax over experts).
+    The caller chooses what x is: the LM routes each token by concat(z, s^{ℓ-1}); the Sokoban agent routes each
+    environment by the spatial mean of its level input (one α per expert and observation, see sokoban/agent.py).
+    """
+
+    query: Array  # W_c (in_features, width)
+    key_projection: Array  # W_e (width, width)
+    embeddings: Array  # ε_e (experts, width), one learned embedding per expert
+    softmax: bool = eqx.field(static=True)
+
+    def __init__(self, in_features: int, width: int, experts: int, key: Array, softmax: bool = False):
+        kq, kk, ke = jax.random.split(key, 3)
+        self.query = _scaled_normal(kq, in_features, width)
+        self.key_projection = _scaled_normal(kk, width, width)
+        self.embeddings = jax.random.normal(ke, (experts, width)) / math.sqrt(width)  # N(0, 1/d)
+        self.softmax = softmax
+
+    def __call__(self, x: Array) -> Array:
+        width = self.query.shape[1]
+        x = x.astype(jnp.float32)  # routing logits in fp32 (SPEC E.11)
+        logits = (self.embeddings @ self.key_projection) @ (x @ self.query) / math.sqrt(width)
+        return jax.nn.softmax(logits) if self.softmax else jax.nn.sigmoid(logits)
+
+
+def _scaled_normal(key: Array, fan_in: int, fan_out: int) -> Array:
+    # The authors' router init: std 1/√fan_in, shrunk by √(fan_out/fan_in) when the layer narrows.
+    std = min(1.0, math.sqrt(fan_out / fan_in)) / math.sqrt(fan_in)
+    return std * jax.random.normal(key, (fan_in, fan_out))
+
+
+def stack(make: Callable[[Array], eqx.Module], key: Array, experts: int) -> eqx.Module:
+    """E independently initialised experts `make(key_i)` as one module with a leading expert axis."""
+    return eqx.filter_vmap(make)(jax.random.split(key, experts))
+
+
+def apply(stacked: eqx.Module, *args, in_axes: int | None | tuple = 0,
+          call: Callable = lambda expert, *args: expert(*args)):
+    """Evaluate every expert of `stacked` together: `call(expert_i, *args_i)` vmapped over the expert axis.
+
+    `in_axes` per argument: 0 where the argument carries its own leading expert axis (each expert reads its
+    own slice), None where every expert reads the same value. Outputs carry a leading expert axis.
+    """
+    if not isinstance(in_axes, tuple):
+        in_axes = (in_axes,) * len(args)
+    return eqx.filter_vmap(call, in_axes=(eqx.if_array(0), *in_axes))(stacked, *args)
+
+
+def count(stacked: eqx.Module) -> int:
+    """Number of experts in a stack."""
+    return jax.tree.leaves(eqx.filter(stacked, eqx.is_array))[0].shape[0]
+
+
+def select(stacked: eqx.Module, index: int) -> eqx.Module:
+    """Expert `index` of a stack as a plain module (for tests, probes and reference loops)."""
+    return jax.tree.map(lambda leaf: leaf[index] if eqx.is_array(leaf) else leaf, stacked)

@@ -1,0 +1,353 @@
+"""A2C with GAE for the Sokoban agents (SPEC B.1-B.6), PureJaxRL style.
+
+One update = a 20-step rollout of 32 environments generated inside the differentiated loss (gradients flow
+through the recurrent state across the rollout: truncated BPTT of length 20), GAE, the A2C loss, a clipped
+Adam step. `log_interval` updates run as one compiled `lax.scan`, and several seeds run together under vmap.
+The host only keeps the episode log (a FIFO of the last 400 returns per seed, logged every 200 updates),
+checkpoints and the progress bar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban.agent import Agent, AgentConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run except the agent's architecture; defaults are the paper's."""
+
+    env_steps: int = 50_000_000
+    num_envs: int = 32
+    num_steps: int = 20
+    learning_rate: float = 4e-4
+    gamma: float = 0.97
+    gae_lambda: float = 0.97
+    entropy_coef: float = 0.01
+    value_coef: float = 1.0
+    logit_l2_coef: float = 1e-4
+    max_grad_norm: float = 1.0
+    adam_eps: float = 1e-6
+    reward: str = "clipped"
+    time_limit: int = 120
+    log_interval: int = 200  # updates per log point and per compiled call
+    episode_window: int = 400  # completed episodes averaged at each log point
+    checkpoint_every: int = 10  # log points between checkpoints
+
+    @property
+    def num_updates(self) -> int:
+        return self.env_steps // (self.num_envs * self.num_steps)
+
+
+class Carry(NamedTuple):
+    """What one update hands to the next, for one seed."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array  # (B, H, W, 2) uint8
+    done: jax.Array  # (B,) did the previous transition end the episode
+    hidden: Any  # agent state, leading axis B
+    episode_return: jax.Array  # (B,) running return of the current episode
+    episode_length: jax.Array  # (B,)
+    key: jax.Array
+
+
+def gae(rewards, values, dones, last_value, gamma: float, lam: float):
+    """Generalised advantage estimates and returns, backwards over time; arrays are (T, B)."""
+
+    def step(carry, transition):
+        advantage, next_value = carry
+        reward, value, done = transition
+        delta = reward + gamma * next_value * (1 - done) - value
+        advantage = delta + gamma * lam * (1 - done) * advantage
+        return (advantage, value), advantage
+
+    _, advantages = jax.lax.scan(step, (jnp.zeros_like(last_value), last_value), (rewards, values, dones),
+                                 reverse=True)
+    return advantages, advantages + values
+
+
+def reset_where(done: jax.Array, hidden):
+    """Zero the agent state of every environment whose previous transition ended its episode."""
+    return jax.tree.map(lambda h: jnp.where(done.reshape(done.shape + (1,) * (h.ndim - 1)), 0, h), hidden)
+
+
+class Trainer:
+    """Builds the compiled update for one (agent, training) configuration and runs it for several seeds."""
+
+    def __init__(self, agent_config: AgentConfig, train_config: TrainConfig, levels: np.ndarray):
+        self.agent_config, self.config = agent_config, train_config
+        self.env = sokoban_env.make_env(levels, reward=train_config.reward, time_limit=train_config.time_limit)
+        self.envs = sokoban_env.batched(self.env)
+        _, self.static = eqx.partition(Agent(agent_config, jax.random.PRNGKey(0)), eqx.is_array)
+        schedule = optax.linear_schedule(train_config.learning_rate, 0.0, max(train_config.num_updates, 1))
+        self.optimizer = optax.chain(optax.clip_by_global_norm(train_config.max_grad_norm),
+                                     optax.adam(schedule, eps=train_config.adam_eps))
+        self.run_updates = jax.jit(jax.vmap(self._run_updates))
+
+    def init(self, seeds: Sequence[int]) -> Carry:
+        """Initial carries of all seeds, stacked along a leading seed axis (seed k uses PRNGKey(k))."""
+        return jax.vmap(self._init)(jnp.asarray(seeds, jnp.uint32))
+
+    def _init(self, seed) -> Carry:
+        key = jax.random.PRNGKey(seed)
+        key, agent_key, env_key = jax.random.split(key, 3)
+        params, _ = eqx.partition(Agent(self.agent_config, agent_key), eqx.is_array)
+        agent = eqx.combine(params, self.static)
+        env_state, timestep = self.envs.reset(jax.random.split(env_key, self.config.num_envs))
+        grid = timestep.observation.grid
+        single = agent.initial_state(grid.shape[1], grid.shape[2])
+        hidden = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.config.num_envs, *x.shape)), single)
+        zeros = jnp.zeros(self.config.num_envs)
+        return Carry(params, self.optimizer.init(params), env_state, grid, zeros.astype(bool), hidden, zeros,
+                     zeros.astype(jnp.int32), key)
+
+    def _loss(self, params, carry: Carry):
+        agent = eqx.combine(params, self.static)
+        policy = jax.vmap(agent)
+        config = self.config
+        key, rollout_key = jax.random.split(carry.key)
+
+        def step(state, key):
+            env_state, obs, done, hidden, episode_return, episode_length = state
+            hidden = reset_where(done, hidden)
+            logits, value, hidden = policy(obs, hidden)
+            action = jax.random.categorical(key, logits)
+            env_state, timestep = self.envs.step(env_state, action)
+            done = timestep.last()
+            episode_return = episode_return + timestep.reward
+            episode_length = episode_length + 1
+            out = dict(logits=logits, value=value, action=action, reward=timestep.reward, done=done,
+                       finished_return=jnp.where(done, episode_return, jnp.nan),
+                       finished_length=jnp.where(done, episode_length, 0),
+                       solved=done & timestep.extras["solved"])
+            episode_return = jnp.where(done, 0.0, episode_return)
+            episode_length = jnp.where(done, 0, episode_length)
+            return (env_state, timestep.observation.grid, done, hidden, episode_return, episode_length), out
+
+        start = (carry.env_state, carry.obs, carry.done, carry.hidden, carry.episode_return, carry.episode_length)
+        end, rollout = jax.lax.scan(step, start, jax.random.split(rollout_key, config.num_steps))
+        env_state, obs, done, hidden, episode_return, episode_length = end
+        _, last_value, _ = policy(obs, reset_where(done, hidden))
+
+        dones = rollout["done"].astype(jnp.float32)
+        advantages, returns = gae(rollout["reward"], rollout["value"], dones, last_value, config.gamma,
+                                  config.gae_lambda)
+        advantages, returns = jax.lax.stop_gradient((advantages, returns))
+        log_probs = jax.nn.log_softmax(rollout["logits"])
+        chosen = jnp.take_along_axis(log_probs, rollout["action"][..., None], axis=-1)[..., 0]
+        policy_loss = -(advantages * chosen).mean()
+        entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
+        value_loss = (0.5 * (rollout["value"] - returns) ** 2).mean()
+        logit_l2 = (rollout["logits"] ** 2).sum(-1).mean()
+        loss = (policy_loss - config.entropy_coef * entropy + config.value_coef * value_loss
+                + config.logit_l2_coef * logit_l2)
+        # The state entering the next rollout carries no gradient into this one.
+        next_carry = carry._replace(env_state=env_state, obs=obs, done=done, hidden=jax.lax.stop_gradient(hidden),
+                                    episode_return=episode_return, episode_length=episode_length, key=key)
+        metrics = dict(loss=loss, policy_loss=policy_loss, entropy=entropy, value_loss=value_loss,
+                       finished_return=rollout["finished_return"], finished_length=rollout["finished_length"],
+                       solved=rollout["solved"])
+        return loss, (next_carry, metrics)
+
+    def _update(self, carry: Carry, _):
+        grads, (carry, metrics) = jax.grad(self._loss, has_aux=True)(carry.params, carry)
+        updates, opt_state = self.optimizer.update(grads, carry.opt_state, carry.params)
+        params = optax.apply_updates(carry.params, updates)
+        return carry._replace(params=params, opt_state=opt_state), metrics
+
+    def _run_updates(self, carry: Carry):
+        """`log_interval` updates of one seed (vmapped over seeds and jitted in __init__)."""
+        return jax.lax.scan(self._update, carry, None, length=self.config.log_interval)
+
+    def agent(self, carry: Carry, seed_index: int) -> Agent:
+        params = jax.tree.map(lambda x: x[seed_index], carry.params)
+        return eqx.combine(params, self.static)
+
+
+@dataclass
+class EpisodeLog:
+    """Host-side bookkeeping of the paper's learning curves (SPEC B.6), one FIFO per seed."""
+
+    window: int
+    seeds: int
+    recent: list[deque] = dataclasses.field(default_factory=list)
+    curve: list[dict] = dataclasses.field(default_factory=list)  # one entry per log point
+
+    def __post_init__(self):
+        self.recent = self.recent or [deque(maxlen=self.window) for _ in range(self.seeds)]
+        self.recent = [deque(r, maxlen=self.window) for r in self.recent]
+
+    def add(self, update: int, metrics: dict) -> dict:
+        returns = np.asarray(metrics["finished_return"])  # (seeds, K, T, B), NaN where no episode ended
+        lengths = np.asarray(metrics["finished_length"])
+        solved = np.asarray(metrics["solved"])
+        point = {"update": update, "episodic_return": [], "episodic_length": [], "solve_fraction": [],
+                 "loss": np.asarray(metrics["loss"])[:, -1].tolist()}
+        for seed, fifo in enumerate(self.recent):
+            ended = ~np.isnan(returns[seed])
+            # Episodes in the order they ended: update, then step, then environment.
+            fifo.extend(zip(returns[seed][ended].tolist(), lengths[seed][ended].tolist(),
+                            solved[seed][ended].tolist()))
+            window = np.array(fifo, dtype=float).reshape(-1, 3)
+            means = window.mean(0) if len(window) else np.full(3, np.nan)
+            point["episodic_return"].append(float(means[0]))
+            point["episodic_length"].append(float(means[1]))
+            point["solve_fraction"].append(float(means[2]))
+        self.curve.append(point)
+        return point
+
+    def final_five(self) -> list[float]:
+        """Score per seed: mean of the final five logged episodic returns (the authors' protocol)."""
+        last = np.array([p["episodic_return"] for p in self.curve[-5:]])
+        return last.mean(0).tolist()
+
+    def state(self) -> dict:
+        return {"window": self.window, "seeds": self.seeds, "recent": [list(r) for r in self.recent],
+                "curve": self.curve}
+
+
+class NonFiniteLossError(FloatingPointError):
+    pass
+
+
+def train(
+    trainer: Trainer,
+    seeds: Sequence[int],
+    run_dir: str | Path,
+    on_log: Callable[[dict], None] | None = None,
+    stop_after: int | None = None,
+) -> tuple[Carry, EpisodeLog]:
+    """Train all `seeds` to `num_updates`, resuming from `run_dir`'s checkpoint if there is one.
+
+    `stop_after` (log points) ends the call early, as a kill would after a checkpoint; tests use it.
+    """
+    run_dir = Path(run_dir)
+    config = trainer.config
+    total = config.num_updates // config.log_interval * config.log_interval
+    carry = trainer.init(seeds)
+    log = EpisodeLog(config.episode_window, len(seeds))
+    update = 0
+    restored = load_checkpoint(run_dir, carry)
+    if restored:
+        carry, host = restored
+        update = host["update"]
+        log = EpisodeLog(host["log"]["window"], host["log"]["seeds"],
+                         [deque(map(tuple, r)) for r in host["log"]["recent"]], host["log"]["curve"])
+    points = 0
+    with tqdm(total=total, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
+        while update < total:
+            next_carry, metrics = trainer.run_updates(carry)
+            losses = np.asarray(metrics["loss"])
+            if not np.isfinite(losses).all():
+                seed = int(np.argwhere(~np.isfinite(losses))[0][0])
+                raise NonFiniteLossError(
+                    f"{run_dir}: non-finite loss between updates {update} and {update + config.log_interval} "
+                    f"(seed {seeds[seed]}); the last good checkpoint ({checkpoint_update(run_dir)}) is kept")
+            carry, update = next_carry, update + config.log_interval
+            point = log.add(update, metrics)
+            bar.update(config.log_interval)
+            bar.set_postfix(episodic_return=f"{np.nanmean(point['episodic_return']):.2f}")
+            if on_log:
+                on_log(point)
+            points += 1
+            if points % config.checkpoint_every == 0 or update >= total:
+                save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
+            if stop_after is not None and points >= stop_after:
+                save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
+                break
+    return carry, log
+
+
+def save_outputs(trainer: Trainer, run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
+    """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
+    from parallel_experts import results
+
+    run_dir = Path(run_dir)
+    with open(run_dir / "agents.eqx.tmp", "wb") as f:
+        eqx.tree_serialise_leaves(f, carry.params)
+    os.replace(run_dir / "agents.eqx.tmp", run_dir / "agents.eqx")
+    results.write_netcdf(learning_curves(run, log), run_dir / "curve.nc")
+
+
+def learning_curves(run, log: EpisodeLog):
+    import xarray as xr
+
+    curve = log.curve
+    per_point = {name: (("seed", "update"), np.array([p[name] for p in curve]).T, {"long_name": long})
+                 for name, long in (("episodic_return", "mean return of the last completed episodes"),
+                                    ("episodic_length", "mean length of the last completed episodes"),
+                                    ("solve_fraction", "fraction of the last completed episodes solved"),
+                                    ("loss", "A2C loss of the last update before the log point"))}
+    return xr.Dataset(
+        per_point | {"final_five": ("seed", log.final_five(),
+                                    {"long_name": "mean of the final five logged episodic returns (SPEC B.6)"})},
+        coords={"seed": list(run.seeds), "update": [p["update"] for p in curve]},
+        attrs={"run": run.id, "run_config": json.dumps(run.to_dict()), "episode_window": log.window,
+               "env_steps_per_update": run.train.num_envs * run.train.num_steps},
+    )
+
+
+def load_agents(run, run_dir: str | Path) -> Agent:
+    """The trained agents of all seeds of `run`, stacked along a leading seed axis."""
+    path = Path(run_dir) / "agents.eqx"
+    like = jax.vmap(lambda key: eqx.partition(Agent(run.agent, key), eqx.is_array)[0])(
+        jax.random.split(jax.random.PRNGKey(0), len(run.seeds)))
+    try:
+        params = eqx.tree_deserialise_leaves(path, like)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{path}: cannot load the agents of {run.id} ({error})") from None
+    return eqx.combine(params, eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)[1])
+
+
+# Checkpoints: leaves via Equinox serialisation, host state as JSON, both named by update; a pointer file,
+# replaced atomically, names the complete pair, so a kill at any moment leaves the previous one usable.
+
+def save_checkpoint(run_dir: Path, carry: Carry, host: dict) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    name = f"checkpoint-{host['update']:09d}"
+    with open(run_dir / f"{name}.eqx.tmp", "wb") as f:
+        eqx.tree_serialise_leaves(f, carry)
+    (run_dir / f"{name}.json.tmp").write_text(json.dumps(host))
+    os.replace(run_dir / f"{name}.eqx.tmp", run_dir / f"{name}.eqx")
+    os.replace(run_dir / f"{name}.json.tmp", run_dir / f"{name}.json")
+    (run_dir / "latest.tmp").write_text(name)
+    os.replace(run_dir / "latest.tmp", run_dir / "latest")
+    for old in run_dir.glob("checkpoint-*"):
+        if not old.name.startswith(name):
+            old.unlink()
+
+
+def checkpoint_update(run_dir: Path) -> int | None:
+    latest = Path(run_dir) / "latest"
+    return int(latest.read_text().split("-")[1]) if latest.exists() else None
+
+
+def load_checkpoint(run_dir: Path, like: Carry) -> tuple[Carry, dict] | None:
+    latest = Path(run_dir) / "latest"
+    if not latest.exists():
+        return None
+    name = latest.read_text().strip()
+    try:
+        carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
+        host = json.loads((run_dir / f"{name}.json").read_text())
+    except (OSError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start over") from None
+    return carry, host
