@@ -5,8 +5,6 @@
     snakemake --cores all allocations                                      one report (see README)
 """
 
-import json
-
 from snakemake.utils import min_version
 
 min_version("9.27")
@@ -21,6 +19,7 @@ if not workflow.overwrite_configfiles:
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/allocations.smk"
+include: "workflow/rules/sokoban.smk"
 include: "workflow/rules/reports.smk"
 
 

@@ -47,23 +47,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     index.add_argument("--out", required=True)
     index.add_argument("meta", nargs="+")
 
-    levels = commands.add_parser("sokoban-levels", help="write the training or test level set (.npz)")
-    add_config(levels)
-    levels.add_argument("--set", required=True, choices=["train", "test"])
+    # The Sokoban commands take what defines their output (a level source, a run) as JSON, so that a rule
+    # reruns exactly when that definition changes, not whenever anything else in the config does.
+    levels = commands.add_parser("sokoban-levels", help="write a level set (.npz) from its source")
+    levels.add_argument("--source", required=True, help='JSON: {"generate": {...}} or {"boxoban": split}')
+    levels.add_argument("--boxoban", default="{}", help="JSON: where Boxoban splits come from (root, download)")
     levels.add_argument("--out", required=True)
 
     train = commands.add_parser("sokoban-train", help="train one Sokoban run (all its seeds), resumable")
-    add_config(train)
-    train.add_argument("--run", required=True, help="run id, e.g. convlstm/convlstm-recurrent/small/L2-E2-d64")
+    train.add_argument("--run", required=True, help="JSON definition of the run (see sokoban/experiment.py)")
     train.add_argument("--levels", required=True, help="training level set from sokoban-levels")
     train.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
 
     evaluate = commands.add_parser("sokoban-evaluate", help="solve rate of a trained run on a level set")
-    add_config(evaluate)
-    evaluate.add_argument("--run", required=True)
+    evaluate.add_argument("--run", required=True, help="JSON definition of the run")
     evaluate.add_argument("--run-dir", required=True)
     evaluate.add_argument("--levels", required=True, help="test level set from sokoban-levels")
     evaluate.add_argument("--out", required=True)
+
+    sweep = commands.add_parser("sokoban-sweep", help="collect every Sokoban run into one dataset")
+    sweep.add_argument("--out", required=True)
+    sweep.add_argument("--curves", nargs="+", required=True)
+    sweep.add_argument("--evals", nargs="+", required=True)
 
     args = parser.parse_args(argv)
     try:
@@ -103,7 +108,15 @@ def snapshot_config(args) -> int:
 def allocations(args) -> int:
     from parallel_experts import results
 
-    ds = results.allocation_dataset(load_config(args.config), args.domain)
+    loaded = load_config(args.config)
+    step_flops = None
+    if args.domain == "sokoban":  # the recurrent ConvLSTM agent, which defines the Sokoban budgets
+        from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
+
+        def step_flops(a):
+            return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
+                                                encoder_channels=loaded["sokoban"]["encoder_channels"]))
+    ds = results.allocation_dataset(loaded, args.domain, step_flops)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
     return 0
@@ -133,7 +146,7 @@ def index(args) -> int:
 def sokoban_levels(args) -> int:
     from parallel_experts.sokoban import experiment
 
-    level_set = experiment.level_set(load_config(args.config), args.set)
+    level_set = experiment.level_set(json.loads(args.source), json.loads(args.boxoban))
     level_set.save(args.out)
     print(f"{args.out}: {level_set.source}")
     return 0
@@ -143,10 +156,10 @@ def sokoban_train(args) -> int:
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = experiment.run_by_id(load_config(args.config), args.run)
+    run = experiment.Run.from_dict(json.loads(args.run))
     trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
     carry, log = train.train(trainer, run.seeds, args.run_dir)
-    train.save_outputs(trainer, run, carry, log, args.run_dir)
+    train.save_outputs(run, carry, log, args.run_dir)
     print(f"{args.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
     return 0
 
@@ -156,14 +169,23 @@ def sokoban_evaluate(args) -> int:
     from parallel_experts.sokoban import evaluate, experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = experiment.run_by_id(load_config(args.config), args.run)
-    test = LevelSet.load(args.levels)
-    result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), test)
+    run = experiment.Run.from_dict(json.loads(args.run))
+    result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), LevelSet.load(args.levels))
     results.write_netcdf(result, args.out)
     print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
     return 0
 
 
+def sokoban_sweep(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.sokoban import experiment
+
+    ds = experiment.collect(args.curves, args.evals)
+    results.write_netcdf(ds, args.out)
+    print(f"{args.out}: {ds.sizes['run']} runs")
+    return 0
+
+
 COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
             "report": report, "index": index, "sokoban-levels": sokoban_levels, "sokoban-train": sokoban_train,
-            "sokoban-evaluate": sokoban_evaluate}
+            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sokoban_sweep}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -22,8 +22,10 @@ WORK_PROXY = {
 STEP = {"sokoban": "environment step", "lm": "token"}
 
 
-def allocation_dataset(config: Mapping, domain: str) -> xr.Dataset:
-    """Every allocation of every budget of `domain`, with its work relative to the budget's anchor."""
+def allocation_dataset(config: Mapping, domain: str,
+                       step_flops: Callable[[budget.Allocation], float] | None = None) -> xr.Dataset:
+    """Every allocation of every budget of `domain`, with its work relative to the budget's anchor, and the
+    FLOPs that `step_flops` measures for one step of the real model (NaN without it)."""
     domain_config = config[domain]
     rows, works, anchors = [], [], []
     for b in budget.budgets(config, domain):
@@ -59,8 +61,8 @@ def allocation_dataset(config: Mapping, domain: str) -> xr.Dataset:
                           {"long_name": "the allocation that defines the budget"}),
             "tolerance": ("budget_name", [domain_config["budgets"][n]["tolerance"] for n in domain_config["budgets"]],
                           {"long_name": "largest allowed |work_ratio - 1|"}),
-            # Filled by the model stages (XLA cost analysis of the real step); NaN until they run.
-            "measured_flops": ("allocation", np.full(len(rows), np.nan),
+            # XLA's count for the compiled step function, where the domain's model exists (NaN otherwise).
+            "measured_flops": ("allocation", np.array([step_flops(a) if step_flops else np.nan for _, a, _ in rows]),
                                {"long_name": f"FLOPs per {STEP[domain]} of the compiled step function",
                                 "units": "FLOP", "source": "parallel_experts.budget.measure_flops"}),
         },

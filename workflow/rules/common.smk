@@ -1,6 +1,7 @@
 # Shared by every stage: the validated config, where jobs find the library, per-rule resources, and the
 # registry of reports that each stage fills in. Functions only; the rules live in the stage files.
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ _python_first = (
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import config as configuration
+from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
     configuration.validate(config)

@@ -29,7 +29,7 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
     def step(carry, key):
         states, obs, hidden, done, episode_return, length, solved = carry
         logits, _, hidden = jax.vmap(agent)(obs, hidden)
-        action = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+        action = jnp.where(greedy, jnp.argmax(logits, -1), jax.random.categorical(key, logits))
         states, timestep = jax.vmap(env.step)(states, action)
         active = ~done
         episode_return = episode_return + jnp.where(active, timestep.reward, 0.0)
@@ -44,7 +44,7 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
     return {"done": done, "solved": solved, "episode_return": episode_return, "episode_length": length}
 
 
-PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays are traced; the env and `greedy` are static
+PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced, the env is static
 
 
 def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250) -> xr.Dataset:
@@ -55,7 +55,8 @@ def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0,
         starts = range(0, len(levels), chunk)
         for c, start in enumerate(starts):
             key = jax.random.fold_in(jax.random.PRNGKey(seed), m * len(starts) + c)
-            part = jax.device_get(PLAY(agent, env, levels[start:start + chunk], greedy=mode == "greedy", key=key))
+            part = jax.device_get(PLAY(agent, env, levels[start:start + chunk], greedy=jnp.array(mode == "greedy"),
+                                       key=key))
             assert part.pop("done").all(), "every episode ends by the time limit"
             parts.append(part)
         per_mode[mode] = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

@@ -1,6 +1,6 @@
 """The Sokoban runs a config asks for: every sweep × budget × allocation × recurrence, each with its seeds.
 
-A run is named by what defines it (`convlstm-recurrent/small/L2-E2-d64`), so its files sit in a readable
+A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`), so its files sit in a readable
 folder and rerunning the same config recomputes nothing; its full definition travels as JSON in the rule's
 params, so a changed setting retrains it.
 """
@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import numpy as np
 
 from parallel_experts import budget
 from parallel_experts.sokoban import levels as boxoban
@@ -30,8 +28,8 @@ class Run:
     @property
     def id(self) -> str:
         a = self.agent
-        family = f"{a.expert}-{'recurrent' if a.recurrent else 'nonrecurrent'}"
-        return f"{self.sweep}/{family}/{self.budget}/L{a.depth}-E{a.experts}-d{a.width}"
+        recurrence = "recurrent" if a.recurrent else "nonrecurrent"
+        return f"{self.sweep}/{recurrence}/{self.budget}/L{a.depth}-E{a.experts}-d{a.width}"
 
     def to_dict(self) -> dict:
         return {"sweep": self.sweep, "budget": self.budget, "agent": dataclasses.asdict(self.agent),
@@ -69,16 +67,45 @@ def run_by_id(config: Mapping, run_id: str) -> Run:
     raise KeyError(f"no Sokoban run {run_id!r} in this config")
 
 
-def level_set(config: Mapping, which: str) -> boxoban.LevelSet:
-    """The training or test levels the config names: generated offline, or a Boxoban split."""
-    spec = config["sokoban"]["levels"][which]
-    if "generate" in spec:
-        g = spec["generate"]
+def level_set(source: Mapping, boxoban_source: Mapping) -> boxoban.LevelSet:
+    """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
+    from `boxoban_source` (`sokoban.boxoban`: a local copy or a download)."""
+    if "generate" in source:
+        g = source["generate"]
         return boxoban.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
-    source = config["sokoban"]["boxoban"]
-    return boxoban.load_split(spec["boxoban"], source.get("root"), cache_dir=source.get("cache"),
-                              download=source.get("download", False))
+    return boxoban.load_split(source["boxoban"], boxoban_source.get("root"), cache_dir=boxoban_source.get("cache"),
+                              download=boxoban_source.get("download", False))
 
 
-def levels_array(level_set: boxoban.LevelSet) -> np.ndarray:
-    return np.asarray(level_set.levels, np.uint8)
+def collect(curve_paths: list[str], eval_paths: list[str]):
+    """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
+
+    Runs are indexed by id with their sweep, recurrence, budget and allocation as coordinates; budgets with
+    fewer seeds are padded with NaN."""
+    import json
+
+    import xarray as xr
+
+    from parallel_experts import results
+
+    per_run = []
+    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
+        curve, evaluation = results.open_dataset(curve_path), results.open_dataset(eval_path)
+        run = Run.from_dict(json.loads(curve.attrs["run_config"]))
+        if evaluation.attrs["run"] != run.id:
+            raise ValueError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
+        per_level = evaluation[["solved", "episode_return", "episode_length"]].astype(float).mean("level")
+        ds = xr.Dataset({
+            "final_five": curve["final_five"],
+            "episodic_return": curve["episodic_return"],
+            "solve_rate": per_level["solved"].assign_attrs(long_name="fraction of test levels solved"),
+            "test_return": per_level["episode_return"].assign_attrs(long_name="mean return on the test levels"),
+            "test_length": per_level["episode_length"].assign_attrs(long_name="mean episode length on the test levels"),
+        })
+        a = run.agent
+        per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
+            sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
+            budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
+            width=("run", [a.width]), env_steps=("run", [run.train.env_steps])))
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(
+        test_levels=results.open_dataset(eval_paths[0]).attrs.get("levels", ""))

@@ -245,7 +245,7 @@ class LevelSet:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(tmp, levels=self.levels, file=self.file, index=self.index,
+        np.savez_compressed(tmp, levels=self.levels, level_file=self.file, level_index=self.index,
                             files=np.array(self.files), source=np.array(self.source))
         os.replace(tmp, path)
 
@@ -253,8 +253,8 @@ class LevelSet:
     def load(cls, path: str | Path) -> "LevelSet":
         try:
             with np.load(path) as data:
-                return cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["file"],
-                           data["index"])
+                return cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["level_file"],
+                           data["level_index"])
         except (OSError, KeyError, ValueError) as error:
             raise LevelError(f"{path}: not a saved level set ({error})") from None
 

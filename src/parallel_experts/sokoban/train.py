@@ -217,7 +217,8 @@ class EpisodeLog:
     def final_five(self) -> list[float]:
         """Score per seed: mean of the final five logged episodic returns (the authors' protocol)."""
         last = np.array([p["episodic_return"] for p in self.curve[-5:]])
-        return last.mean(0).tolist()
+        with np.errstate(all="ignore"):  # NaN only where no episode has ended yet (very short runs)
+            return np.nanmean(last, axis=0).tolist() if np.isfinite(last).any() else [np.nan] * self.seeds
 
     def state(self) -> dict:
         return {"window": self.window, "seeds": self.seeds, "recent": [list(r) for r in self.recent],
@@ -276,7 +277,7 @@ def train(
     return carry, log
 
 
-def save_outputs(trainer: Trainer, run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
+def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
     """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
     from parallel_experts import results
 

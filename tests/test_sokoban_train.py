@@ -1,0 +1,96 @@
+"""A2C training: learning happens, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from parallel_experts import config as configuration
+from parallel_experts.sokoban import experiment
+from parallel_experts.sokoban.agent import AgentConfig
+from parallel_experts.sokoban.levels import generated_set
+from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, train
+
+TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
+                   time_limit=20)
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    levels = generated_set(30, room_size=5, num_boxes=1, seed=3).levels
+    return Trainer(AgentConfig(depth=1, experts=2, width=4), TINY, levels)
+
+
+def leaves(carry):
+    import jax
+
+    return [np.asarray(x) for x in jax.tree.leaves(carry)]
+
+
+def test_resume_reproduces_the_uninterrupted_run(trainer, tmp_path):
+    whole, whole_log = train(trainer, [0, 1], tmp_path / "whole")
+    assert len(whole_log.curve) == 3 and checkpoint_update(tmp_path / "whole") == 6
+    train(trainer, [0, 1], tmp_path / "split", stop_after=1)
+    assert checkpoint_update(tmp_path / "split") == 2
+    resumed, resumed_log = train(trainer, [0, 1], tmp_path / "split")
+    for a, b in zip(leaves(whole), leaves(resumed)):
+        np.testing.assert_array_equal(a, b)
+    assert json.dumps(resumed_log.curve) == json.dumps(whole_log.curve)  # NaN where no episode ended yet
+    # Seeds differ from each other (independent keys), yet each is reproducible.
+    assert whole_log.curve[-1]["loss"][0] != whole_log.curve[-1]["loss"][1]
+
+
+def test_non_finite_loss_stops_with_the_last_good_checkpoint_kept(trainer, tmp_path):
+    train(trainer, [0], tmp_path / "run", stop_after=1)
+    exploding = Trainer(trainer.agent_config, TrainConfig(**{**TINY.__dict__, "learning_rate": 1e30}),
+                        generated_set(30, room_size=5, num_boxes=1, seed=3).levels)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss between updates \d+ and \d+ \(seed 0\)"):
+        train(exploding, [0], tmp_path / "run")
+    assert checkpoint_update(tmp_path / "run") == 2  # untouched by the failed stretch
+
+
+def smoke_config(repo):
+    config = configuration.load([repo / "config/smoke.yaml"])
+    config["sokoban"]["env_steps"] = 8 * 5 * 2 * 4  # 4 log points
+    config["sokoban"]["training"]["checkpoint_every"] = 1
+    return config
+
+
+def cli(*args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "parallel_experts", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+@pytest.mark.pipeline
+def test_cli_training_survives_a_kill(repo, tmp_path):
+    config = smoke_config(repo)
+    run = experiment.runs(config)[0]
+    levels = tmp_path / "train.npz"
+    source = json.dumps(config["sokoban"]["levels"]["train"])
+    assert cli("sokoban-levels", "--source", source, "--out", str(levels)).wait() == 0
+
+    def train_cli(run_dir):
+        return cli("sokoban-train", "--run", json.dumps(run.to_dict()), "--levels", str(levels),
+                   "--run-dir", str(run_dir))
+
+    whole = train_cli(tmp_path / "whole")
+    assert whole.wait() == 0, whole.stdout.read()
+    killed = train_cli(tmp_path / "killed")
+    deadline = time.monotonic() + 300
+    while checkpoint_update(tmp_path / "killed") is None:  # wait for the first checkpoint, then kill -9
+        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert not (tmp_path / "killed/curve.nc").exists()
+    resumed = train_cli(tmp_path / "killed")
+    assert resumed.wait() == 0, resumed.stdout.read()
+    with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
+        xr.testing.assert_identical(a, b)
+        assert a.sizes == {"seed": 1, "update": 4}

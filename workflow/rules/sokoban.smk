@@ -1,0 +1,100 @@
+# Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and the sweep table.
+
+SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
+RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
+
+
+def sokoban_run_json(wildcards):
+    return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
+
+
+rule sokoban_levels:
+    """Training or test levels, from the config's source (generated offline, or a Boxoban split)."""
+    output:
+        "results/sokoban/levels/{set}.npz",
+    wildcard_constraints:
+        set="train|test",
+    params:
+        source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
+        boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
+    log:
+        "results/logs/sokoban/levels/{set}.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-levels --source {params.source:q} --boxoban {params.boxoban:q} "
+        "--out {output} > {log} 2>&1"
+
+
+rule sokoban_train:
+    """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill."""
+    input:
+        levels="results/sokoban/levels/train.npz",
+    output:
+        curve="results/sokoban/runs/{run}/curve.nc",
+        agents="results/sokoban/runs/{run}/agents.eqx",
+    wildcard_constraints:
+        run=RUN_PATTERN,
+    params:
+        run=sokoban_run_json,
+        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+    log:
+        "results/logs/sokoban/train/{run}.log",
+    benchmark:
+        "results/benchmarks/sokoban/train/{run}.tsv"
+    threads: threads("train")
+    resources:
+        **resources("train"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-train --run {params.run:q} --levels {input.levels} "
+        "--run-dir {params.run_dir} > {log} 2>&1"
+
+
+rule sokoban_evaluate:
+    """Greedy and sampled solve rate of every seed's agent, each test level played exactly once."""
+    input:
+        agents="results/sokoban/runs/{run}/agents.eqx",
+        levels="results/sokoban/levels/test.npz",
+    output:
+        "results/sokoban/runs/{run}/eval.nc",
+    wildcard_constraints:
+        run=RUN_PATTERN,
+    params:
+        run=sokoban_run_json,
+        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+    log:
+        "results/logs/sokoban/evaluate/{run}.log",
+    benchmark:
+        "results/benchmarks/sokoban/evaluate/{run}.tsv"
+    threads: threads("train")
+    resources:
+        **resources("train"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-evaluate --run {params.run:q} --run-dir {params.run_dir} "
+        "--levels {input.levels} --out {output} > {log} 2>&1"
+
+
+rule sokoban_sweep:
+    """Every run's learning curve, final-five score and solve rate in one dataset."""
+    input:
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_RUNS),
+    output:
+        "results/sokoban/sweep.nc",
+    log:
+        "results/logs/sokoban/sweep.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
+        "--evals {input.evals} > {log} 2>&1"
