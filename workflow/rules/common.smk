@@ -32,8 +32,9 @@ except configuration.ConfigError as error:
 CONFIG_JSON = "results/config.json"
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
-# name -> the paper item a report reproduces and the results its notebook reads (notebook parameters by
-# name). Each stage registers its reports; workflow/rules/reports.smk renders them all.
+# name -> {"paper": the paper item it reproduces, "inputs": {notebook parameter: result file}, optionally
+# "notebook": workflow/notebooks/<notebook>.ipynb when not <name>, "params": {other notebook parameters}}.
+# Each stage registers its reports; workflow/rules/reports.smk renders them all.
 REPORTS = {}
 
 
@@ -59,9 +60,12 @@ def config_files():
 def report_inputs(wildcards):
     return REPORTS[wildcards.report]["inputs"] | {
         "config": CONFIG_JSON,
-        "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks" / f"{wildcards.report}.ipynb"),
+        "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks"
+                        / f"{REPORTS[wildcards.report].get('notebook', wildcards.report)}.ipynb"),
     }
 
 
 def notebook_parameters(wildcards, input):
-    return " ".join(f"-p {name}={input[name]}" for name in REPORTS[wildcards.report]["inputs"])
+    entry = REPORTS[wildcards.report]
+    values = {name: input[name] for name in entry["inputs"]} | entry.get("params", {})
+    return " ".join(f"-p {name}={value}" for name, value in values.items())

@@ -4,6 +4,38 @@ SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
 RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
 
 
+# The paper's figure for each (expert, budget) sweep; other combinations get a report without a number.
+# The paper's figure for each (expert, budget) sweep, and the named target that renders it.
+SOKOBAN_FIGURES = {("convlstm", "small"): ("Fig. 2", "fig2"), ("convlstm", "medium"): ("Fig. 16", "fig16"),
+                   ("convlstm", "large"): ("Fig. 17", "fig17"), ("convglu", "small"): ("Figs. 18-20", "fig18_20_small"),
+                   ("convglu", "medium"): ("Figs. 18-20", "fig18_20_medium"),
+                   ("convglu", "large"): ("Figs. 18-20", "fig18_20_large")}
+SWEEP_RESULT = {"sweep": "results/sokoban/sweep.nc"}
+for sweep_name, sweep in config["sokoban"].get("sweeps", {}).items():
+    for budget_name in sweep["budgets"]:
+        figure, target = SOKOBAN_FIGURES.get((sweep["expert"], budget_name), ("", None))
+        report_name = f"sokoban_{sweep_name}_{budget_name}"
+        if target:
+
+            rule:
+                name:
+                    target
+                input:
+                    f"reports/{report_name}.html",
+
+            localrules: target
+
+        REPORTS[report_name] = {
+            "paper": f"{figure} Sokoban allocation sweep: {sweep_name}, {budget_name} budget".strip(),
+            "notebook": "sokoban_sweep", "inputs": SWEEP_RESULT,
+            "params": {"sweep_name": sweep_name, "budget": budget_name}}
+if SOKOBAN_RUNS:
+    REPORTS["sokoban_depth"] = {"paper": "Fig. 3 (left): best Sokoban return with depth at most L",
+                                "inputs": SWEEP_RESULT}
+    REPORTS["sokoban_tables"] = {"paper": "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
+                                 "inputs": SWEEP_RESULT}
+
+
 def sokoban_run_json(wildcards):
     return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
 
@@ -98,3 +130,20 @@ rule sokoban_sweep:
     shell:
         "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
         "--evals {input.evals} > {log} 2>&1"
+
+
+localrules:
+    fig3_left,
+    tables_1_7,
+
+
+rule fig3_left:
+    """Named target: Fig. 3 (left)."""
+    input:
+        "reports/sokoban_depth.html",
+
+
+rule tables_1_7:
+    """Named target: Tables 1 and 7 and the depth tests."""
+    input:
+        "reports/sokoban_tables.html",

@@ -18,6 +18,16 @@ ALLOCATION = ["depth", "experts", "width"]
 DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
 
 
+def same_budget_as_paper(config_path: str, budget: str) -> bool:
+    """Whether the config's budget of this name is the paper's (same anchor), so the authors' numbers compare."""
+    import json
+
+    with open(config_path) as f:
+        config = json.load(f)
+    anchor = config["sokoban"]["budgets"].get(budget, {}).get("anchor")
+    return anchor is not None and anchor == results.PAPER_ANCHORS["sokoban"].get(budget)
+
+
 def per_seed_scores(sweep: xr.Dataset) -> pd.DataFrame:
     """One row per run and seed: sweep, recurrent, budget, L, E, d, seed, final-five score."""
     table = sweep["final_five"].to_dataframe().reset_index()
@@ -96,4 +106,13 @@ def solve_rates(sweep: xr.Dataset) -> pd.DataFrame:
     table = rates.pivot_table(index=["sweep", "recurrent", "budget", *ALLOCATION], columns="mode",
                               values="solve_rate").reset_index()
     table.columns.name = None
+    return table
+
+
+def learning_curves(sweep: xr.Dataset) -> pd.DataFrame:
+    """Long table of the logged episodic returns: one row per run, seed and log point."""
+    table = sweep["episodic_return"].to_dataframe().reset_index().dropna(subset=["episodic_return"])
+    table["env_steps"] = table["update"] * table["steps_per_update"]
+    table["allocation"] = ("L" + table["depth"].astype(str) + " E" + table["experts"].astype(str)
+                           + " d" + table["width"].astype(str))
     return table

@@ -106,6 +106,7 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
             budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
-            width=("run", [a.width]), env_steps=("run", [run.train.env_steps])))
+            width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
+            steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
     return xr.concat(per_run, dim="run", join="outer").assign_attrs(
         test_levels=results.open_dataset(eval_paths[0]).attrs.get("levels", ""))

@@ -1,0 +1,371 @@
+"""Sokoban training throughput on this machine: matmul peak, env-only speed and A2C training speed per allocation.
+
+Everything is measured in ONE process, side by side, so that the numbers worth quoting are ratios (an allocation's
+env-steps/s against the anchor's, achieved GFLOP/s against the matmul peak measured next to it): on a shared,
+noisy machine absolute speeds drift from minute to minute, ratios taken a few seconds apart much less.
+
+1. Matmul peak: a jitted fp32 n×n matmul (2n³ FLOPs), median of several calls → GFLOP/s. Measured once at the
+   start and the end (drift check) and briefly again right before each allocation's timing (the denominator of
+   its fraction of peak).
+2. Env only: the batched Jumanji env (`env.batched(env.make_env(levels))`) stepped with uniformly random actions
+   in a jitted `lax.scan`, on generated 10×10 4-box levels.
+3. Training, per allocation: the real `Trainer.run_updates` (compiled ahead of time with `.lower().compile()`,
+   so compile time is reported apart), one warm-up call, then timed calls; env-steps/s = seeds × log_interval ×
+   num_envs × num_steps / median call time.
+   FLOPs per env step, from XLA's cost analysis:
+   * forward: `agent_step_flops` (one compiled agent step, one environment);
+   * training: one whole A2C update (rollout, the backward pass through it, GAE, loss, Adam) divided by the
+     num_envs × num_steps env steps it makes. XLA's cost analysis counts the body of a while loop ONCE, whatever
+     its trip count, so the compiled `run_updates` (a scan of updates, each a scan of rollout steps and its
+     reverse-mode scan) is undercounted by about num_steps × log_interval; that naive number is kept in the JSON
+     as `naive_loop_flops_per_step` for comparison only. The training count here traces one update with every
+     `lax.scan` fully unrolled (`jax.lax.scan` patched to `unroll=True` while tracing, nothing else changed) and
+     reads the cost analysis of the lowered, not yet optimised, program: compiling the unrolled program would
+     take minutes, and on the anchor the optimised count differs by under 2%.
+   Achieved GFLOP/s = training FLOPs per env step × env-steps/s; the work proxy L·E·d·(C+2d) is shown as a
+   ratio to the budget's anchor.
+
+`python -m parallel_experts.sokoban.bench --help` for the options; `--json PATH` writes every number and the
+machine and JAX versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from parallel_experts import budget as budgets_module
+from parallel_experts import config as configuration
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper.yaml"
+QUICK_ALLOCATION = budgets_module.Allocation(1, 2, 8)
+
+
+# ---------------------------------------------------------------------------------------------- timing helpers
+
+
+def _time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None) -> list[float]:
+    """Wall times of `repeats` calls of `call()` (each blocked until ready); more while their sum < min_time."""
+    max_repeats = max(repeats, max_repeats or repeats)
+    times: list[float] = []
+    while len(times) < repeats or (sum(times) < min_time and len(times) < max_repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(call())
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _cost(analysis) -> float:
+    if isinstance(analysis, Sequence):  # older jax: one dict per device program
+        analysis = analysis[0]
+    return float(analysis["flops"])
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
+    """fp32 GFLOP/s of a jitted size×size matmul: median over `repeats` calls after one warm-up call."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    jax.block_until_ready(matmul(a, b))
+    times = _time_calls(lambda: matmul(a, b), repeats)
+    flops = 2.0 * size**3
+    return {"size": size, "repeats": repeats, "seconds": times, "flops": flops,
+            "gflops": flops / statistics.median(times) / 1e9, "gflops_best": flops / min(times) / 1e9}
+
+
+# ---------------------------------------------------------------------------------------------- env only
+
+
+def env_speed(levels: np.ndarray, num_envs: int, steps: int, repeats: int, reward: str = "clipped",
+              time_limit: int = 120) -> dict:
+    """Env-steps/s of the batched environment alone, random actions, `steps` steps per jitted scan."""
+    from parallel_experts.sokoban import env as sokoban_env
+
+    env = sokoban_env.make_env(levels, reward=reward, time_limit=time_limit)
+    envs = sokoban_env.batched(env)
+    num_actions = int(env.action_spec.num_values)
+
+    def rollout(state, key):
+        def step(state, key):
+            action = jax.random.randint(key, (num_envs,), 0, num_actions)
+            state, timestep = envs.step(state, action)
+            return state, timestep.reward.sum()
+
+        state, rewards = jax.lax.scan(step, state, jax.random.split(key, steps))
+        return state, rewards.sum()
+
+    key, reset_key = jax.random.split(jax.random.PRNGKey(0))
+    state, _ = jax.jit(envs.reset)(jax.random.split(reset_key, num_envs))
+    start = time.perf_counter()
+    run = jax.jit(rollout).lower(state, key).compile()
+    compile_s = time.perf_counter() - start
+    state, _ = jax.block_until_ready(run(state, key))  # warm-up
+    keys = iter(jax.random.split(key, repeats))
+    holder = {"state": state}
+
+    def call():
+        holder["state"], total = run(holder["state"], next(keys))
+        return holder["state"], total
+
+    times = _time_calls(call, repeats)
+    per_call = num_envs * steps
+    return {"num_envs": num_envs, "steps_per_call": steps, "env_steps_per_call": per_call, "seconds": times,
+            "compile_s": compile_s, "env_steps_per_s": per_call / statistics.median(times)}
+
+
+# ---------------------------------------------------------------------------------------------- training
+
+
+@contextlib.contextmanager
+def _unrolled_scans():
+    """While active, every `jax.lax.scan` call (looked up as an attribute, as train.py does) is fully unrolled."""
+    original = jax.lax.scan
+    jax.lax.scan = functools.partial(original, unroll=True)
+    try:
+        yield
+    finally:
+        jax.lax.scan = original
+
+
+def update_flops(trainer, carry) -> float:
+    """XLA-counted FLOPs of ONE A2C update of one seed, every scan unrolled (see the module docstring)."""
+    single = jax.tree.map(lambda x: x[0], carry)
+    with _unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
+        lowered = jax.jit(lambda c: trainer._update(c, None)).lower(single)
+    return _cost(lowered.cost_analysis())
+
+
+def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, warmup: int, repeats: int,
+                   min_time: float, max_repeats: int) -> dict:
+    """Compile, warm up and time `Trainer.run_updates` for one agent configuration; count its FLOPs."""
+    from parallel_experts.sokoban.agent import agent_step_flops
+    from parallel_experts.sokoban.train import Trainer
+
+    trainer = Trainer(agent_config, train_config, levels)
+    carry = trainer.init(list(range(seeds)))
+    start = time.perf_counter()
+    compiled = trainer.run_updates.lower(carry).compile()
+    compile_s = time.perf_counter() - start
+    steps_per_call = seeds * train_config.log_interval * train_config.num_envs * train_config.num_steps
+    naive = _cost(compiled.cost_analysis()) / steps_per_call
+
+    holder = {"carry": carry}
+
+    def call():
+        holder["carry"], metrics = compiled(holder["carry"])
+        return holder["carry"], metrics
+
+    warmup_times = _time_calls(call, warmup) if warmup else []
+    times = _time_calls(call, repeats, min_time, max_repeats)
+
+    # FLOPs after timing: tracing the unrolled update cannot touch the compiled program timed above.
+    start = time.perf_counter()
+    forward = agent_step_flops(agent_config)
+    train_flops = update_flops(trainer, holder["carry"]) / (train_config.num_envs * train_config.num_steps)
+    flops_s = time.perf_counter() - start
+    median = statistics.median(times)
+    return {
+        "compile_s": compile_s, "warmup_s": warmup_times, "seconds": times, "env_steps_per_call": steps_per_call,
+        "env_steps_per_s": steps_per_call / median,
+        "env_steps_per_s_spread": [steps_per_call / max(times), steps_per_call / min(times)],
+        "forward_flops_per_step": forward, "train_flops_per_step": train_flops,
+        "train_over_forward": train_flops / forward, "naive_loop_flops_per_step": naive,
+        "achieved_gflops": train_flops * steps_per_call / median / 1e9, "flop_count_s": flops_s,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def _allocation(text: str) -> budgets_module.Allocation:
+    try:
+        depth, experts, width = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected L,E,d (three integers), got {text!r}") from None
+    if min(depth, experts, width) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return budgets_module.Allocation(depth, experts, width)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="parallel_experts sokoban-bench", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--config", nargs="+", default=[str(REPO_CONFIG)],
+                   help="config files (merged in order) naming the budget, its anchor and the training settings")
+    p.add_argument("--budget", default="small", help="Sokoban budget whose allocations (and anchor) are used")
+    p.add_argument("--allocations", nargs="+", type=_allocation, metavar="L,E,d",
+                   help="allocations to time instead of the budget's (the work ratio stays against its anchor)")
+    p.add_argument("--expert", choices=["convlstm", "convglu"], default="convlstm")
+    rec = p.add_mutually_exclusive_group()
+    rec.add_argument("--recurrent", dest="recurrent", action="store_true", default=True)
+    rec.add_argument("--nonrecurrent", dest="recurrent", action="store_false")
+    p.add_argument("--num-envs", type=int, default=32)
+    p.add_argument("--num-steps", type=int, default=20, help="rollout length of one update")
+    p.add_argument("--log-interval", type=int, default=1,
+                   help="updates per compiled call (one update of the anchor takes ~7 s on 2 cores)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds vmapped together, as training does")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls after compiling")
+    p.add_argument("--repeats", type=int, default=1, help="timed calls, at least")
+    p.add_argument("--min-time", type=float, default=4.0, help="add timed calls until they sum to this (s)")
+    p.add_argument("--max-repeats", type=int, default=5, help="cap on timed calls added by --min-time")
+    p.add_argument("--levels", type=int, default=200, help="generated 10×10 4-box levels to train on")
+    p.add_argument("--matmul-size", type=int, default=2048)
+    p.add_argument("--matmul-repeats", type=int, default=7, help="timed matmuls of the start/end peak")
+    p.add_argument("--local-peak-repeats", type=int, default=3,
+                   help="timed matmuls right before each allocation (0: use the start peak)")
+    p.add_argument("--env-steps", type=int, default=500, help="steps per env-only call (× num-envs env steps)")
+    p.add_argument("--env-repeats", type=int, default=5)
+    p.add_argument("--json", help="write every number, the settings and the machine here")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes for tests: one small allocation, 4 envs × 5 steps, small matmul")
+    return p
+
+
+def machine_info() -> dict:
+    import jaxlib
+
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpu": model or platform.processor(), "cpu_count": os.cpu_count(), "usable_cpus": affinity,
+            "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()], "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "loadavg_start": list(os.getloadavg())}
+
+
+def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budgets_module.Allocation], int, dict]:
+    config = configuration.load(args.config)
+    configuration.validate(config)
+    found = {b.name: b for b in budgets_module.budgets(config, "sokoban")}
+    if args.budget not in found:
+        raise configuration.ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
+                                        f"(defined: {', '.join(found)})")
+    chosen = found[args.budget]
+    allocations = list(args.allocations or chosen.allocations)
+    return chosen.anchor, allocations, config["sokoban"]["encoder_channels"], config["sokoban"]
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from parallel_experts.sokoban.agent import AgentConfig
+    from parallel_experts.sokoban.levels import generated_set
+    from parallel_experts.sokoban.train import TrainConfig
+
+    if args.quick:
+        args.num_envs, args.num_steps, args.log_interval = 4, 5, 2
+        args.warmup, args.repeats, args.min_time = 1, 2, 0.0
+        args.levels, args.matmul_size, args.matmul_repeats, args.local_peak_repeats = 20, 512, 3, 2
+        args.env_steps, args.env_repeats = 50, 2
+        args.allocations = args.allocations[:1] if args.allocations else [QUICK_ALLOCATION]
+    wall_start = time.perf_counter()
+    try:
+        anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args)
+    except configuration.ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    train_config = TrainConfig(**{**sokoban.get("training", {}), "env_steps": sokoban["env_steps"],
+                                  "num_envs": args.num_envs, "num_steps": args.num_steps,
+                                  "log_interval": args.log_interval})
+    machine = machine_info()
+    print(f"# sokoban-bench  jax {machine['jax']} ({machine['backend']}), {machine['usable_cpus']} usable CPUs "
+          f"({machine['cpu']}), load {machine['loadavg_start'][0]:.2f}", flush=True)
+
+    levels = generated_set(args.levels, seed=0).levels  # 10×10, 4 boxes: the generator's defaults
+    peak_start = matmul_peak(args.matmul_size, args.matmul_repeats)
+    print(f"matmul peak ({args.matmul_size}², fp32): {peak_start['gflops']:.1f} GFLOP/s", flush=True)
+    env = env_speed(levels, args.num_envs, args.env_steps, args.env_repeats, train_config.reward,
+                    train_config.time_limit)
+    print(f"env only ({args.num_envs} envs, random actions): {env['env_steps_per_s']:,.0f} env-steps/s", flush=True)
+
+    anchor_work = budgets_module.sokoban_work(anchor, encoder_channels)
+    results = []
+    for a in allocations:
+        agent_config = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=args.expert,
+                                   recurrent=args.recurrent, encoder_channels=encoder_channels)
+        local = matmul_peak(args.matmul_size, args.local_peak_repeats) if args.local_peak_repeats else peak_start
+        load_before = os.getloadavg()[0]
+        r = training_speed(agent_config, train_config, levels, args.seeds, args.warmup, args.repeats,
+                           args.min_time, args.max_repeats)
+        work = budgets_module.sokoban_work(a, encoder_channels)
+        r |= {"allocation": a.as_list(), "label": a.label(), "work_proxy": work, "work_ratio": work / anchor_work,
+              "peak_gflops_local": local["gflops"], "fraction_of_peak": r["achieved_gflops"] / local["gflops"],
+              "fraction_of_start_peak": r["achieved_gflops"] / peak_start["gflops"],
+              "over_env_only": r["env_steps_per_s"] / env["env_steps_per_s"],
+              "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0]}
+        results.append(r)
+        print(f"  {a.label():<14} {r['env_steps_per_s']:8.1f} env-steps/s  {r['achieved_gflops']:6.1f} GFLOP/s "
+              f"({100 * r['fraction_of_peak']:.0f}% of {local['gflops']:.0f})  compile {r['compile_s']:.1f} s",
+              flush=True)
+    peak_end = matmul_peak(args.matmul_size, args.matmul_repeats)
+
+    reference = next((r for r in results if r["allocation"] == anchor.as_list()), results[0])
+    for r in results:
+        r["speed_vs_reference"] = r["env_steps_per_s"] / reference["env_steps_per_s"]
+        r["gflops_vs_reference"] = r["achieved_gflops"] / reference["achieved_gflops"]
+    header = ["allocation", "work×", "fwd MF/step", "train MF/step", "train/fwd", "compile s", "steps/s",
+              "×ref", "GFLOP/s", "%peak"]
+    rows = [[r["label"], f"{r['work_ratio']:.2f}", _fmt(r["forward_flops_per_step"] / 1e6),
+             _fmt(r["train_flops_per_step"] / 1e6), f"{r['train_over_forward']:.2f}", f"{r['compile_s']:.1f}",
+             _fmt(r["env_steps_per_s"]), f"{r['speed_vs_reference']:.2f}", f"{r['achieved_gflops']:.1f}",
+             f"{100 * r['fraction_of_peak']:.0f}%"] for r in results]
+    total_s = time.perf_counter() - wall_start
+    print()
+    print(f"Sokoban training throughput: {args.expert}, {'recurrent' if args.recurrent else 'non-recurrent'}, "
+          f"{args.seeds} seed(s) × {args.num_envs} envs × {args.num_steps} steps × {args.log_interval} update(s) "
+          f"per call; median of ≥{args.repeats} timed call(s) after {args.warmup} warm-up")
+    print(table(rows, header))
+    print(f"work× = L·E·d·(C+2d) / anchor {anchor.label()}; ×ref = env-steps/s / those of "
+          f"{reference['label']}; MF = MFLOP (XLA cost analysis); train = one whole update (rollout + backward + "
+          f"Adam) / its env steps; %peak = achieved GFLOP/s / matmul peak measured just before")
+    print(f"matmul peak {peak_start['gflops']:.1f} GFLOP/s at the start, {peak_end['gflops']:.1f} at the end; "
+          f"env only {env['env_steps_per_s']:,.0f} env-steps/s "
+          f"({env['env_steps_per_s'] / reference['env_steps_per_s']:.0f}× training {reference['label']}); "
+          f"load {machine['loadavg_start'][0]:.2f} → {os.getloadavg()[0]:.2f}; total {total_s:.0f} s")
+
+    if args.json:
+        machine["loadavg_end"] = list(os.getloadavg())
+        out = {"machine": machine,
+               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v]) for k, v in vars(args).items()}
+               | {"train_config": {k: getattr(train_config, k) for k in train_config.__dataclass_fields__},
+                  "anchor": anchor.as_list(), "reference": reference["allocation"]},
+               "matmul_peak_start": peak_start, "matmul_peak_end": peak_end, "env_only": env,
+               "allocations": results, "total_s": total_s,
+               "notes": ["naive_loop_flops_per_step: XLA cost analysis of the compiled run_updates / env steps "
+                         "per call; XLA counts each while-loop body once, so it undercounts (for comparison only)",
+                         "train_flops_per_step: one update traced with all scans unrolled, cost analysis of the "
+                         "lowered program / (num_envs × num_steps)"]}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
