@@ -122,3 +122,12 @@ def test_bad_level_arrays_and_reward_names_fail_fast():
         sokoban_env.make_env(np.zeros((7, 7, 2), np.uint8))
     with pytest.raises(ValueError, match="reward: expected one of dense, clipped"):
         sokoban_env.make_env(ONE_BOX[None], reward="sparse")
+
+
+def test_view_crops_only_padding_walls():
+    levels = np.stack([ONE_BOX, TWO_BOXES])  # rooms of 3×5 and 4×6 in the top-left corner
+    sokoban_env.check_view(levels, 6)
+    np.testing.assert_array_equal(np.asarray(sokoban_env.view(jnp.asarray(levels), 6))[1, :4], TWO_BOXES[:4, :6])
+    sokoban_env.check_view(levels, 5)  # the sixth column is wall in both
+    with pytest.raises(ValueError, match="view 4: level 1 has more than walls outside its top-left 4×4 cells"):
+        sokoban_env.check_view(levels, 4)

@@ -115,6 +115,25 @@ def level_states(env: Sokoban, levels: np.ndarray, key: chex.PRNGKey) -> tuple[S
     return states, jax.vmap(env._state_to_observation)(states).grid
 
 
+def view(grid: chex.Array, size: int) -> chex.Array:
+    """What the agent sees: the top-left size×size cells of (..., 10, 10, 2) grids (all of it at size 10).
+
+    A demo-scale reduction: rooms smaller than Jumanji's 10×10 are padded with walls at the bottom and right
+    (levels.pad_to), so a view of the room's size drops only constant wall cells and saves their compute."""
+    return grid[..., :size, :size, :]
+
+
+def check_view(levels: np.ndarray, size: int) -> None:
+    """Fail fast if a view of `size` would hide anything but walls."""
+    outside = np.ones(levels.shape[1:3], bool)
+    outside[:size, :size] = False
+    hidden = levels[:, outside]
+    if not ((hidden[..., 1] == 1) & (hidden[..., 0] == 0)).all():
+        level = int(np.argwhere(~((hidden[..., 1] == 1) & (hidden[..., 0] == 0)).all(axis=1))[0][0])
+        raise ValueError(f"view {size}: level {level} has more than walls outside its top-left {size}×{size} "
+                         "cells; use a larger view (10 sees everything)")
+
+
 def _check_levels(levels: np.ndarray) -> None:
     shape = tuple(np.shape(levels))
     if len(shape) != 4 or shape[1:] != (10, 10, 2):

@@ -18,17 +18,18 @@ MODES = ("greedy", "sampled")
 
 
 
-def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array) -> dict:
+def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array,
+                 view: int) -> dict:
     """One episode per level; returns per-level solved, return and length (numpy arrays in level order)."""
     reset_key, action_key = jax.random.split(key)
     states, obs = sokoban_env.level_states(env, levels, reset_key)
-    single = agent.initial_state(obs.shape[1], obs.shape[2])
+    single = agent.initial_state(view, view)
     hidden = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(levels), *x.shape)), single)
     zeros = jnp.zeros(len(levels))
 
     def step(carry, key):
         states, obs, hidden, done, episode_return, length, solved = carry
-        logits, _, hidden = jax.vmap(agent)(obs, hidden)
+        logits, _, hidden = jax.vmap(agent)(sokoban_env.view(obs, view), hidden)
         action = jnp.where(greedy, jnp.argmax(logits, -1), jax.random.categorical(key, logits))
         states, timestep = jax.vmap(env.step)(states, action)
         active = ~done
@@ -44,11 +45,14 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
     return {"done": done, "solved": solved, "episode_return": episode_return, "episode_length": length}
 
 
-PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced, the env is static
+PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced; env and view are static
 
 
-def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250) -> xr.Dataset:
-    """Greedy and sampled play of every level, in chunks of `chunk` levels (memory only)."""
+def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250,
+             view: int = 10) -> xr.Dataset:
+    """Greedy and sampled play of every level, in chunks of `chunk` levels (memory only); the agent sees the
+    top-left view×view cells (see env.view)."""
+    sokoban_env.check_view(levels, view)
     per_mode = {}
     for m, mode in enumerate(MODES):
         parts = []
@@ -56,7 +60,7 @@ def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0,
         for c, start in enumerate(starts):
             key = jax.random.fold_in(jax.random.PRNGKey(seed), m * len(starts) + c)
             part = jax.device_get(PLAY(agent, env, levels[start:start + chunk], greedy=jnp.array(mode == "greedy"),
-                                       key=key))
+                                       key=key, view=view))
             assert part.pop("done").all(), "every episode ends by the time limit"
             parts.append(part)
         per_mode[mode] = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
@@ -78,7 +82,7 @@ def evaluate_run(run, agents, test) -> xr.Dataset:
     per_seed = []
     for i, seed in enumerate(run.seeds):
         agent = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, agents)
-        per_seed.append(evaluate(agent, env, test.levels, seed=seed))
+        per_seed.append(evaluate(agent, env, test.levels, seed=seed, view=run.train.view))
     result = xr.concat(per_seed, dim=xr.DataArray(list(run.seeds), dims="seed", name="seed"))
     files = np.array(test.files)[test.file]
     return result.assign_coords(level_file=("level", files), level_index=("level", test.index)).assign_attrs(

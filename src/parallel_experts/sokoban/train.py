@@ -46,6 +46,7 @@ class TrainConfig:
     adam_eps: float = 1e-6
     reward: str = "clipped"
     time_limit: int = 120
+    view: int = 10  # the agent sees the top-left view×view cells (demo scale: the room without padding walls)
     log_interval: int = 200  # updates per log point and per compiled call
     episode_window: int = 400  # completed episodes averaged at each log point
     checkpoint_every: int = 10  # log points between checkpoints
@@ -95,6 +96,7 @@ class Trainer:
     def __init__(self, agent_config: AgentConfig, train_config: TrainConfig, levels: np.ndarray):
         self.agent_config, self.config = agent_config, train_config
         self.env = sokoban_env.make_env(levels, reward=train_config.reward, time_limit=train_config.time_limit)
+        sokoban_env.check_view(levels, train_config.view)
         self.envs = sokoban_env.batched(self.env)
         _, self.static = eqx.partition(Agent(agent_config, jax.random.PRNGKey(0)), eqx.is_array)
         schedule = optax.linear_schedule(train_config.learning_rate, 0.0, max(train_config.num_updates, 1))
@@ -113,7 +115,7 @@ class Trainer:
         agent = eqx.combine(params, self.static)
         env_state, timestep = self.envs.reset(jax.random.split(env_key, self.config.num_envs))
         grid = timestep.observation.grid
-        single = agent.initial_state(grid.shape[1], grid.shape[2])
+        single = agent.initial_state(self.config.view, self.config.view)
         hidden = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.config.num_envs, *x.shape)), single)
         zeros = jnp.zeros(self.config.num_envs)
         return Carry(params, self.optimizer.init(params), env_state, grid, zeros.astype(bool), hidden, zeros,
@@ -121,8 +123,11 @@ class Trainer:
 
     def _loss(self, params, carry: Carry):
         agent = eqx.combine(params, self.static)
-        policy = jax.vmap(agent)
         config = self.config
+
+        def policy(obs, hidden):
+            return jax.vmap(agent)(sokoban_env.view(obs, config.view), hidden)
+
         key, rollout_key = jax.random.split(carry.key)
 
         def step(state, key):
