@@ -9,6 +9,14 @@ from slurm_cluster import submitted_job_ids
 from parallel_experts import reports, results
 
 SMOKE = "config/smoke.yaml"
+LOCAL_RULES = {"all", "config_snapshot", "index"}  # run by Snakemake itself, never submitted
+
+
+def planned_jobs(*args) -> dict[str, int]:
+    """Jobs per rule that a dry run of the smoke DAG plans (its "Job stats" table)."""
+    run = snakemake("-n", "--configfile", SMOKE, *args)
+    table = run.stdout.split("Job stats:")[1].split("total")[0]
+    return {rule: int(count) for rule, count in (line.split() for line in table.splitlines()[3:] if line.strip())}
 
 
 def check_outputs(workdir):
@@ -22,15 +30,25 @@ def check_outputs(workdir):
     sokoban = results.open_dataset(workdir / "results/allocations/sokoban.nc")
     assert sokoban["work_ratio"].values.tolist() == [1.0, 0.75]  # [2, 1, 8] vs [1, 1, 16]: 768/1024
     assert json.loads(sokoban.attrs["config"])["scale"] == "smoke"
+    sweep = results.open_dataset(workdir / "results/sokoban/sweep.nc")
+    assert sweep.sizes["run"] == 4 and set(sweep["recurrent"].values) == {True, False}
+    for run in sweep["run"].values:  # every test level played exactly once per seed and mode
+        evaluation = results.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
+        assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
+    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables"):
+        assert f'href="{name}.html"' in index
 
 
 @pytest.mark.pipeline
 def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
+    jobs = planned_jobs("--directory", str(tmp_path))
     run = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     check_outputs(tmp_path)
-    logs = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "results/logs").rglob("*.log"))
-    assert len(logs) == 5, logs  # every rule that runs has a log
+    logs = list((tmp_path / "results/logs").rglob("*.log"))
+    assert len(logs) == sum(jobs.values()) - jobs["all"], jobs  # every job that runs a command has a log
+    benchmarks = list((tmp_path / "results/benchmarks").rglob("*.tsv"))
+    assert len(benchmarks) == jobs["sokoban_train"] + jobs["sokoban_evaluate"]  # training jobs are timed
 
     again = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path), "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
@@ -43,9 +61,10 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
 @pytest.mark.slurm
 def test_smoke_dag_runs_through_slurm(slurm_cluster, tmp_path):
     workdir = tmp_path / "run"
+    jobs = planned_jobs("--directory", str(workdir))
     run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile",
                     "--configfile", SMOKE, "--directory", str(workdir))
     assert run.returncode == 0, run.stderr[-3000:]
     check_outputs(workdir)
-    # Two allocation grids and one report went through sbatch; the snapshot and index are local rules.
-    assert len(submitted_job_ids(slurm_cluster)) == 3
+    # Every job went through sbatch except the local rules (the config snapshot, the index and targets).
+    assert len(submitted_job_ids(slurm_cluster)) == sum(n for rule, n in jobs.items() if rule not in LOCAL_RULES)

@@ -70,6 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep.add_argument("--curves", nargs="+", required=True)
     sweep.add_argument("--evals", nargs="+", required=True)
 
+    commands.add_parser("sokoban-bench", add_help=False,
+                        help="training env-steps/s, FLOPs per step and fraction of matmul peak per allocation "
+                             "(options: sokoban-bench --help)")
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["sokoban-bench"]:  # its own parser: python -m parallel_experts sokoban-bench --help
+        from parallel_experts.sokoban import bench
+
+        return bench.main(argv[1:])
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -69,3 +69,12 @@ def notebook_parameters(wildcards, input):
     entry = REPORTS[wildcards.report]
     values = {name: input[name] for name in entry["inputs"]} | entry.get("params", {})
     return " ".join(f"-p {name}={value}" for name, value in values.items())
+
+
+SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
+RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
+
+
+def sokoban_run_json(wildcards):
+    """The run's full definition: its rules rerun exactly when it changes."""
+    return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)

@@ -1,29 +1,25 @@
 # Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and the sweep table.
 
-SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
-RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
-
-
-# The paper's figure for each (expert, budget) sweep; other combinations get a report without a number.
 # The paper's figure for each (expert, budget) sweep, and the named target that renders it.
 SOKOBAN_FIGURES = {("convlstm", "small"): ("Fig. 2", "fig2"), ("convlstm", "medium"): ("Fig. 16", "fig16"),
                    ("convlstm", "large"): ("Fig. 17", "fig17"), ("convglu", "small"): ("Figs. 18-20", "fig18_20_small"),
                    ("convglu", "medium"): ("Figs. 18-20", "fig18_20_medium"),
                    ("convglu", "large"): ("Figs. 18-20", "fig18_20_large")}
 SWEEP_RESULT = {"sweep": "results/sokoban/sweep.nc"}
+named_targets = set()  # the first sweep of an (expert, budget) pair gets the figure's name
 for sweep_name, sweep in config["sokoban"].get("sweeps", {}).items():
     for budget_name in sweep["budgets"]:
         figure, target = SOKOBAN_FIGURES.get((sweep["expert"], budget_name), ("", None))
         report_name = f"sokoban_{sweep_name}_{budget_name}"
-        if target:
+        if target and target not in named_targets:
+            named_targets.add(target)
 
             rule:
                 name:
                     target
+                localrule: True
                 input:
                     f"reports/{report_name}.html",
-
-            localrules: target
 
         REPORTS[report_name] = {
             "paper": f"{figure} Sokoban allocation sweep: {sweep_name}, {budget_name} budget".strip(),
@@ -34,10 +30,6 @@ if SOKOBAN_RUNS:
                                 "inputs": SWEEP_RESULT}
     REPORTS["sokoban_tables"] = {"paper": "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
                                  "inputs": SWEEP_RESULT}
-
-
-def sokoban_run_json(wildcards):
-    return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
 
 
 rule sokoban_levels:

@@ -57,14 +57,18 @@ QUICK_ALLOCATION = budgets_module.Allocation(1, 2, 8)
 # ---------------------------------------------------------------------------------------------- timing helpers
 
 
-def _time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None) -> list[float]:
-    """Wall times of `repeats` calls of `call()` (each blocked until ready); more while their sum < min_time."""
+def _time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None,
+                cpu: list[float] | None = None) -> list[float]:
+    """Wall times of `repeats` calls of `call()` (each blocked until ready); more while their sum < min_time.
+    `cpu`, if given, receives the process CPU time (all threads) of each call."""
     max_repeats = max(repeats, max_repeats or repeats)
     times: list[float] = []
     while len(times) < repeats or (sum(times) < min_time and len(times) < max_repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         jax.block_until_ready(call())
         times.append(time.perf_counter() - start)
+        if cpu is not None:
+            cpu.append(time.process_time() - start_cpu)
     return times
 
 
@@ -80,10 +84,12 @@ def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
     b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
     matmul = jax.jit(jnp.matmul)
     jax.block_until_ready(matmul(a, b))
-    times = _time_calls(lambda: matmul(a, b), repeats)
+    cpu: list[float] = []
+    times = _time_calls(lambda: matmul(a, b), repeats, cpu=cpu)
     flops = 2.0 * size**3
-    return {"size": size, "repeats": repeats, "seconds": times, "flops": flops,
-            "gflops": flops / statistics.median(times) / 1e9, "gflops_best": flops / min(times) / 1e9}
+    return {"size": size, "repeats": repeats, "seconds": times, "cpu_seconds": cpu, "flops": flops,
+            "gflops": flops / statistics.median(times) / 1e9, "gflops_best": flops / min(times) / 1e9,
+            "gflops_cpu": flops / (statistics.median(cpu) / _usable_cpus()) / 1e9}
 
 
 # ---------------------------------------------------------------------------------------------- env only
@@ -149,8 +155,11 @@ def update_flops(trainer, carry) -> float:
 
 
 def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, warmup: int, repeats: int,
-                   min_time: float, max_repeats: int) -> dict:
-    """Compile, warm up and time `Trainer.run_updates` for one agent configuration; count its FLOPs."""
+                   min_time: float, max_repeats: int, peak_size: int = 2048, peak_repeats: int = 3) -> dict:
+    """Compile, warm up and time `Trainer.run_updates` for one agent configuration; count its FLOPs.
+
+    The matmul peak is measured right before and right after the timed calls (`peak_repeats` matmuls each,
+    0: not at all), so that the fraction of peak compares two speeds seen under the same machine load."""
     from parallel_experts.sokoban.agent import agent_step_flops
     from parallel_experts.sokoban.train import Trainer
 
@@ -168,8 +177,11 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
         holder["carry"], metrics = compiled(holder["carry"])
         return holder["carry"], metrics
 
-    warmup_times = _time_calls(call, warmup) if warmup else []
-    times = _time_calls(call, repeats, min_time, max_repeats)
+    warmup_times = _time_calls(call, warmup) if warmup else []  # the first call also faults in fresh memory
+    peak_before = matmul_peak(peak_size, peak_repeats) if peak_repeats else None
+    cpu: list[float] = []
+    times = _time_calls(call, repeats, min_time, max_repeats, cpu)
+    peak_after = matmul_peak(peak_size, peak_repeats) if peak_repeats else None
 
     # FLOPs after timing: tracing the unrolled update cannot touch the compiled program timed above.
     start = time.perf_counter()
@@ -184,6 +196,10 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
         "forward_flops_per_step": forward, "train_flops_per_step": train_flops,
         "train_over_forward": train_flops / forward, "naive_loop_flops_per_step": naive,
         "achieved_gflops": train_flops * steps_per_call / median / 1e9, "flop_count_s": flops_s,
+        "cpu_seconds": cpu, "cpu_share": sum(cpu) / sum(times) / _usable_cpus(),
+        "achieved_gflops_cpu": train_flops * steps_per_call / (statistics.median(cpu) / _usable_cpus()) / 1e9,
+        "peak_gflops_bracket": [p["gflops"] for p in (peak_before, peak_after) if p],
+        "peak_gflops_cpu_bracket": [p["gflops_cpu"] for p in (peak_before, peak_after) if p],
     }
 
 
@@ -225,13 +241,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--matmul-size", type=int, default=2048)
     p.add_argument("--matmul-repeats", type=int, default=7, help="timed matmuls of the start/end peak")
     p.add_argument("--local-peak-repeats", type=int, default=3,
-                   help="timed matmuls right before each allocation (0: use the start peak)")
+                   help="timed matmuls right before and after each allocation's timed calls (0: use the start peak)")
     p.add_argument("--env-steps", type=int, default=500, help="steps per env-only call (× num-envs env steps)")
     p.add_argument("--env-repeats", type=int, default=5)
     p.add_argument("--json", help="write every number, the settings and the machine here")
     p.add_argument("--quick", action="store_true",
                    help="tiny sizes for tests: one small allocation, 4 envs × 5 steps, small matmul")
     return p
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def machine_info() -> dict:
@@ -243,9 +263,8 @@ def machine_info() -> dict:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpu": model or platform.processor(), "cpu_count": os.cpu_count(), "usable_cpus": affinity,
+            "cpu": model or platform.processor(), "cpu_count": os.cpu_count(), "usable_cpus": _usable_cpus(),
             "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
             "devices": [str(d) for d in jax.devices()], "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
             "loadavg_start": list(os.getloadavg())}
@@ -300,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     levels = generated_set(args.levels, seed=0).levels  # 10×10, 4 boxes: the generator's defaults
     peak_start = matmul_peak(args.matmul_size, args.matmul_repeats)
-    print(f"matmul peak ({args.matmul_size}², fp32): {peak_start['gflops']:.1f} GFLOP/s", flush=True)
+    print(f"matmul peak ({args.matmul_size}², fp32): {peak_start['gflops']:.1f} GFLOP/s "
+          f"({peak_start['gflops_cpu']:.1f} per {_usable_cpus()} CPU-seconds)", flush=True)
     env = env_speed(levels, args.num_envs, args.env_steps, args.env_repeats, train_config.reward,
                     train_config.time_limit)
     print(f"env only ({args.num_envs} envs, random actions): {env['env_steps_per_s']:,.0f} env-steps/s", flush=True)
@@ -310,19 +330,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     for a in allocations:
         agent_config = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=args.expert,
                                    recurrent=args.recurrent, encoder_channels=encoder_channels)
-        local = matmul_peak(args.matmul_size, args.local_peak_repeats) if args.local_peak_repeats else peak_start
         load_before = os.getloadavg()[0]
         r = training_speed(agent_config, train_config, levels, args.seeds, args.warmup, args.repeats,
-                           args.min_time, args.max_repeats)
+                           args.min_time, args.max_repeats, args.matmul_size, args.local_peak_repeats)
         work = budgets_module.sokoban_work(a, encoder_channels)
+        local = statistics.mean(r["peak_gflops_bracket"]) if r["peak_gflops_bracket"] else peak_start["gflops"]
+        local_cpu = (statistics.mean(r["peak_gflops_cpu_bracket"]) if r["peak_gflops_cpu_bracket"]
+                     else peak_start["gflops_cpu"])
         r |= {"allocation": a.as_list(), "label": a.label(), "work_proxy": work, "work_ratio": work / anchor_work,
-              "peak_gflops_local": local["gflops"], "fraction_of_peak": r["achieved_gflops"] / local["gflops"],
+              "peak_gflops_local": local, "fraction_of_peak": r["achieved_gflops"] / local,
               "fraction_of_start_peak": r["achieved_gflops"] / peak_start["gflops"],
+              "peak_gflops_cpu_local": local_cpu, "fraction_of_peak_cpu": r["achieved_gflops_cpu"] / local_cpu,
               "over_env_only": r["env_steps_per_s"] / env["env_steps_per_s"],
               "loadavg_before": load_before, "loadavg_after": os.getloadavg()[0]}
         results.append(r)
         print(f"  {a.label():<14} {r['env_steps_per_s']:8.1f} env-steps/s  {r['achieved_gflops']:6.1f} GFLOP/s "
-              f"({100 * r['fraction_of_peak']:.0f}% of {local['gflops']:.0f})  compile {r['compile_s']:.1f} s",
+              f"({100 * r['fraction_of_peak']:.0f}% of {local:.0f})  compile {r['compile_s']:.1f} s  "
+              f"cpu share {r['cpu_share']:.2f}",
               flush=True)
     peak_end = matmul_peak(args.matmul_size, args.matmul_repeats)
 
@@ -331,11 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         r["speed_vs_reference"] = r["env_steps_per_s"] / reference["env_steps_per_s"]
         r["gflops_vs_reference"] = r["achieved_gflops"] / reference["achieved_gflops"]
     header = ["allocation", "work×", "fwd MF/step", "train MF/step", "train/fwd", "compile s", "steps/s",
-              "×ref", "GFLOP/s", "%peak"]
+              "×ref", "GFLOP/s", "peak", "%peak", "cpu", "%peak/cpu"]
     rows = [[r["label"], f"{r['work_ratio']:.2f}", _fmt(r["forward_flops_per_step"] / 1e6),
              _fmt(r["train_flops_per_step"] / 1e6), f"{r['train_over_forward']:.2f}", f"{r['compile_s']:.1f}",
              _fmt(r["env_steps_per_s"]), f"{r['speed_vs_reference']:.2f}", f"{r['achieved_gflops']:.1f}",
-             f"{100 * r['fraction_of_peak']:.0f}%"] for r in results]
+             f"{r['peak_gflops_local']:.0f}", f"{100 * r['fraction_of_peak']:.0f}%", f"{r['cpu_share']:.2f}",
+             f"{100 * r['fraction_of_peak_cpu']:.0f}%"]
+            for r in results]
     total_s = time.perf_counter() - wall_start
     print()
     print(f"Sokoban training throughput: {args.expert}, {'recurrent' if args.recurrent else 'non-recurrent'}, "
@@ -344,7 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows, header))
     print(f"work× = L·E·d·(C+2d) / anchor {anchor.label()}; ×ref = env-steps/s / those of "
           f"{reference['label']}; MF = MFLOP (XLA cost analysis); train = one whole update (rollout + backward + "
-          f"Adam) / its env steps; %peak = achieved GFLOP/s / matmul peak measured just before")
+          f"Adam) / its env steps; peak = matmul GFLOP/s measured just before and after the timed calls (mean); "
+          f"%peak = GFLOP/s / peak; cpu = process CPU time / (wall time × {_usable_cpus()} CPUs) of the timed "
+          f"calls (below ~0.9: other processes took cores); %peak/cpu = the same fraction with both speeds taken "
+          f"per CPU-second of this process instead of per wall second (less sensitive to other processes)")
     print(f"matmul peak {peak_start['gflops']:.1f} GFLOP/s at the start, {peak_end['gflops']:.1f} at the end; "
           f"env only {env['env_steps_per_s']:,.0f} env-steps/s "
           f"({env['env_steps_per_s'] / reference['env_steps_per_s']:.0f}× training {reference['label']}); "
