@@ -26,7 +26,7 @@ def broken(repo, tmp_path, edit):
 
 CASES = {
     "unknown key": (lambda c: c["sokoban"].update(env_stepz=5),
-                    "sokoban: unknown key 'env_stepz' (expected one of: budgets, encoder_channels, env_steps)"),
+                    "sokoban: unknown key 'env_stepz' (expected one of: boxoban, budgets, encoder_channels, env_steps, levels, sweeps, training)"),
     "wrong type": (lambda c: c["lm"].update(windows="128"), "lm.windows: expected array, got \"128\""),
     "bad value": (lambda c: c.update(accelerator="tpu"), "accelerator: expected one of cpu, cuda, got \"tpu\""),
     "below minimum": (lambda c: c["sokoban"]["budgets"]["small"]["anchor"].__setitem__(2, 0),
@@ -79,3 +79,16 @@ def test_command_line_configfile_replaces_the_default(repo):
 
 def test_digest_ignores_key_order():
     assert configuration.digest({"a": 1, "b": [1, 2]}) == configuration.digest({"b": [1, 2], "a": 1})
+
+
+def test_sweeps_must_name_defined_budgets(repo, tmp_path):
+    path = broken(repo, tmp_path, lambda c: c["sokoban"]["sweeps"]["convlstm"]["budgets"].append("huge"))
+    with pytest.raises(configuration.ConfigError,
+                       match=r"sokoban\.sweeps\.convlstm\.budgets\[1\]: unknown budget 'huge' \(defined: small\)"):
+        configuration.validate(configuration.load([path]))
+
+
+def test_boxoban_levels_need_a_source(repo, tmp_path):
+    path = broken(repo, tmp_path, lambda c: c["sokoban"]["levels"].update(test={"boxoban": "unfiltered/test"}))
+    with pytest.raises(configuration.ConfigError, match=r"sokoban\.boxoban: .* give `root`"):
+        configuration.validate(configuration.load([path]))

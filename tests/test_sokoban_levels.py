@@ -451,3 +451,14 @@ def test_generated_set_is_ready_for_jumanji():
     assert made.levels.shape == (4, 10, 10, 2)
     np.testing.assert_array_equal(made.levels[:, :6, :6], levels.generate_levels(4, 6, 1, seed=2))
     assert made.name(3) == "generated(room_size=6, num_boxes=1, seed=2) level 3"
+
+
+def test_level_set_saves_and_loads_with_its_provenance(tmp_path):
+    level_set = levels.generated_set(7, room_size=5, num_boxes=1, seed=4)
+    level_set.save(tmp_path / "set.npz")
+    loaded = levels.LevelSet.load(tmp_path / "set.npz")
+    np.testing.assert_array_equal(loaded.levels, level_set.levels)
+    assert loaded.source == level_set.source and loaded.name(6) == level_set.name(6)
+    (tmp_path / "bad.npz").write_bytes(b"not a level set")
+    with pytest.raises(levels.LevelError, match="bad.npz: not a saved level set"):
+        levels.LevelSet.load(tmp_path / "bad.npz")

@@ -288,7 +288,10 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    def line(row: list[str]) -> str:  # first column left-aligned, numbers right-aligned
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
@@ -310,9 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except configuration.ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    train_config = TrainConfig(**{**sokoban.get("training", {}), "env_steps": sokoban["env_steps"],
-                                  "num_envs": args.num_envs, "num_steps": args.num_steps,
-                                  "log_interval": args.log_interval})
+    overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,
+                 "log_interval": args.log_interval}
+    if "view" in TrainConfig.__dataclass_fields__:
+        overrides["view"] = 10  # the benchmark's levels fill Jumanji's whole 10×10 grid (a demo config's view won't)
+    train_config = TrainConfig(**{**sokoban.get("training", {}), **overrides})
     machine = machine_info()
     print(f"# sokoban-bench  jax {machine['jax']} ({machine['backend']}), {machine['usable_cpus']} usable CPUs "
           f"({machine['cpu']}), load {machine['loadavg_start'][0]:.2f}", flush=True)
