@@ -4,12 +4,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from test_sokoban_env import ONE_BOX, TWO_BOXES, level
 
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate
-from parallel_experts.sokoban.train import gae, reset_where
+from parallel_experts.sokoban.train import gae
 
 
 def test_gae_by_hand():
@@ -25,12 +24,6 @@ def test_gae_by_hand():
     advantages, returns = gae(rewards, values, dones, last_value, gamma, lam)
     np.testing.assert_allclose(advantages[:, 0], [2.12, 1.0, 3.3], rtol=1e-6)
     np.testing.assert_allclose(returns[:, 0], [2.62, 2.0, 4.8], rtol=1e-6)
-
-
-def test_reset_where_zeroes_only_finished_environments():
-    hidden = {"s": jnp.ones((3, 2, 2)), "c": jnp.ones((3, 4))}
-    out = reset_where(jnp.array([False, True, False]), hidden)
-    assert out["s"][:, 0, 0].tolist() == [1, 0, 1] and out["c"][:, 0].tolist() == [1, 0, 1]
 
 
 class AlwaysRight(eqx.Module):

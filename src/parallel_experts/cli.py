@@ -85,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except configuration.ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
+    except configuration.PipelineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:

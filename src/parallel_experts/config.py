@@ -18,7 +18,11 @@ import yaml
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
 
-class ConfigError(ValueError):
+class PipelineError(Exception):
+    """An expected failure (bad input, diverged training): the CLI reports it in one line, no traceback."""
+
+
+class ConfigError(PipelineError, ValueError):
     """A configuration problem, phrased as one line naming the key."""
 
 

@@ -30,6 +30,8 @@ from typing import NoReturn
 
 import numpy as np
 
+from parallel_experts.config import PipelineError
+
 # Jumanji's codes (constants.py) and the channel order of its observation grid.
 EMPTY, WALL, TARGET, AGENT, BOX = 0, 1, 2, 3, 4
 VARIABLE, FIXED = 0, 1
@@ -57,7 +59,7 @@ _EXPECTED_CHARS = ", ".join(repr(c) for c in SYMBOLS)
 _HEADER = re.compile(r";\s*(\d+)\s*")
 
 
-class LevelError(ValueError):
+class LevelError(PipelineError, ValueError):
     """A level file, level set or generator request that cannot be used, phrased as one line."""
 
 

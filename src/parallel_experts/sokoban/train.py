@@ -25,8 +25,9 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from parallel_experts.config import PipelineError
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban.agent import Agent, AgentConfig
+from parallel_experts.sokoban.agent import Agent, AgentConfig, reset_where
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,6 @@ def gae(rewards, values, dones, last_value, gamma: float, lam: float):
     _, advantages = jax.lax.scan(step, (jnp.zeros_like(last_value), last_value), (rewards, values, dones),
                                  reverse=True)
     return advantages, advantages + values
-
-
-def reset_where(done: jax.Array, hidden):
-    """Zero the agent state of every environment whose previous transition ended its episode."""
-    return jax.tree.map(lambda h: jnp.where(done.reshape(done.shape + (1,) * (h.ndim - 1)), 0, h), hidden)
 
 
 class Trainer:
@@ -230,8 +226,8 @@ class EpisodeLog:
                 "curve": self.curve}
 
 
-class NonFiniteLossError(FloatingPointError):
-    pass
+class NonFiniteLossError(PipelineError, FloatingPointError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
 def train(
