@@ -8,6 +8,9 @@ import pytest
 from slurm_cluster import LocalSlurmCluster, slurm_available
 
 REPO = Path(__file__).resolve().parent.parent
+# The Boxoban files of the team's shared folder: beside the checkout (CI), else the developers' copy.
+BOXOBAN = next((p for p in (REPO.parent / "shared/data/boxoban", Path("/work/shared/data/boxoban")) if p.exists()),
+               REPO.parent / "shared/data/boxoban")
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from jumanji.environments.routing.sokoban import Sokoban as JumanjiSokoban
 from jumanji.environments.routing.sokoban.generator import convert_level_to_array
 from jumanji.environments.routing.sokoban.reward import DenseReward as JumanjiDenseReward
 
+from conftest import BOXOBAN
+
 from parallel_experts.sokoban import env as sokoban_env
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
@@ -22,16 +24,15 @@ def level(*rows):
 
 
 def boxoban_levels(shared, count):
-    text = (shared / "data/boxoban" / BOXOBAN_TEST).read_text().split(";")[1: count + 1]
+    text = (shared / BOXOBAN_TEST).read_text().split(";")[1: count + 1]
     return np.stack([level(*block.strip("\n").splitlines()[1:11]) for block in text])
 
 
 @pytest.fixture
-def shared(repo):
-    path = repo.parent / "shared"
-    if not (path / "data/boxoban").exists():
-        pytest.skip("needs ../shared/data/boxoban")
-    return path
+def shared():
+    if not BOXOBAN.exists():
+        pytest.skip(f"needs the Boxoban files at {BOXOBAN}")
+    return BOXOBAN
 
 
 def play(env, lvl, actions):

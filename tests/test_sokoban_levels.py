@@ -15,10 +15,10 @@ from jumanji.environments.routing.sokoban.generator import Generator, convert_le
 from jumanji.environments.routing.sokoban.types import State
 
 import sokoban_solver as solver
+from conftest import BOXOBAN
 from parallel_experts.sokoban import levels
 from parallel_experts.sokoban.levels import LevelError, LevelFormatError
 
-BOXOBAN = Path("/work/shared/data/boxoban")
 TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"
 needs_boxoban = pytest.mark.skipif(not TEST_FILE.exists(), reason=f"{TEST_FILE} not present")
 
