@@ -17,10 +17,9 @@ from parallel_experts.sokoban import env as sokoban_env
 MODES = ("greedy", "sampled")
 
 
-
 def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array,
                  view: int) -> dict:
-    """One episode per level; returns per-level solved, return and length (numpy arrays in level order)."""
+    """One episode per level: per-level done, solved, return and length, in level order."""
     reset_key, action_key = jax.random.split(key)
     states, obs = sokoban_env.level_states(env, levels, reset_key)
     single = agent.initial_state(view, view)
