@@ -1,0 +1,1 @@
+"""Language modelling on FineWeb-style data: GPT-2 tokens, token shards and the streaming sampler."""

