@@ -1,7 +1,9 @@
 """`python -m parallel_experts <command>`: the one interface every Snakemake rule calls.
 
-Each command loads and validates the configuration first, so a bad config stops here with one line
-(exit status 2) before anything is computed.
+Commands that read the configuration validate it first, so a bad config stops here with one line (exit
+status 2) before anything is computed. The Sokoban commands instead take the definition of what they compute
+(a level source, a run) as JSON, which the workflow builds from the validated config. Expected failures
+(`config.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
 """
 
 from __future__ import annotations
