@@ -60,13 +60,6 @@ def runs(config: Mapping) -> list[Run]:
     return found
 
 
-def run_by_id(config: Mapping, run_id: str) -> Run:
-    for run in runs(config):
-        if run.id == run_id:
-            return run
-    raise KeyError(f"no Sokoban run {run_id!r} in this config")
-
-
 def level_set(source: Mapping, boxoban_source: Mapping) -> boxoban.LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
     from `boxoban_source` (`sokoban.boxoban`: a local copy or a download)."""
@@ -108,5 +101,5 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
             budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
-    return xr.concat(per_run, dim="run", join="outer").assign_attrs(
-        test_levels=results.open_dataset(eval_paths[0]).attrs.get("levels", ""))
+    # Every run plays the same test set, so the last one read names it.
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""))

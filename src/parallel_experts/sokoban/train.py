@@ -9,12 +9,11 @@ checkpoints and the progress bar.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -178,9 +177,6 @@ class Trainer:
         """`log_interval` updates of one seed (vmapped over seeds and jitted in __init__)."""
         return jax.lax.scan(self._update, carry, None, length=self.config.log_interval)
 
-    def agent(self, carry: Carry, seed_index: int) -> Agent:
-        params = jax.tree.map(lambda x: x[seed_index], carry.params)
-        return eqx.combine(params, self.static)
 
 
 @dataclass
@@ -189,12 +185,12 @@ class EpisodeLog:
 
     window: int
     seeds: int
-    recent: list[deque] = dataclasses.field(default_factory=list)
-    curve: list[dict] = dataclasses.field(default_factory=list)  # one entry per log point
+    recent: list[deque] = field(default_factory=list)
+    curve: list[dict] = field(default_factory=list)  # one entry per log point
 
     def __post_init__(self):
-        self.recent = self.recent or [deque(maxlen=self.window) for _ in range(self.seeds)]
-        self.recent = [deque(r, maxlen=self.window) for r in self.recent]
+        # One FIFO per seed; restored ones (lists of (return, length, solved)) get their bound back.
+        self.recent = [deque(map(tuple, r), maxlen=self.window) for r in self.recent or [[]] * self.seeds]
 
     def add(self, update: int, metrics: dict) -> dict:
         returns = np.asarray(metrics["finished_return"])  # (seeds, K, T, B), NaN where no episode ended
@@ -222,8 +218,13 @@ class EpisodeLog:
             return np.nanmean(last, axis=0).tolist() if np.isfinite(last).any() else [np.nan] * self.seeds
 
     def state(self) -> dict:
+        """JSON-ready; `EpisodeLog(**state)` restores it."""
         return {"window": self.window, "seeds": self.seeds, "recent": [list(r) for r in self.recent],
                 "curve": self.curve}
+
+
+class CheckpointError(PipelineError, ValueError):
+    """A checkpoint or saved agent that cannot be read."""
 
 
 class NonFiniteLossError(PipelineError, FloatingPointError):
@@ -251,8 +252,7 @@ def train(
     if restored:
         carry, host = restored
         update = host["update"]
-        log = EpisodeLog(host["log"]["window"], host["log"]["seeds"],
-                         [deque(map(tuple, r)) for r in host["log"]["recent"]], host["log"]["curve"])
+        log = EpisodeLog(**host["log"])
     points = 0
     with tqdm(total=total, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
         while update < total:
@@ -270,10 +270,10 @@ def train(
             if on_log:
                 on_log(point)
             points += 1
-            if points % config.checkpoint_every == 0 or update >= total:
+            stop = stop_after is not None and points >= stop_after
+            if points % config.checkpoint_every == 0 or update >= total or stop:
                 save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
-            if stop_after is not None and points >= stop_after:
-                save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
+            if stop:
                 break
     return carry, log
 
@@ -310,13 +310,13 @@ def learning_curves(run, log: EpisodeLog):
 def load_agents(run, run_dir: str | Path) -> Agent:
     """The trained agents of all seeds of `run`, stacked along a leading seed axis."""
     path = Path(run_dir) / "agents.eqx"
-    like = jax.vmap(lambda key: eqx.partition(Agent(run.agent, key), eqx.is_array)[0])(
-        jax.random.split(jax.random.PRNGKey(0), len(run.seeds)))
+    params, static = eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)
+    like = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(run.seeds), *x.shape)), params)
     try:
         params = eqx.tree_deserialise_leaves(path, like)
     except (OSError, ValueError, RuntimeError) as error:
-        raise ValueError(f"{path}: cannot load the agents of {run.id} ({error})") from None
-    return eqx.combine(params, eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)[1])
+        raise CheckpointError(f"{path}: cannot load the agents of {run.id} ({error})") from None
+    return eqx.combine(params, static)
 
 
 # Checkpoints: leaves via Equinox serialisation, host state as JSON, both named by update; a pointer file,
@@ -351,5 +351,6 @@ def load_checkpoint(run_dir: Path, like: Carry) -> tuple[Carry, dict] | None:
         carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
         host = json.loads((run_dir / f"{name}.json").read_text())
     except (OSError, ValueError, RuntimeError) as error:
-        raise ValueError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start over") from None
+        raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
+                              "over") from None
     return carry, host
