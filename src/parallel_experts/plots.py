@@ -54,8 +54,8 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
                    edgecolors=[palette[w] for w in rows["width"]], linewidths=1.5,
                    marker="o" if recurrent else "s")
         best = rows.loc[rows["mean"].idxmax()]
-        ax.plot(rows.groupby("depth")["mean"].max().index * (1 + offsets[recurrent]),
-                rows.groupby("depth")["mean"].max().values, color="k" if recurrent else "0.5",
+        frontier = rows.groupby("depth")["mean"].max()  # the best allocation at each depth
+        ax.plot(frontier.index * (1 + offsets[recurrent]), frontier.values, color="k" if recurrent else "0.5",
                 ls="-" if recurrent else "--", lw=1, zorder=0,
                 label=f"{'recurrent' if recurrent else 'non-recurrent'} (best: L{best['depth']} E{best['experts']} "
                       f"d{best['width']}, {best['mean']:.2f})")
