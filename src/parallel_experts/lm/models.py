@@ -1,0 +1,366 @@
+"""The paper's two language models on one set of layers (SPEC D.1 and E.1–E.9).
+
+* `Transformer` — the non-recurrent parallel-expert Transformer: L layers of E pre-norm blocks (GQA with
+  RoPE and QK-norm, squared-ReLU MLP); each block's output includes its own residual copy and the E outputs
+  are merged by sqrt-sum. E = 1 is a standard Transformer. Training reads independent windows; the sliding-
+  window evaluation feeds chunks with a cache of the previous `window` tokens' keys and values.
+* `RecurrentTransformer` — the recurrent Transformer: at every token, L depth levels of E experts each read
+  the token embedding z and the incoming shared state s; their key/value proposals are merged into ONE
+  entry per level of a rolling cache of the last M tokens, their outputs (RMS-normalised) into the next s;
+  the last s is both the output and the state carried to the next token.
+
+Both are written per sequence (one stream) and vmapped over batches by the callers. Experts are a stacked
+module (leading (L, E) axes): `lax.scan` over depth, `experts.apply` (a vmap) over experts. Parameters
+and matmuls use the model's `dtype` (the authors train in bfloat16); norms, softmax and logits use float32.
+
+The recurrent `segment` path is the authors' `segment_local_kv_cache` (E.4): the cache entering a segment is
+read-only and stop-gradient, the segment's own merged entries go to a local buffer, and each token attends
+to the valid entries of both inside its window of M positions. A segment of one token is one step of E.3,
+so decoding and the token-by-token reference use the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import Array, lax
+
+from parallel_experts import experts
+
+NORM_EPS = 1e-5
+ROPE_BASE = 1e4
+SOFTCAP = 15.0
+PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
+MASKED = -1e30  # a finite "minus infinity" keeps fully padded rows free of NaN
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One allocation of one family: depth L, experts E, width d, heads; vocabulary and dtype."""
+
+    depth: int
+    experts: int
+    width: int
+    q_heads: int
+    kv_heads: int
+    vocab: int = PADDED_VOCAB
+    recurrent: bool = False
+    aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
+    dtype: str = "bfloat16"
+
+    def __post_init__(self):
+        if self.width % self.q_heads or self.q_heads % self.kv_heads:
+            raise ValueError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
+                             "heads must divide the width and KV heads the query heads")
+        if self.aggregation not in experts.AGGREGATIONS:
+            raise ValueError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.q_heads
+
+
+# --------------------------------------------------------------------------------------------------
+# Layers
+
+
+def rms_norm(x: Array) -> Array:
+    """Parameter-free RMSNorm over the last axis, computed in float32."""
+    x32 = x.astype(jnp.float32)
+    return (x32 * lax.rsqrt(jnp.mean(x32 * x32, -1, keepdims=True) + NORM_EPS)).astype(x.dtype)
+
+
+def rope(x: Array, positions: Array) -> Array:
+    """Rotary embedding, half-split convention: x (T, heads, hd) at absolute positions (T,)."""
+    half = x.shape[-1] // 2
+    frequencies = ROPE_BASE ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angle = positions.astype(jnp.float32)[:, None, None] * frequencies  # (T, 1, hd/2)
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+    x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).astype(x.dtype)
+
+
+def attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
+    """Softmax attention with grouped queries: q (T, H, hd), keys/values (S, K, hd), mask (T, S).
+
+    Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them.
+    """
+    length, heads, hd = q.shape
+    grouped = q.reshape(length, keys.shape[1], heads // keys.shape[1], hd)
+    scores = jnp.einsum("tkgh,skh->kgts", grouped, keys, preferred_element_type=jnp.float32) / math.sqrt(hd)
+    weights = jax.nn.softmax(jnp.where(mask, scores, MASKED), axis=-1).astype(values.dtype)
+    return jnp.einsum("kgts,skh->tkgh", weights, values).reshape(length, heads, hd)
+
+
+def window_mask(query_positions: Array, key_positions: Array, key_valid: Array, window: int) -> Array:
+    """Query at position p sees the valid keys at positions p − window < k ≤ p (itself and window − 1 before)."""
+    q, k = query_positions[:, None], key_positions[None, :]
+    return key_valid[None, :] & (k <= q) & (k > q - window)
+
+
+def _uniform(key, shape, fan_in, dtype):
+    bound = math.sqrt(3 / fan_in)  # U(±√3/√d): unit-variance inputs give unit-variance outputs
+    return jax.random.uniform(key, shape, jnp.float32, -bound, bound).astype(dtype)
+
+
+class Attention(eqx.Module):
+    query: Array  # (d, H, hd)
+    key: Array  # (d, K, hd)
+    value: Array  # (d, K, hd)
+    out: Array  # (H, hd, d), zero at init
+
+    def __init__(self, config: ModelConfig, key: Array):
+        d, hd, dtype = config.width, config.head_dim, config.dtype
+        kq, kk, kv = jax.random.split(key, 3)
+        self.query = _uniform(kq, (d, config.q_heads, hd), d, dtype)
+        self.key = _uniform(kk, (d, config.kv_heads, hd), d, dtype)
+        self.value = _uniform(kv, (d, config.kv_heads, hd), d, dtype)
+        self.out = jnp.zeros((config.q_heads, hd, d), dtype)
+
+    def project(self, a: Array, positions: Array) -> tuple[Array, Array, Array]:
+        """Queries, keys, values of normalised inputs a (T, d): QK-norm per head, then RoPE; v as is."""
+        q = rope(rms_norm(jnp.einsum("td,dhk->thk", a, self.query)), positions)
+        k = rope(rms_norm(jnp.einsum("td,dhk->thk", a, self.key)), positions)
+        return q, k, jnp.einsum("td,dhk->thk", a, self.value)
+
+    def output(self, o: Array) -> Array:
+        return jnp.einsum("thk,hkd->td", o, self.out)
+
+
+class MLP(eqx.Module):
+    up: Array  # (d, 4d)
+    down: Array  # (4d, d), zero at init
+
+    def __init__(self, config: ModelConfig, key: Array):
+        d = config.width
+        self.up = _uniform(key, (d, 4 * d), d, config.dtype)
+        self.down = jnp.zeros((4 * d, d), config.dtype)
+
+    def __call__(self, x: Array) -> Array:
+        return jnp.square(jax.nn.relu(x @ self.up)) @ self.down
+
+
+def logits(head: Array, x: Array) -> Array:
+    """Soft-capped logits 15·tanh(N(x) W_lm / 15), in float32."""
+    raw = jnp.matmul(rms_norm(x), head, preferred_element_type=jnp.float32)
+    return SOFTCAP * jnp.tanh(raw / SOFTCAP)
+
+
+def _embedding(config: ModelConfig, key: Array) -> tuple[Array, Array]:
+    ke, kh = jax.random.split(key)
+    embed = jax.random.normal(ke, (config.vocab, config.width)).astype(config.dtype)
+    head = (1e-3 * jax.random.normal(kh, (config.width, config.vocab))).astype(config.dtype)
+    return embed, head
+
+
+def _stacked(make, config: ModelConfig, key: Array):
+    """(L, E) independently initialised copies of `make(key)`: depth outside, experts inside."""
+    return eqx.filter_vmap(lambda k: experts.stack(make, k, config.experts))(jax.random.split(key, config.depth))
+
+
+# --------------------------------------------------------------------------------------------------
+# The non-recurrent parallel-expert Transformer
+
+
+class Block(eqx.Module):
+    """One expert of one layer: x + attention, then + MLP (pre-norm, parameter-free norms)."""
+
+    attention: Attention
+    mlp: MLP
+
+    def __init__(self, config: ModelConfig, key: Array):
+        ka, km = jax.random.split(key)
+        self.attention, self.mlp = Attention(config, ka), MLP(config, km)
+
+    def __call__(self, x, positions, past_keys, past_values, past_positions, window):
+        q, k, v = self.attention.project(rms_norm(x), positions)
+        keys, values = jnp.concatenate([past_keys, k]), jnp.concatenate([past_values, v])
+        key_positions = jnp.concatenate([past_positions, positions])
+        mask = window_mask(positions, key_positions, key_positions >= 0, window)
+        x = x + self.attention.output(attend(q, keys, values, mask))
+        return x + self.mlp(rms_norm(x)), (k, v)
+
+
+class KVCache(eqx.Module):
+    """Keys and values of the last `window` tokens, per layer and expert; position −1 marks an empty slot."""
+
+    keys: Array  # (L, E, W, K, hd)
+    values: Array
+    positions: Array  # (W,) int32
+
+    @classmethod
+    def empty(cls, config: ModelConfig, window: int) -> KVCache:
+        shape = (config.depth, config.experts, window, config.kv_heads, config.head_dim)
+        zeros = jnp.zeros(shape, config.dtype)
+        return cls(zeros, zeros, jnp.full(window, -1, jnp.int32))
+
+
+class Transformer(eqx.Module):
+    embed: Array  # (V, d)
+    blocks: Block  # leaves (L, E, ...)
+    head: Array  # (d, V)
+    config: ModelConfig = eqx.field(static=True)
+
+    def __init__(self, config: ModelConfig, key: Array):
+        kb, ke = jax.random.split(key)
+        self.blocks = _stacked(lambda k: Block(config, k), config, kb)
+        self.embed, self.head = _embedding(config, ke)
+        self.config = config
+
+    def __call__(self, tokens: Array) -> Array:
+        """Logits (T, V) of one independent window of tokens (T,), positions 0..T−1, causal."""
+        empty = KVCache.empty(self.config, 0)
+        return self.chunk(tokens, jnp.arange(tokens.shape[0]), empty, window=tokens.shape[0])[0]
+
+    def chunk(self, tokens: Array, positions: Array, cache: KVCache, window: int) -> tuple[Array, KVCache]:
+        """Logits of a chunk of a stream after the tokens in `cache`; the cache keeps the last `window` tokens."""
+        rule = self.config.aggregation
+        if experts.is_routed(rule):
+            raise ValueError("the non-recurrent Transformer has no router; use sqrt_sum or mean")
+
+        def layer(x, xs):
+            blocks, past_keys, past_values = xs
+            h, kv = experts.apply(blocks, x, positions, past_keys, past_values, cache.positions, window,
+                                  in_axes=(None, None, 0, 0, None, None))
+            return experts.aggregate(h, rule), kv
+
+        x = self.embed[tokens]
+        x, (keys, values) = lax.scan(layer, x, (self.blocks, cache.keys, cache.values))
+        updated = KVCache(_newest(cache.keys, keys, 2), _newest(cache.values, values, 2),
+                          _newest(cache.positions, positions, 0))
+        return logits(self.head, x), updated
+
+
+def _newest(old: Array, new: Array, axis: int) -> Array:
+    """The last `old.shape[axis]` entries of old ‖ new along `axis` (chronological order kept)."""
+    size = old.shape[axis]
+    both = jnp.concatenate([old, new], axis=axis)
+    return lax.slice_in_dim(both, both.shape[axis] - size, both.shape[axis], axis=axis)
+
+
+# --------------------------------------------------------------------------------------------------
+# The recurrent Transformer with one shared rolling KV cache per depth level
+
+
+class RecurrentExpert(eqx.Module):
+    """One expert of one depth level: u = W_in [z; s], attention over the level's shared cache, MLP, RMSNorm."""
+
+    mix: Array  # W_in (2d, d)
+    attention: Attention
+    mlp: MLP
+
+    def __init__(self, config: ModelConfig, key: Array):
+        d = config.width
+        kx, ka, km = jax.random.split(key, 3)
+        self.mix = (jax.random.normal(kx, (2 * d, d)) / (2 * math.sqrt(d))).astype(config.dtype)
+        self.attention, self.mlp = Attention(config, ka), MLP(config, km)
+
+    def propose(self, z: Array, s: Array, position: Array):
+        """The expert's input u, its query and its key/value proposal for the token at `position`."""
+        u = jnp.concatenate([z, s]) @ self.mix
+        q, k, v = self.attention.project(rms_norm(u)[None], position[None])
+        return u, q[0], k[0], v[0]
+
+    def complete(self, u: Array, q: Array, keys: Array, values: Array, mask: Array) -> Array:
+        """The expert's output h = N(u' + MLP(N(u'))), u' = u + attention of its query over the shared cache."""
+        u = u + self.attention.output(attend(q[None], keys, values, mask[None]))[0]
+        return rms_norm(u + self.mlp(rms_norm(u)))
+
+
+class RecurrentState(eqx.Module):
+    """What one stream carries from token to token; all zeros at a reset."""
+
+    shared: Array  # s (d,): the last depth level's merged output
+    keys: Array  # (L, M, K, hd): merged keys of the last M tokens per level, oldest first
+    values: Array
+    position: Array  # () int32: tokens since the reset; the caches hold min(position, M) of them
+
+    @classmethod
+    def zeros(cls, config: ModelConfig, memory: int) -> RecurrentState:
+        cache = jnp.zeros((config.depth, memory, config.kv_heads, config.head_dim), config.dtype)
+        return cls(jnp.zeros(config.width, config.dtype), cache, cache, jnp.zeros((), jnp.int32))
+
+    def reset_where(self, reset: Array) -> RecurrentState:
+        return jax.tree.map(lambda x: jnp.where(reset, jnp.zeros_like(x), x), self)
+
+
+class RecurrentTransformer(eqx.Module):
+    embed: Array  # (V, d)
+    levels: RecurrentExpert  # leaves (L, E, ...)
+    routers: experts.Router | None  # leaves (L, ...), routed aggregation rules only
+    head: Array  # (d, V)
+    config: ModelConfig = eqx.field(static=True)
+
+    def __init__(self, config: ModelConfig, key: Array):
+        kl, kr, ke = jax.random.split(key, 3)
+        self.levels = _stacked(lambda k: RecurrentExpert(config, k), config, kl)
+        self.routers = None
+        if experts.is_routed(config.aggregation):
+            d, keys = config.width, jax.random.split(kr, config.depth)
+            self.routers = eqx.filter_vmap(lambda k: experts.Router(2 * d, d, config.experts, k))(keys)
+        self.embed, self.head = _embedding(config, ke)
+        self.config = config
+
+    def segment(self, state: RecurrentState, tokens: Array, memory: int) -> tuple[Array, RecurrentState]:
+        """Run T tokens (T,) of one stream from `state`: the shared states s_t (T, d) and the state after them.
+
+        Each token attends, at every level, to the merged entries of itself and the previous M − 1 tokens:
+        those of earlier segments come from the read-only (stop-gradient) cache, those of this segment from
+        a local buffer that the backward pass differentiates through. Each token step is rematerialised.
+        """
+        length, rule = tokens.shape[0], self.config.aggregation
+        start, filled = state.position, jnp.minimum(state.position, memory)
+        cached_keys, cached_values = lax.stop_gradient(state.keys), lax.stop_gradient(state.values)
+        slots, steps = jnp.arange(memory), jnp.arange(length)
+        key_positions = jnp.concatenate([start - filled + slots, start + steps])
+        local = jnp.zeros((self.config.depth, length, *state.keys.shape[2:]), state.keys.dtype)
+
+        @jax.checkpoint
+        def token(carry, j):
+            s, local_keys, local_values = carry
+            z, position = self.embed[tokens[j]], start + j
+            mask = window_mask(position[None], key_positions, jnp.concatenate([slots < filled, steps <= j]), memory)[0]
+
+            def level(s, xs):
+                expert, router, cache_k, cache_v, local_k, local_v = xs
+                u, q, k, v = experts.apply(expert, z, s, position, in_axes=None, call=RecurrentExpert.propose)
+                local_k, local_v = local_k.at[j].set(_merge(k)), local_v.at[j].set(_merge(v))
+                keys, values = jnp.concatenate([cache_k, local_k]), jnp.concatenate([cache_v, local_v])
+                h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, None, None, None),
+                                  call=RecurrentExpert.complete)
+                alpha = router(jnp.concatenate([z, s])) if router is not None else None
+                return experts.aggregate(h, rule, alpha), (local_k, local_v)
+
+            xs = (self.levels, self.routers, cached_keys, cached_values, local_keys, local_values)
+            s, (local_keys, local_values) = lax.scan(level, s, xs)
+            return (s, local_keys, local_values), s
+
+        (_, local_keys, local_values), shared = lax.scan(token, (state.shared, local, local), steps)
+
+        # The new cache: the last min(position, M) entries of (valid cache ‖ local buffer), oldest first.
+        end = start + length
+        new_filled = jnp.minimum(end, memory)
+        source = end - new_filled + slots  # absolute position held by each new slot
+        index = jnp.where(source >= start, memory + source - start, source - (start - filled))
+        index = jnp.clip(index, 0, memory + length - 1)
+        keep = (slots < new_filled)[None, :, None, None]
+
+        def roll(cache, buffer):
+            return jnp.where(keep, jnp.concatenate([cache, buffer], axis=1)[:, index], 0).astype(cache.dtype)
+
+        new_state = RecurrentState(shared[-1], roll(state.keys, local_keys), roll(state.values, local_values), end)
+        return shared, new_state
+
+
+def _merge(proposals: Array) -> Array:
+    """One cache entry from the E experts' key (or value) proposals: Σ/√E, summed in float32."""
+    total = proposals.astype(jnp.float32).sum(0) / math.sqrt(proposals.shape[0])
+    return total.astype(proposals.dtype)
+
+
+def build(config: ModelConfig, key: Array) -> Transformer | RecurrentTransformer:
+    return (RecurrentTransformer if config.recurrent else Transformer)(config, key)
