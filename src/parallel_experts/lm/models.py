@@ -301,7 +301,8 @@ class RecurrentTransformer(eqx.Module):
         self.routers = None
         if experts.is_routed(config.aggregation):
             d, keys = config.width, jax.random.split(kr, config.depth)
-            self.routers = eqx.filter_vmap(lambda k: experts.Router(2 * d, d, config.experts, k))(keys)
+            routers = eqx.filter_vmap(lambda k: experts.Router(2 * d, d, config.experts, k))(keys)
+            self.routers = jax.tree.map(lambda x: x.astype(config.dtype) if eqx.is_array(x) else x, routers)
         self.embed, self.head = _embedding(config, ke)
         self.config = config
 
