@@ -1,4 +1,5 @@
-"""Write envs/{cpu,cuda}.yaml (conda environments for `snakemake --sdm conda`) from the pip lock files.
+"""Write envs/{cpu,cuda}.yaml (conda environments for `snakemake --sdm conda`) from the pip lock files
+(requirements/{cpu,cuda}.txt, plus requirements/corpus.txt).
 
 Run by `make lock` after `uv pip compile`; tests/test_environment.py checks that the two stay in step.
 """
@@ -25,6 +26,8 @@ def main() -> None:
             "  - pip",
             "  - pip:",
             *(f"      - {pin}" for pin in pins(ROOT / "requirements" / f"{variant}.txt")),
+            # The demo corpus; pip inside conda cannot skip its (unused) GUI dependencies, so they come along.
+            *(f"      - {pin}" for pin in pins(ROOT / "requirements" / "corpus.txt")),
         ]
         (ROOT / "envs" / f"{variant}.yaml").write_text("\n".join(lines) + "\n")
 

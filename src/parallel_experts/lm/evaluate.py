@@ -1,0 +1,74 @@
+"""Streaming validation loss with an attention window W, the same scored tokens for both families (SPEC F.1, F.2).
+
+The validation shard is split by the training sampler into S streams read in chunks of C = 64 tokens. Each
+stream starts from an empty state; its first ⌈W/C⌉ chunks are processed but not scored, every later token is
+scored with teacher forcing. The state is what each family carries along a stream:
+* non-recurrent: per layer and expert, the keys and values of the last W tokens (positions are absolute
+  stream positions), so every token attends to itself and the W − 1 tokens before it at every layer;
+* recurrent (W must equal the model's cache length M): the shared state and the per-level caches, exactly
+  as in training, so the loss is the streaming loss of F.1.
+Streams are processed in blocks of `lanes` (memory only). The result is the mean cross-entropy over the
+scored tokens and their count, which equals (⌊(ℓ−1)/C⌋ − ⌈W/C⌉)·S·C for streams of ℓ = ⌊N/S⌋ tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from parallel_experts.lm import data
+from parallel_experts.lm.models import KVCache, RecurrentState, RecurrentTransformer, Transformer, logits
+
+CHUNK = 64
+
+
+def _empty_state(model, window: int, lanes: int):
+    if isinstance(model, RecurrentTransformer):
+        one = RecurrentState.zeros(model.config, window)
+    else:
+        one = KVCache.empty(model.config, window)
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes, *x.shape)), one)
+
+
+@eqx.filter_jit
+def _chunk_nll(model, state, inputs, labels, start, window: int):
+    """Summed token NLL of one chunk of every stream in a block, and the streams' states after it."""
+    def stream(state, tokens, targets):
+        if isinstance(model, RecurrentTransformer):
+            shared, state = model.segment(state, tokens, window)
+            out = logits(model.head, shared)
+        else:
+            out, state = model.chunk(tokens, start + jnp.arange(tokens.shape[0]), state, window)
+        return optax.softmax_cross_entropy_with_integer_labels(out, targets).sum(), state
+
+    nll, state = eqx.filter_vmap(stream)(state, inputs, labels)
+    return nll.sum(), state
+
+
+def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: int, streams: int,
+                    lanes: int | None = None, chunk: int = CHUNK) -> tuple[float, int]:
+    """(mean cross-entropy in nats, number of scored tokens) of `tokens` at attention window `window`."""
+    if isinstance(model, RecurrentTransformer) and window < 1:
+        raise ValueError("the recurrent model needs its cache length as the window")
+    lanes = streams if lanes is None else lanes
+    if streams % lanes:
+        raise data.DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
+    warmup = math.ceil(window / chunk)
+    if data.num_batches(len(tokens), streams, chunk) <= warmup:
+        raise data.DataError(f"validation shard: {len(tokens)} tokens give no scored chunk for {streams} streams "
+                             f"of {chunk}-token chunks after {warmup} warm-up chunks")
+    states = [_empty_state(model, window, lanes) for _ in range(streams // lanes)]
+    total, scored = 0.0, 0
+    for k, (inputs, labels, _) in enumerate(data.stream_windows(tokens, streams, chunk)):
+        for block, state in enumerate(states):
+            rows = slice(block * lanes, (block + 1) * lanes)
+            nll, states[block] = _chunk_nll(model, state, inputs[rows], labels[rows], jnp.int32(k * chunk), window)
+            if k >= warmup:
+                total += float(nll)
+                scored += labels[rows].size
+    return total / scored, scored

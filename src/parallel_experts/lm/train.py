@@ -1,0 +1,240 @@
+"""Training either language-model family on token shards with one loop (SPEC D.2, E.8).
+
+One optimiser update reads `batch_tokens` tokens: one window of T tokens from each of S = batch_tokens / T
+streams of the shard sampler (`data.stream_windows`). The S streams are split into G groups of `microbatch`
+streams, for memory only: the update scans over the groups, sums their gradients in float32 and divides by
+G, so the gradient is the mean over all S streams whatever the microbatch (the authors' recurrent trainer
+does exactly this; their non-recurrent one accumulates consecutive windows instead, SPEC H.8).
+
+* Non-recurrent: every window is an independent sequence at positions 0..T−1.
+* Recurrent: every stream carries its state (shared s and per-level caches) from window to window; the state
+  entering a window is stop-gradient, so backprop is truncated at window boundaries (T = 64 in the paper).
+  The state is zero at each shard's first window, whose first ⌈M/T⌉ windows only warm it up (no loss, no
+  update); the loss adds `reg` × mean(|s|²/d) of the un-normalised final state (SPEC E.7).
+
+Data parallelism: with several devices, the streams of each group are sharded over a one-axis mesh and the
+parameters replicated; XLA inserts the gradient all-reduce. The numbers do not depend on the device count.
+Training shards are cycled when `train_tokens` exceeds them (the demo's small corpus; never at paper scale).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
+
+from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update, load_checkpoint, save_checkpoint
+from parallel_experts.config import ConfigError
+from parallel_experts.lm import data, models, optim
+from parallel_experts.lm.models import ModelConfig, RecurrentState
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    sequence: int  # T: the window of an independent sequence (non-recurrent) or a TBPTT segment (recurrent)
+    memory: int = 0  # M: the rolling cache of the recurrent model; 0 for the non-recurrent one
+    batch_tokens: int = 131_072  # tokens per optimiser update, equal for both families
+    microbatch: int = 512  # streams per forward/backward pass
+    train_tokens: int = 1_310_720_000  # 10,000 updates
+    reg: float = 1e-4  # pre_output_reg_cost of the recurrent loss
+    log_every: int = 10  # updates per point of the learning curve
+    checkpoint_every: int = 100  # updates
+
+    def __post_init__(self):
+        where = "lm.training"
+        if self.batch_tokens % self.sequence or (self.batch_tokens // self.sequence) % self.microbatch:
+            raise ConfigError(f"{where}: batch_tokens {self.batch_tokens} must split into streams of "
+                              f"{self.sequence} tokens, in groups of microbatch {self.microbatch} streams")
+        if self.checkpoint_every % self.log_every:
+            raise ConfigError(f"{where}: checkpoint_every {self.checkpoint_every} must be a multiple of "
+                              f"log_every {self.log_every}, so that a resumed run logs the same curve")
+        if self.updates < 1:
+            raise ConfigError(f"{where}: train_tokens {self.train_tokens} is less than one update "
+                              f"({self.batch_tokens} tokens)")
+
+    @property
+    def streams(self) -> int:
+        return self.batch_tokens // self.sequence
+
+    @property
+    def groups(self) -> int:
+        return self.streams // self.microbatch
+
+    @property
+    def updates(self) -> int:
+        return self.train_tokens // self.batch_tokens
+
+    @property
+    def warmup(self) -> int:
+        """Windows at the start of each shard that only warm up the recurrent state: ⌈M/T⌉."""
+        return math.ceil(self.memory / self.sequence)
+
+
+class Carry(NamedTuple):
+    params: Any  # the model's arrays (eqx.partition)
+    opt_state: Any
+    states: RecurrentState | None  # recurrent only: leaves (G, microbatch, ...)
+
+
+def cross_entropy(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def window_loss(model, state, inputs, labels, config: TrainConfig):
+    """One stream's window: (loss, (cross-entropy, the stream's state after the window))."""
+    if state is None:
+        ce = cross_entropy(model(inputs), labels)
+        return ce, (ce, None)
+    shared, state = model.segment(state, inputs, config.memory)
+    ce = cross_entropy(models.logits(model.head, shared), labels)
+    s = shared.astype(jnp.float32)
+    return ce + config.reg * jnp.mean(jnp.mean(s * s, -1)), (ce, state)
+
+
+class Trainer:
+    """The compiled pieces of one run: `update` (one optimiser step) and `advance` (warm-up, no update)."""
+
+    def __init__(self, model_config: ModelConfig, config: TrainConfig, mesh: Mesh | None = None):
+        self.model_config, self.config, self.mesh = model_config, config, mesh
+        model = models.build(model_config, jax.random.key(0))  # FineWeb runs are single-seed, key 0 (SPEC D.1)
+        self.params, self.static = eqx.partition(model, eqx.is_array)
+        self.optimizer = optim.optimizer(self.params, optim.OptimConfig.for_family(model_config.recurrent),
+                                         config.updates)
+        self.update = eqx.filter_jit(self._update, donate="all")
+        self.advance = eqx.filter_jit(self._advance, donate="all")
+
+    def init(self) -> Carry:
+        states = None
+        if self.model_config.recurrent:
+            one = RecurrentState.zeros(self.model_config, self.config.memory)
+            states = jax.tree.map(lambda x: jnp.zeros((self.config.groups, self.config.microbatch, *x.shape),
+                                                      x.dtype), one)
+        params = jax.tree.map(jnp.copy, self.params)  # `update` donates its carry
+        return Carry(params, self.optimizer.init(params), self.shard(states))
+
+    def shard(self, tree):
+        """Put arrays with leading (G, streams) axes on the mesh, streams split across devices."""
+        if self.mesh is None or tree is None:
+            return tree
+        sharding = NamedSharding(self.mesh, PartitionSpec(None, "data"))
+        return jax.tree.map(lambda x: jax.device_put(x, sharding), tree)
+
+    def _group(self, params, state, inputs, labels, reset):
+        model = eqx.combine(params, self.static)
+        if state is not None:
+            state = jax.vmap(RecurrentState.reset_where)(state, reset)
+        losses, (ces, state) = eqx.filter_vmap(
+            lambda st, x, y: window_loss(model, st, x, y, self.config), in_axes=(0, 0, 0))(state, inputs, labels)
+        return losses.mean(), (ces.mean(), state)
+
+    def _update(self, carry: Carry, inputs, labels, reset):
+        def group(grad_sum, xs):
+            (loss, (ce, state)), grads = jax.value_and_grad(self._group, has_aux=True)(carry.params, *xs)
+            grad_sum = jax.tree.map(lambda total, g: total + g.astype(jnp.float32), grad_sum, grads)
+            return grad_sum, (loss, ce, lax.stop_gradient(state))
+
+        zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), carry.params)
+        grad_sum, (loss, ce, states) = lax.scan(group, zeros, (carry.states, inputs, labels, reset))
+        grads = jax.tree.map(lambda g, p: (g / self.config.groups).astype(p.dtype), grad_sum, carry.params)
+        updates, opt_state = self.optimizer.update(grads, carry.opt_state, carry.params)
+        params = optax.apply_updates(carry.params, updates)
+        return Carry(params, opt_state, states), {"loss": loss.mean(), "ce_loss": ce.mean()}
+
+    def _advance(self, carry: Carry, inputs, reset):
+        model = eqx.combine(carry.params, self.static)
+
+        def group(_, xs):
+            state, tokens, flags = xs
+            state = jax.vmap(RecurrentState.reset_where)(state, flags)
+            return None, eqx.filter_vmap(lambda st, t: model.segment(st, t, self.config.memory)[1])(state, tokens)
+
+        _, states = lax.scan(group, None, (carry.states, inputs, reset))
+        return carry._replace(states=states)
+
+    def batches(self, shards: Sequence[np.ndarray], position: Sequence[int]) -> Iterator:
+        """((epoch, shard, batch), inputs, labels, reset) from `position` on, shaped (G, microbatch, T)."""
+        config = self.config
+        for index, tokens in enumerate(shards):
+            if data.num_batches(len(tokens), config.streams, config.sequence) <= config.warmup:
+                raise data.DataError(f"training shard {index}: {len(tokens)} tokens give no training window for "
+                                     f"{config.streams} streams of {config.sequence} tokens after "
+                                     f"{config.warmup} warm-up windows")
+        epoch, shard, batch = position
+        groups = (config.groups, config.microbatch)
+        while True:
+            for k, (inputs, labels, reset) in enumerate(
+                    data.stream_windows(shards[shard], config.streams, config.sequence, start=batch), start=batch):
+                shaped = [self.shard(x.reshape(*groups, *x.shape[1:])) for x in (inputs, labels, reset)]
+                yield (epoch, shard, k), *shaped
+            batch, shard = 0, shard + 1
+            if shard == len(shards):
+                epoch, shard = epoch + 1, 0
+
+
+def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
+          on_log: Callable[[dict], None] | None = None, stop_after: int | None = None) -> tuple[Carry, list[dict]]:
+    """Train to `config.updates`, resuming from `run_dir`'s checkpoint if there is one.
+
+    `shards` are the training shards' tokens (already mapped to the model's vocabulary). `stop_after`
+    (updates, a multiple of `log_every`) ends the call early after a checkpoint, as a kill would; tests use it.
+    """
+    run_dir, config = Path(run_dir), trainer.config
+    carry, host = trainer.init(), {"update": 0, "position": [0, 0, 0], "curve": []}
+    restored = load_checkpoint(run_dir, carry)
+    if restored:
+        carry, host = restored
+        carry = carry._replace(states=trainer.shard(carry.states))
+    update, curve, pending = host["update"], host["curve"], []
+    with tqdm(total=config.updates, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
+        batches = trainer.batches(shards, host["position"])
+        for done in range(1, config.updates - update + 1):
+            position, inputs, labels, reset = next(batches)
+            while position[2] < config.warmup:  # a shard's first windows warm up the recurrent state
+                carry = trainer.advance(carry, inputs, reset)
+                position, inputs, labels, reset = next(batches)
+            carry, metrics = trainer.update(carry, inputs, labels, reset)
+            pending.append({name: float(value) for name, value in metrics.items()})
+            update += 1
+            bar.update()
+            if not np.isfinite(pending[-1]["loss"]) or not _finite(carry.params):
+                raise NonFiniteLossError(f"{run_dir}: non-finite loss or parameters at update {update}; the last "
+                                         f"good checkpoint ({checkpoint_update(run_dir)}) is kept")
+            if update % config.log_every == 0 or update == config.updates:
+                point = {"update": update, "tokens": update * config.batch_tokens,
+                         **{name: float(np.mean([m[name] for m in pending])) for name in pending[0]}}
+                curve.append(point)
+                pending = []
+                bar.set_postfix(loss=f"{point['loss']:.3f}")
+                if on_log:
+                    on_log(point)
+            stop = stop_after is not None and done >= stop_after
+            if update % config.checkpoint_every == 0 or update == config.updates or stop:
+                host = {"update": update, "position": [*position[:2], position[2] + 1], "curve": curve}
+                save_checkpoint(run_dir, carry, host)
+            if stop:
+                break
+    return carry, curve
+
+
+def _finite(tree) -> bool:
+    return all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(tree))
+
+
+def device_mesh(devices: int | None = None) -> Mesh | None:
+    """A one-axis ("data") mesh over the first `devices` devices (all by default); None for one device."""
+    available = jax.devices()
+    count = len(available) if devices is None else devices
+    if count > len(available):
+        raise ConfigError(f"{count} devices requested, {len(available)} available")
+    return None if count == 1 else Mesh(np.array(available[:count]), ("data",))
