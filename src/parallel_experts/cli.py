@@ -72,6 +72,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep.add_argument("--curves", nargs="+", required=True)
     sweep.add_argument("--evals", nargs="+", required=True)
 
+    tokens = commands.add_parser("lm-tokens", help="write the token shards of the configured corpus")
+    tokens.add_argument("--corpus", required=True, help="JSON: the config's lm.corpus")
+    tokens.add_argument("--shard-tokens", type=int, required=True)
+    tokens.add_argument("--out", required=True, help="folder of shards")
+
+    lm_train = commands.add_parser("lm-train", help="train one language-model run, resumable")
+    lm_train.add_argument("--run", required=True, help="JSON definition of the run (see lm/experiment.py)")
+    lm_train.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
+    lm_train.add_argument("--run-dir", required=True)
+
+    lm_evaluate = commands.add_parser("lm-evaluate", help="sliding-window validation loss of a trained run")
+    lm_evaluate.add_argument("--run", required=True, help="JSON definition of the run")
+    lm_evaluate.add_argument("--run-dir", required=True)
+    lm_evaluate.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
+    lm_evaluate.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
+    lm_evaluate.add_argument("--out", required=True)
+
+    lm_sweep = commands.add_parser("lm-sweep", help="collect every language-model run into one dataset")
+    lm_sweep.add_argument("--out", required=True)
+    lm_sweep.add_argument("--curves", nargs="+", required=True)
+    lm_sweep.add_argument("--evals", nargs="+", required=True)
+
     commands.add_parser("sokoban-bench", add_help=False,
                         help="training env-steps/s, FLOPs per step and fraction of matmul peak per allocation "
                              "(options: sokoban-bench --help)")
@@ -200,6 +222,61 @@ def sokoban_sweep(args) -> int:
     return 0
 
 
+def lm_tokens(args) -> int:
+    from parallel_experts.lm import data
+
+    paths = data.corpus_shards(json.loads(args.corpus), args.out, args.shard_tokens)
+    counts = [len(data.read_shard(p)) for p in paths]
+    print(f"{args.out}: {len(paths)} shards, {counts[0]} validation and {sum(counts[1:])} training tokens")
+    return 0
+
+
+def lm_vocabulary(run, folder):
+    """(vocabulary map or None, validation shard path, training shard paths) of a folder of shards."""
+    from parallel_experts.lm import data
+
+    validation, training = data.shard_paths(folder)
+    return data.compact_vocabulary(training, run.model.vocab), validation, training
+
+
+def lm_train(args) -> int:
+    from parallel_experts.lm import data, experiment, train
+
+    run = experiment.Run.from_dict(json.loads(args.run))
+    vocabulary, _, training = lm_vocabulary(run, args.tokens)
+    trainer = train.Trainer(run.model, run.train, train.device_mesh())
+    carry, curve = train.train(trainer, [data.load_tokens(p, vocabulary) for p in training], args.run_dir)
+    train.save_outputs(run, carry, curve, args.run_dir)
+    print(f"{args.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
+    return 0
+
+
+def lm_evaluate(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.lm import data, evaluate, experiment, train
+
+    run = experiment.Run.from_dict(json.loads(args.run))
+    spec = json.loads(args.evaluation)
+    vocabulary, validation, _ = lm_vocabulary(run, args.tokens)
+    model = train.load_model(run.model, args.run_dir)
+    loss, scored = evaluate.validation_loss(model, data.load_tokens(validation, vocabulary), run.window,
+                                            spec["streams"], spec["lanes"])
+    results.write_netcdf(evaluate.as_dataset(run, loss, scored, spec, validation), args.out)
+    print(f"{args.out}: validation loss {loss:.4f} over {scored} tokens (window {run.window})")
+    return 0
+
+
+def lm_sweep(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.lm import experiment
+
+    ds = experiment.collect(args.curves, args.evals)
+    results.write_netcdf(ds, args.out)
+    print(f"{args.out}: {ds.sizes['run']} runs")
+    return 0
+
+
 COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
             "report": report, "index": index, "sokoban-levels": sokoban_levels, "sokoban-train": sokoban_train,
-            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sokoban_sweep}
+            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sokoban_sweep, "lm-tokens": lm_tokens,
+            "lm-train": lm_train, "lm-evaluate": lm_evaluate, "lm-sweep": lm_sweep}

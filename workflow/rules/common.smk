@@ -78,3 +78,14 @@ RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
 def sokoban_run_json(wildcards):
     """The run's full definition: its rules rerun exactly when it changes."""
     return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
+
+
+from parallel_experts.lm import experiment as lm_experiment
+
+LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
+LM_RUN_PATTERN = r"(non)?recurrent/[a-z][a-z0-9_]*/W\d+/L\d+-E\d+-d\d+"
+
+
+def lm_run_json(wildcards):
+    """The run's full definition: its rules rerun exactly when it changes."""
+    return json.dumps(LM_RUNS[wildcards.run].to_dict(), sort_keys=True)

