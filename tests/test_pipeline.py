@@ -35,8 +35,13 @@ def check_outputs(workdir):
     for run in sweep["run"].values:  # every test level played exactly once per seed and mode
         evaluation = results.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
         assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
-    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables"):
+    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "lm_small_W16", "lm_depth"):
         assert f'href="{name}.html"' in index
+    lm = results.open_dataset(workdir / "results/lm/sweep.nc")
+    assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
+    # Both families are scored on the same validation tokens: 20,000 tokens in 4 streams of 5,000, chunks of 64,
+    # ⌊4,999/64⌋ = 78 chunks per stream, the first ⌈16/64⌉ = 1 of them unscored.
+    assert lm["scored_tokens"].values.tolist() == [(78 - 1) * 4 * 64] * 4
 
 
 @pytest.mark.pipeline
@@ -48,7 +53,8 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     logs = list((tmp_path / "results/logs").rglob("*.log"))
     assert len(logs) == sum(jobs.values()) - jobs["all"], jobs  # every job that runs a command has a log
     benchmarks = list((tmp_path / "results/benchmarks").rglob("*.tsv"))
-    assert len(benchmarks) == jobs["sokoban_train"] + jobs["sokoban_evaluate"]  # training jobs are timed
+    timed = ("sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate")
+    assert len(benchmarks) == sum(jobs[rule] for rule in timed)  # training and evaluation jobs are timed
 
     again = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path), "-n")
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -1,0 +1,130 @@
+"""The language-model training loop: resume, gradient grouping, data parallelism, warm-up, divergence."""
+
+import json
+import os
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
+from parallel_experts.config import ConfigError
+from parallel_experts.lm import data
+from parallel_experts.lm.models import ModelConfig
+from parallel_experts.lm.train import Trainer, TrainConfig, train
+
+VOCAB = 64
+
+
+def shards(count=2, length=2400, seed=0):
+    """Token shards with structure to learn: each token is usually the previous one plus one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        steps = np.where(rng.random(length) < 0.8, 1, rng.integers(0, VOCAB, length))
+        out.append((np.cumsum(steps) % VOCAB).astype(np.uint16))
+    return out
+
+
+def model_config(recurrent, **overrides):
+    return ModelConfig(1, 2, 16, 2, 1, vocab=VOCAB, recurrent=recurrent, dtype="float32", **overrides)
+
+
+def train_config(recurrent, **overrides):
+    fields = dict(sequence=8 if recurrent else 16, memory=16 if recurrent else 0, batch_tokens=256,
+                  microbatch=16, train_tokens=256 * 12, log_every=2, checkpoint_every=4)
+    return TrainConfig(**(fields | overrides))
+
+
+def params_close(a, b, atol=0.0):
+    for x, y in zip(jax.tree.leaves(eqx.filter(a, eqx.is_array)), jax.tree.leaves(eqx.filter(b, eqx.is_array))):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=0)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_resume_gives_the_same_run(tmp_path, recurrent):
+    """Stopped after a checkpoint (as a kill would leave it) and resumed = trained in one go, bit for bit."""
+    tokens = shards()
+    whole, whole_curve = train(Trainer(model_config(recurrent), train_config(recurrent)), tokens, tmp_path / "a")
+    train(Trainer(model_config(recurrent), train_config(recurrent)), tokens, tmp_path / "b", stop_after=4)
+    assert checkpoint_update(tmp_path / "b") == 4
+    resumed, resumed_curve = train(Trainer(model_config(recurrent), train_config(recurrent)), tokens, tmp_path / "b")
+    assert resumed_curve == whole_curve and len(whole_curve) == 6
+    params_close(resumed.params, whole.params)
+    if recurrent:
+        params_close(resumed.states, whole.states)
+    assert whole_curve[-1]["ce_loss"] < whole_curve[0]["ce_loss"] - 0.3  # it learns the +1 rule
+
+
+def test_recurrent_warmup_windows_are_skipped(tmp_path):
+    """Shards of 2,400 tokens in 32 streams of 75: ⌊(75 − 9)/8⌋ + 1 = 9 windows per shard, the first ⌈16/8⌉ = 2
+    warm up the state, so 7 updates per shard; the 12th update is the 5th window of the second shard's training
+    windows, i.e. window 6, and the run resumes at window 7."""
+    config = train_config(True, checkpoint_every=12, log_every=12)
+    assert data.num_batches(2400, config.streams, config.sequence) == 9 and config.warmup == 2
+    train(Trainer(model_config(True), config), shards(), tmp_path)
+    host = json.loads((tmp_path / "checkpoint-000000012.json").read_text())
+    assert host["position"] == [0, 1, 7]
+
+
+def test_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(tmp_path):
+    one = Trainer(model_config(False), train_config(False, microbatch=16, train_tokens=256 * 2))
+    two = Trainer(model_config(False), train_config(False, microbatch=4, train_tokens=256 * 2))
+    a, curve_a = train(one, shards(), tmp_path / "a")
+    b, curve_b = train(two, shards(), tmp_path / "b")
+    np.testing.assert_allclose(curve_a[-1]["loss"], curve_b[-1]["loss"], rtol=1e-5)
+    params_close(a.params, b.params, atol=2e-5)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(tmp_path):
+    train(Trainer(model_config(True), train_config(True, train_tokens=256 * 4)), shards(), tmp_path)
+    diverging = train_config(True, reg=float("inf"))  # the same run, resumed with an infinite penalty
+    with pytest.raises(NonFiniteLossError, match="non-finite loss or parameters at update 5"):
+        train(Trainer(model_config(True), diverging), shards(), tmp_path)
+    assert checkpoint_update(tmp_path) == 4
+
+
+def test_bad_batch_settings_name_the_config_key():
+    with pytest.raises(ConfigError, match="lm.training: batch_tokens 256 must split"):
+        TrainConfig(sequence=16, batch_tokens=256, microbatch=5)
+    with pytest.raises(ConfigError, match="checkpoint_every 3 must be a multiple of log_every 2"):
+        TrainConfig(sequence=16, batch_tokens=256, microbatch=16, log_every=2, checkpoint_every=3)
+
+
+def test_too_short_shards_fail_before_training(tmp_path):
+    with pytest.raises(data.DataError, match="training shard 0: 300 tokens give no training window"):
+        train(Trainer(model_config(True), train_config(True)), [np.zeros(300, np.uint16)], tmp_path)
+
+
+DATA_PARALLEL = """
+import json, sys
+import numpy as np, jax
+sys.path.insert(0, {tests!r})
+from test_lm_train import model_config, shards, train_config
+from parallel_experts.lm.train import Trainer, device_mesh, train
+devices = int(sys.argv[1])
+assert len(jax.devices()) == 2
+trainer = Trainer(model_config(True), train_config(True, train_tokens=256 * 3), device_mesh(devices))
+carry, curve = train(trainer, shards(), sys.argv[2])
+print(json.dumps({{"losses": [p["loss"] for p in curve], "embed": float(np.abs(np.asarray(carry.params.embed)).sum()),
+                   "sharded": len(carry.states.shared.sharding.device_set)}}))
+"""
+
+
+def test_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
+    """The streams split over two CPU devices give the same losses and parameters as one device."""
+    script = tmp_path / "dp.py"
+    script.write_text(DATA_PARALLEL.format(tests=os.path.dirname(__file__)))
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    out = {}
+    for devices in (1, 2):
+        run = subprocess.run([sys.executable, str(script), str(devices), str(tmp_path / f"run{devices}")],
+                             capture_output=True, text=True, env=env, check=False)
+        assert run.returncode == 0, run.stderr[-2000:]
+        out[devices] = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out[1]["sharded"] == 1 and out[2]["sharded"] == 2
+    np.testing.assert_allclose(out[2]["losses"], out[1]["losses"], rtol=1e-5)
+    np.testing.assert_allclose(out[2]["embed"], out[1]["embed"], rtol=1e-5)
