@@ -145,13 +145,22 @@ def allocations(args) -> int:
     from parallel_experts import results
 
     loaded = load_config(args.config)
-    step_flops = None
     if args.domain == "sokoban":  # the recurrent ConvLSTM agent, which defines the Sokoban budgets
         from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 
         def step_flops(a):
             return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
                                                 encoder_channels=loaded["sokoban"]["encoder_channels"]))
+    else:  # the forward pass of one token of each family, at each window
+        import numpy as np
+
+        from parallel_experts.lm.models import ModelConfig, token_flops
+
+        def step_flops(a):
+            return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
+                                                      vocab=loaded["lm"]["vocabulary"], recurrent=recurrent,
+                                                      dtype=loaded["lm"]["dtype"]), window)
+                              for recurrent in (False, True)] for window in loaded["lm"]["windows"]])
     ds = results.allocation_dataset(loaded, args.domain, step_flops)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")

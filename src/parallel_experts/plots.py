@@ -116,3 +116,109 @@ def best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str)
     axes[0][-1].legend(frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig
+
+
+FAMILY_STYLE = {"recurrent": dict(color="k", ls="-", marker="o"), "non-recurrent": dict(color="0.5", ls="--", marker="s")}
+
+
+def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
+    """The authors' published FineWeb losses in red: best with depth ≤ L as a dotted line, single runs as stars."""
+    if paper is None or not len(paper):
+        return
+    caps = paper[paper["max_depth"].notna()].sort_values("max_depth")
+    if len(caps):
+        ax.plot(caps["max_depth"].astype(float), caps["loss"], marker="x", color="tab:red", ls=":", lw=0.9, zorder=3,
+                label="paper: best with depth ≤ L\n(rebuttal Table 1, family not stated)")
+    for _, row in paper[paper["depth"].notna()].iterrows():
+        ax.scatter(float(row["depth"]), row["loss"], marker="*", s=110, color="tab:red", zorder=4,
+                   label=f"paper: {row['family']} L={row['depth']}, {'≈' if row['approximate'] else ''}"
+                         f"{row['loss']:.2f} ({row['source']})")
+
+
+def _depth_axis(ax, depths) -> None:
+    depths = sorted({int(d) for d in depths})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.minorticks_off()
+
+
+def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
+    """Figs. 5, 14-15: validation loss of every allocation against depth L, recurrent vs non-recurrent.
+
+    Lower is better. Points are allocations (colour: width d, size: experts E; filled circles recurrent, open
+    squares non-recurrent), lines join each family's lowest loss at each depth. The authors' published values for
+    the same budget and window, where comparable, are drawn in red."""
+    runs = runs.dropna(subset=["validation_loss"])
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    widths = sorted(runs["width"].unique())
+    palette = dict(zip(widths, sns.color_palette("viridis", len(widths))))
+    offsets = {"recurrent": -0.06, "non-recurrent": 0.06}
+    for family, rows in runs.groupby("family", sort=False):
+        x = rows["depth"] * (1 + offsets[family])
+        ax.scatter(x, rows["validation_loss"], s=25 + 4 * rows["experts"].clip(upper=40), zorder=2,
+                   c=[palette[w] if family == "recurrent" else "white" for w in rows["width"]],
+                   edgecolors=[palette[w] for w in rows["width"]], linewidths=1.5,
+                   marker=FAMILY_STYLE[family]["marker"])
+        best = rows.loc[rows["validation_loss"].idxmin()]
+        frontier = rows.groupby("depth")["validation_loss"].min()  # the best allocation at each depth
+        ax.plot(frontier.index * (1 + offsets[family]), frontier.values, color=FAMILY_STYLE[family]["color"],
+                ls=FAMILY_STYLE[family]["ls"], lw=1, zorder=1,
+                label=f"{family} (best: {best['allocation']}, {best['validation_loss']:.3f})")
+    _paper_losses(ax, paper)
+    paper_depths = [] if paper is None else [*paper["depth"].dropna(), *paper["max_depth"].dropna()]
+    _depth_axis(ax, [*runs["depth"], *paper_depths])
+    ax.set_xlabel("within-step depth L")
+    ax.set_ylabel("validation loss (nats/token, lower is better)")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
+    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig
+
+
+def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
+    """Training cross-entropy (without the recurrent state penalty) against training tokens, per allocation."""
+    panels = [f for f in FAMILY_STYLE if f in set(curves["family"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), sharey=True, squeeze=False,
+                             layout="constrained")
+    order = list(dict.fromkeys(curves.sort_values(["depth", "experts", "width"])["allocation"]))
+    for ax, family in zip(axes[0], panels):
+        rows = curves[curves["family"] == family]
+        sns.lineplot(rows, x="tokens", y="train_ce_loss", hue="allocation", hue_order=order, ax=ax,
+                     legend=ax is axes[0][-1], lw=1)
+        ax.set_title(family)
+        ax.set_xlabel("training tokens")
+    axes[0][0].set_ylabel("training cross-entropy (nats/token)")
+    if axes[0][-1].get_legend():
+        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
+    """Fig. 3 (right): lowest validation loss among allocations with depth ≤ L, one panel per budget and window."""
+    settings = list(dict.fromkeys(zip(ours["budget"], ours["window"])))
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.4), squeeze=False,
+                             layout="constrained")
+    for ax, (budget, window) in zip(axes[0], settings):
+        here = ours[(ours["budget"] == budget) & (ours["window"] == window)]
+        for family, rows in here.groupby("family", sort=False):
+            style = FAMILY_STYLE[family]
+            ax.plot(rows["max_depth"], rows["best_loss"], marker=style["marker"], ls=style["ls"],
+                    color=style["color"], mfc="white" if family != "recurrent" else style["color"], label=family)
+        shown = None
+        if paper is not None:
+            shown = paper[(paper["budget"] == budget) & (paper["window"] == window)]
+            _paper_losses(ax, shown)
+        paper_depths = [] if shown is None else [*shown["depth"].dropna(), *shown["max_depth"].dropna()]
+        _depth_axis(ax, [*here["max_depth"], *paper_depths])
+        ax.set_title(f"{budget} budget, {window}-token window")
+        ax.set_xlabel("max within-step depth L")
+    axes[0][0].set_ylabel("best validation loss (lower is better)")
+    handles = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), loc="outside right center", frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig

@@ -20,6 +20,9 @@ WORK_PROXY = {
     "lm": "L·E·((10 + 2K/H)·d² + 2·T·d) per token (SPEC D.2), T = attention window",
 }
 STEP = {"sokoban": "environment step", "lm": "token"}
+# Sokoban: the recurrent agent's step. LM: the forward pass of one token with a full window, per family.
+FAMILIES = ("nonrecurrent", "recurrent")
+FLOPS_DIMS = {"sokoban": ("allocation",), "lm": ("allocation", "window", "family")}
 
 
 def allocation_dataset(config: Mapping, domain: str,
@@ -41,6 +44,7 @@ def allocation_dataset(config: Mapping, domain: str,
     work_dims = ("allocation", "window")
     if domain == "sokoban":  # one work value per step, no attention window
         work, ratio, work_dims = work[:, 0], ratio[:, 0], ("allocation",)
+    flops_shape = () if domain == "sokoban" else (len(domain_config["windows"]), len(FAMILIES))
     coords = {
         "budget": ("allocation", names),
         "depth": ("allocation", [a.depth for _, a, _ in rows]),
@@ -52,6 +56,7 @@ def allocation_dataset(config: Mapping, domain: str,
             "q_heads": ("allocation", [a.q_heads for _, a, _ in rows]),
             "kv_heads": ("allocation", [a.kv_heads for _, a, _ in rows]),
             "window": ("window", list(domain_config["windows"])),
+            "family": ("family", list(FAMILIES)),
         }
     ds = xr.Dataset(
         {
@@ -62,7 +67,8 @@ def allocation_dataset(config: Mapping, domain: str,
             "tolerance": ("budget_name", [domain_config["budgets"][n]["tolerance"] for n in domain_config["budgets"]],
                           {"long_name": "largest allowed |work_ratio - 1|"}),
             # XLA's count for the compiled step function, where the domain's model exists (NaN otherwise).
-            "measured_flops": ("allocation", np.array([step_flops(a) if step_flops else np.nan for _, a, _ in rows]),
+            "measured_flops": (FLOPS_DIMS[domain], np.array([step_flops(a) if step_flops else np.full(flops_shape, np.nan)
+                                                             for _, a, _ in rows]),
                                {"long_name": f"FLOPs per {STEP[domain]} of the compiled step function",
                                 "units": "FLOP", "source": "parallel_experts.budget.measure_flops"}),
         },
@@ -126,7 +132,13 @@ def allocation_table(ds: xr.Dataset) -> pd.DataFrame:
     else:
         table["work ratio"] = ratio.values
     table["anchor"] = ds["is_anchor"].values
-    table["measured FLOPs"] = ds["measured_flops"].values
+    flops = ds["measured_flops"]
+    if "window" in flops.dims:
+        for window in flops["window"].values:
+            for family in flops["family"].values:
+                table[f"measured FLOPs ({family}, T={window})"] = flops.sel(window=window, family=family).values
+    else:
+        table["measured FLOPs"] = flops.values
     return table.reset_index(drop=True)
 
 
@@ -138,7 +150,8 @@ def paper_allocation_table(domain: str) -> pd.DataFrame:
                         for name, anchor in PAPER_ANCHORS[domain].items()}}
     paper_config = {domain: PAPER_DOMAIN_CONFIG[domain] | spec}
     ds = allocation_dataset(paper_config | {"scale": "paper", "description": "authors' grid"}, domain)
-    return allocation_table(ds).drop(columns=["anchor", "measured FLOPs"])
+    table = allocation_table(ds)
+    return table.drop(columns=["anchor"] + [c for c in table if c.startswith("measured FLOPs")])
 
 
 def _allocation_lists(grid: pd.DataFrame) -> list[list[int]]:

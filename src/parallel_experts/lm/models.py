@@ -216,8 +216,11 @@ class Transformer(eqx.Module):
         empty = KVCache.empty(self.config, 0)
         return self.chunk(tokens, jnp.arange(tokens.shape[0]), empty, window=tokens.shape[0])[0]
 
-    def chunk(self, tokens: Array, positions: Array, cache: KVCache, window: int) -> tuple[Array, KVCache]:
-        """Logits of a chunk of a stream after the tokens in `cache`; the cache keeps the last `window` tokens."""
+    def chunk(self, tokens: Array, positions: Array, cache: KVCache, window: int,
+              unroll: bool = False) -> tuple[Array, KVCache]:
+        """Logits of a chunk of a stream after the tokens in `cache`; the cache keeps the last `window` tokens.
+
+        `unroll` unrolls the loop over layers (XLA's cost analysis counts a loop body once)."""
         rule = self.config.aggregation
         if experts.is_routed(rule):
             raise ValueError("the non-recurrent Transformer has no router; use sqrt_sum or mean")
@@ -229,7 +232,7 @@ class Transformer(eqx.Module):
             return experts.aggregate(h, rule), kv
 
         x = self.embed[tokens]
-        x, (keys, values) = lax.scan(layer, x, (self.blocks, cache.keys, cache.values))
+        x, (keys, values) = lax.scan(layer, x, (self.blocks, cache.keys, cache.values), unroll=unroll)
         updated = KVCache(_newest(cache.keys, keys, 2), _newest(cache.values, values, 2),
                           _newest(cache.positions, positions, 0))
         return logits(self.head, x), updated
@@ -306,12 +309,14 @@ class RecurrentTransformer(eqx.Module):
         self.embed, self.head = _embedding(config, ke)
         self.config = config
 
-    def segment(self, state: RecurrentState, tokens: Array, memory: int) -> tuple[Array, RecurrentState]:
+    def segment(self, state: RecurrentState, tokens: Array, memory: int,
+                unroll: bool = False) -> tuple[Array, RecurrentState]:
         """Run T tokens (T,) of one stream from `state`: the shared states s_t (T, d) and the state after them.
 
         Each token attends, at every level, to the merged entries of itself and the previous M − 1 tokens:
         those of earlier segments come from the read-only (stop-gradient) cache, those of this segment from
         a local buffer that the backward pass differentiates through. Each token step is rematerialised.
+        `unroll` unrolls the loop over depth levels (XLA's cost analysis counts a loop body once).
         """
         length, rule = tokens.shape[0], self.config.aggregation
         start, filled = state.position, jnp.minimum(state.position, memory)
@@ -337,7 +342,7 @@ class RecurrentTransformer(eqx.Module):
                 return experts.aggregate(h, rule, alpha), (local_k, local_v)
 
             xs = (self.levels, self.routers, cached_keys, cached_values, local_keys, local_values)
-            s, (local_keys, local_values) = lax.scan(level, s, xs)
+            s, (local_keys, local_values) = lax.scan(level, s, xs, unroll=unroll)
             return (s, local_keys, local_values), s
 
         (_, local_keys, local_values), shared = lax.scan(token, (state.shared, local, local), steps)
@@ -365,3 +370,27 @@ def _merge(proposals: Array) -> Array:
 
 def build(config: ModelConfig, key: Array) -> Transformer | RecurrentTransformer:
     return (RecurrentTransformer if config.recurrent else Transformer)(config, key)
+
+
+def token_flops(config: ModelConfig, window: int) -> float:
+    """XLA-counted forward FLOPs of one token in the steady state: the attention window full of earlier tokens.
+
+    Only shapes are needed (the model is built abstractly), so paper-sized allocations cost no memory."""
+    from parallel_experts.budget import measure_flops
+
+    model = eqx.filter_eval_shape(build, config, jax.random.key(0))
+    params, static = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
+    token = jax.ShapeDtypeStruct((1,), jnp.int32)
+    if config.recurrent:
+        state = jax.eval_shape(lambda: RecurrentState.zeros(config, window))
+
+        def step(params, state, token):
+            model = eqx.combine(params, static)
+            shared, state = model.segment(state, token, window, unroll=True)
+            return logits(model.head, shared), state
+    else:
+        state = jax.eval_shape(lambda: KVCache.empty(config, window - 1))
+
+        def step(params, state, token):
+            return eqx.combine(params, static).chunk(token, jnp.array([window - 1]), state, window, unroll=True)
+    return measure_flops(step, params, state, token)
