@@ -98,9 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="training env-steps/s, FLOPs per step and fraction of matmul peak per allocation "
                              "(options: sokoban-bench --help)")
 
+    commands.add_parser("lm-bench", add_help=False,
+                        help="training tokens/s, FLOPs and memory of the Transformer against recurrent allocations "
+                             "(options: lm-bench --help)")
+
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["sokoban-bench"]:  # its own parser: python -m parallel_experts sokoban-bench --help
         from parallel_experts.sokoban import bench
+
+        return bench.main(argv[1:])
+    if argv[:1] == ["lm-bench"]:
+        from parallel_experts.lm import bench
 
         return bench.main(argv[1:])
     args = parser.parse_args(argv)

@@ -118,7 +118,8 @@ def best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str)
     return fig
 
 
-FAMILY_STYLE = {"recurrent": dict(color="k", ls="-", marker="o"), "non-recurrent": dict(color="0.5", ls="--", marker="s")}
+FAMILY_STYLE = {"recurrent": dict(color="k", ls="-", marker="o"),
+                "non-recurrent": dict(color="0.5", ls="--", marker="s")}
 
 
 def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
@@ -128,7 +129,7 @@ def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
     caps = paper[paper["max_depth"].notna()].sort_values("max_depth")
     if len(caps):
         ax.plot(caps["max_depth"].astype(float), caps["loss"], marker="x", color="tab:red", ls=":", lw=0.9, zorder=3,
-                label="paper: best with depth ≤ L\n(rebuttal Table 1, family not stated)")
+                label="paper: best with depth ≤ L (rebuttal\nTable 1; family, window not stated)")
     for _, row in paper[paper["depth"].notna()].iterrows():
         ax.scatter(float(row["depth"]), row["loss"], marker="*", s=110, color="tab:red", zorder=4,
                    label=f"paper: {row['family']} L={row['depth']}, {'≈' if row['approximate'] else ''}"
@@ -136,9 +137,10 @@ def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
 
 
 def _depth_axis(ax, depths) -> None:
+    """Log-2 depth axis with a tick at every depth, labelled at powers of two (7 and 13 would collide with 8, 16)."""
     depths = sorted({int(d) for d in depths})
     ax.set_xscale("log", base=2)
-    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.set_xticks(depths, [str(d) if d & (d - 1) == 0 or len(depths) < 6 else "" for d in depths])
     ax.minorticks_off()
 
 
@@ -161,8 +163,11 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
                    marker=FAMILY_STYLE[family]["marker"])
         best = rows.loc[rows["validation_loss"].idxmin()]
         frontier = rows.groupby("depth")["validation_loss"].min()  # the best allocation at each depth
-        ax.plot(frontier.index * (1 + offsets[family]), frontier.values, color=FAMILY_STYLE[family]["color"],
-                ls=FAMILY_STYLE[family]["ls"], lw=1, zorder=1,
+        style = FAMILY_STYLE[family]
+        ax.plot(frontier.index * (1 + offsets[family]), frontier.values, color=style["color"], ls=style["ls"], lw=1,
+                zorder=1)
+        ax.plot([], [], color=style["color"], ls=style["ls"], marker=style["marker"], lw=1,
+                mfc=style["color"] if family == "recurrent" else "white",
                 label=f"{family} (best: {best['allocation']}, {best['validation_loss']:.3f})")
     _paper_losses(ax, paper)
     paper_depths = [] if paper is None else [*paper["depth"].dropna(), *paper["max_depth"].dropna()]
@@ -171,6 +176,7 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
     ax.set_ylabel("validation loss (nats/token, lower is better)")
     handles, _ = ax.get_legend_handles_labels()
     handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
+    handles.append(plt.Line2D([], [], ls="", label="marker area grows\nwith experts E"))
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
@@ -182,15 +188,17 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), sharey=True, squeeze=False,
                              layout="constrained")
     order = list(dict.fromkeys(curves.sort_values(["depth", "experts", "width"])["allocation"]))
+    palette = dict(zip(order, sns.color_palette("viridis", len(order))))  # colour follows depth, then experts
     for ax, family in zip(axes[0], panels):
         rows = curves[curves["family"] == family]
-        sns.lineplot(rows, x="tokens", y="train_ce_loss", hue="allocation", hue_order=order, ax=ax,
+        sns.lineplot(rows, x="tokens", y="train_ce_loss", hue="allocation", hue_order=order, palette=palette, ax=ax,
                      legend=ax is axes[0][-1], lw=1)
         ax.set_title(family)
         ax.set_xlabel("training tokens")
     axes[0][0].set_ylabel("training cross-entropy (nats/token)")
     if axes[0][-1].get_legend():
-        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small",
+                        ncol=-(-len(order) // 12))
     fig.suptitle(title)
     return fig
 
@@ -198,9 +206,13 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
 def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
     """Fig. 3 (right): lowest validation loss among allocations with depth ≤ L, one panel per budget and window."""
     settings = list(dict.fromkeys(zip(ours["budget"], ours["window"])))
-    fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.4), squeeze=False,
+    columns = min(2, len(settings))
+    rows_of_panels = -(-len(settings) // columns)
+    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(4.6 * columns, 3.4 * rows_of_panels), squeeze=False,
                              layout="constrained")
-    for ax, (budget, window) in zip(axes[0], settings):
+    for ax in axes.flat[len(settings):]:
+        ax.set_visible(False)
+    for ax, (budget, window) in zip(axes.flat, settings):
         here = ours[(ours["budget"] == budget) & (ours["window"] == window)]
         for family, rows in here.groupby("family", sort=False):
             style = FAMILY_STYLE[family]
@@ -212,11 +224,13 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
             _paper_losses(ax, shown)
         paper_depths = [] if shown is None else [*shown["depth"].dropna(), *shown["max_depth"].dropna()]
         _depth_axis(ax, [*here["max_depth"], *paper_depths])
-        ax.set_title(f"{budget} budget, {window}-token window")
+        ax.tick_params(axis="x", labelsize="small")
+        ax.set_title(f"{budget} budget, window {window}")
         ax.set_xlabel("max within-step depth L")
-    axes[0][0].set_ylabel("best validation loss (lower is better)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("best validation loss (lower is better)")
     handles = {}
-    for ax in axes[0]:
+    for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     fig.legend(handles.values(), handles.keys(), loc="outside right center", frameon=False, fontsize="small")

@@ -32,11 +32,8 @@ machine and JAX versions.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -44,52 +41,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from parallel_experts import budget as budgets_module
 from parallel_experts import config as configuration
+from parallel_experts.benchmarking import (flops_of, fmt, machine_info, matmul_peak, table, time_calls, unrolled_scans,
+                                          usable_cpus)
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper.yaml"
 QUICK_ALLOCATION = budgets_module.Allocation(1, 2, 8)
 
 
 # ---------------------------------------------------------------------------------------------- timing helpers
-
-
-def _time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None,
-                cpu: list[float] | None = None) -> list[float]:
-    """Wall times of `repeats` calls of `call()` (each blocked until ready); more while their sum < min_time.
-    `cpu`, if given, receives the process CPU time (all threads) of each call."""
-    max_repeats = max(repeats, max_repeats or repeats)
-    times: list[float] = []
-    while len(times) < repeats or (sum(times) < min_time and len(times) < max_repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        jax.block_until_ready(call())
-        times.append(time.perf_counter() - start)
-        if cpu is not None:
-            cpu.append(time.process_time() - start_cpu)
-    return times
-
-
-def _cost(analysis) -> float:
-    if isinstance(analysis, Sequence):  # older jax: one dict per device program
-        analysis = analysis[0]
-    return float(analysis["flops"])
-
-
-def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
-    """fp32 GFLOP/s of a jitted size×size matmul: median over `repeats` calls after one warm-up call."""
-    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
-    b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    jax.block_until_ready(matmul(a, b))
-    cpu: list[float] = []
-    times = _time_calls(lambda: matmul(a, b), repeats, cpu=cpu)
-    flops = 2.0 * size**3
-    return {"size": size, "repeats": repeats, "seconds": times, "cpu_seconds": cpu, "flops": flops,
-            "gflops": flops / statistics.median(times) / 1e9, "gflops_best": flops / min(times) / 1e9,
-            "gflops_cpu": flops / (statistics.median(cpu) / _usable_cpus()) / 1e9}
 
 
 # ---------------------------------------------------------------------------------------------- env only
@@ -126,7 +89,7 @@ def env_speed(levels: np.ndarray, num_envs: int, steps: int, repeats: int, rewar
         holder["state"], total = run(holder["state"], next(keys))
         return holder["state"], total
 
-    times = _time_calls(call, repeats)
+    times = time_calls(call, repeats)
     per_call = num_envs * steps
     return {"num_envs": num_envs, "steps_per_call": steps, "env_steps_per_call": per_call, "seconds": times,
             "compile_s": compile_s, "env_steps_per_s": per_call / statistics.median(times)}
@@ -135,23 +98,12 @@ def env_speed(levels: np.ndarray, num_envs: int, steps: int, repeats: int, rewar
 # ---------------------------------------------------------------------------------------------- training
 
 
-@contextlib.contextmanager
-def _unrolled_scans():
-    """While active, every `jax.lax.scan` call (looked up as an attribute, as train.py does) is fully unrolled."""
-    original = jax.lax.scan
-    jax.lax.scan = functools.partial(original, unroll=True)
-    try:
-        yield
-    finally:
-        jax.lax.scan = original
-
-
 def update_flops(trainer, carry) -> float:
     """XLA-counted FLOPs of ONE A2C update of one seed, every scan unrolled (see the module docstring)."""
     single = jax.tree.map(lambda x: x[0], carry)
-    with _unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
+    with unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
         lowered = jax.jit(lambda c: trainer._update(c, None)).lower(single)
-    return _cost(lowered.cost_analysis())
+    return flops_of(lowered.cost_analysis())
 
 
 def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, warmup: int, repeats: int,
@@ -169,7 +121,7 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
     compiled = trainer.run_updates.lower(carry).compile()
     compile_s = time.perf_counter() - start
     steps_per_call = seeds * train_config.log_interval * train_config.num_envs * train_config.num_steps
-    naive = _cost(compiled.cost_analysis()) / steps_per_call
+    naive = flops_of(compiled.cost_analysis()) / steps_per_call
 
     holder = {"carry": carry}
 
@@ -177,10 +129,10 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
         holder["carry"], metrics = compiled(holder["carry"])
         return holder["carry"], metrics
 
-    warmup_times = _time_calls(call, warmup) if warmup else []  # the first call also faults in fresh memory
+    warmup_times = time_calls(call, warmup) if warmup else []  # the first call also faults in fresh memory
     peak_before = matmul_peak(peak_size, peak_repeats) if peak_repeats else None
     cpu: list[float] = []
-    times = _time_calls(call, repeats, min_time, max_repeats, cpu)
+    times = time_calls(call, repeats, min_time, max_repeats, cpu)
     peak_after = matmul_peak(peak_size, peak_repeats) if peak_repeats else None
 
     # FLOPs after timing: tracing the unrolled update cannot touch the compiled program timed above.
@@ -196,8 +148,8 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
         "forward_flops_per_step": forward, "train_flops_per_step": train_flops,
         "train_over_forward": train_flops / forward, "naive_loop_flops_per_step": naive,
         "achieved_gflops": train_flops * steps_per_call / median / 1e9, "flop_count_s": flops_s,
-        "cpu_seconds": cpu, "cpu_share": sum(cpu) / sum(times) / _usable_cpus(),
-        "achieved_gflops_cpu": train_flops * steps_per_call / (statistics.median(cpu) / _usable_cpus()) / 1e9,
+        "cpu_seconds": cpu, "cpu_share": sum(cpu) / sum(times) / usable_cpus(),
+        "achieved_gflops_cpu": train_flops * steps_per_call / (statistics.median(cpu) / usable_cpus()) / 1e9,
         "peak_gflops_bracket": [p["gflops"] for p in (peak_before, peak_after) if p],
         "peak_gflops_cpu_bracket": [p["gflops_cpu"] for p in (peak_before, peak_after) if p],
     }
@@ -250,26 +202,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def machine_info() -> dict:
-    import jaxlib
-
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpu": model or platform.processor(), "cpu_count": os.cpu_count(), "usable_cpus": _usable_cpus(),
-            "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()], "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-            "loadavg_start": list(os.getloadavg())}
-
-
 def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budgets_module.Allocation], int, dict]:
     config = configuration.load(args.config)
     configuration.validate(config)
@@ -280,19 +212,6 @@ def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budge
     chosen = found[args.budget]
     allocations = list(args.allocations or chosen.allocations)
     return chosen.anchor, allocations, config["sokoban"]["encoder_channels"], config["sokoban"]
-
-
-def _fmt(value: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
-
-
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(row: list[str]) -> str:  # first column left-aligned, numbers right-aligned
-        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     levels = generated_set(args.levels, seed=0).levels  # 10×10, 4 boxes: the generator's defaults
     peak_start = matmul_peak(args.matmul_size, args.matmul_repeats)
     print(f"matmul peak ({args.matmul_size}², fp32): {peak_start['gflops']:.1f} GFLOP/s "
-          f"({peak_start['gflops_cpu']:.1f} per {_usable_cpus()} CPU-seconds)", flush=True)
+          f"({peak_start['gflops_cpu']:.1f} per {usable_cpus()} CPU-seconds)", flush=True)
     env = env_speed(levels, args.num_envs, args.env_steps, args.env_repeats, train_config.reward,
                     train_config.time_limit)
     print(f"env only ({args.num_envs} envs, random actions): {env['env_steps_per_s']:,.0f} env-steps/s", flush=True)
@@ -361,9 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         r["gflops_vs_reference"] = r["achieved_gflops"] / reference["achieved_gflops"]
     header = ["allocation", "work×", "fwd MF/step", "train MF/step", "train/fwd", "compile s", "steps/s",
               "×ref", "GFLOP/s", "peak", "%peak", "cpu", "%peak/cpu"]
-    rows = [[r["label"], f"{r['work_ratio']:.2f}", _fmt(r["forward_flops_per_step"] / 1e6),
-             _fmt(r["train_flops_per_step"] / 1e6), f"{r['train_over_forward']:.2f}", f"{r['compile_s']:.1f}",
-             _fmt(r["env_steps_per_s"]), f"{r['speed_vs_reference']:.2f}", f"{r['achieved_gflops']:.1f}",
+    rows = [[r["label"], f"{r['work_ratio']:.2f}", fmt(r["forward_flops_per_step"] / 1e6),
+             fmt(r["train_flops_per_step"] / 1e6), f"{r['train_over_forward']:.2f}", f"{r['compile_s']:.1f}",
+             fmt(r["env_steps_per_s"]), f"{r['speed_vs_reference']:.2f}", f"{r['achieved_gflops']:.1f}",
              f"{r['peak_gflops_local']:.0f}", f"{100 * r['fraction_of_peak']:.0f}%", f"{r['cpu_share']:.2f}",
              f"{100 * r['fraction_of_peak_cpu']:.0f}%"]
             for r in results]
@@ -376,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"work× = L·E·d·(C+2d) / anchor {anchor.label()}; ×ref = env-steps/s / those of "
           f"{reference['label']}; MF = MFLOP (XLA cost analysis); train = one whole update (rollout + backward + "
           f"Adam) / its env steps; peak = matmul GFLOP/s measured just before and after the timed calls (mean); "
-          f"%peak = GFLOP/s / peak; cpu = process CPU time / (wall time × {_usable_cpus()} CPUs) of the timed "
+          f"%peak = GFLOP/s / peak; cpu = process CPU time / (wall time × {usable_cpus()} CPUs) of the timed "
           f"calls (below ~0.9: other processes took cores); %peak/cpu = the same fraction with both speeds taken "
           f"per CPU-second of this process instead of per wall second (less sensitive to other processes)")
     print(f"matmul peak {peak_start['gflops']:.1f} GFLOP/s at the start, {peak_end['gflops']:.1f} at the end; "

