@@ -223,3 +223,56 @@ def test_text_documents_rejects_bad_sources(tmp_path):
         list(text_documents({"files": ["a.txt"], "format": "csv"}))
     with pytest.raises(data.DataError, match="missing.txt: no such file"):
         list(text_documents({"files": [tmp_path / "missing.txt"]}))
+
+
+def test_stream_windows_resume_mid_shard():
+    tokens = np.arange(100, dtype=np.uint16)
+    whole = list(data.stream_windows(tokens, streams=2, window=8))
+    tail = list(data.stream_windows(tokens, streams=2, window=8, start=3))
+    assert len(tail) == len(whole) - 3
+    for (x, y, r), (a, b, c) in zip(whole[3:], tail):
+        np.testing.assert_array_equal(x, a)
+        np.testing.assert_array_equal(y, b)
+        assert not c.any() and not r.any()
+
+
+def test_demo_corpus_is_eight_public_domain_books_of_prose():
+    files = data.demo_corpus_files()
+    assert [f.name for f in files] == list(data.DEMO_CORPUS) and len(files) == 8
+    assert not any("Pulp Fiction" in f.name or "Crome Yellow" in f.name for f in files)
+    assert 5_000_000 < sum(f.stat().st_size for f in files) < 6_000_000
+    opening = files[0].read_text(encoding="utf-8-sig")[:200]
+    assert "It is a truth universally acknowledged" in opening  # Pride and Prejudice, chapter 1
+
+
+def test_corpus_shards_of_local_files_and_the_shard_folder(tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_text("the cat sat on the mat. " * 200)
+    paths = data.corpus_shards({"files": [str(text), str(text)], "format": "text"}, tmp_path / "shards", 500)
+    validation, training = data.shard_paths(tmp_path / "shards")
+    assert paths == [validation, *training] and validation.name == "fineweb_val_000000.bin"
+    tokens = np.concatenate([data.read_shard(p) for p in paths])
+    one = 1 + len(data.gpt2_encoding().encode_ordinary(text.read_text()))
+    assert tokens.size == 2 * one and (tokens == data.EOT).sum() == 2  # two documents, each after its EOT
+    capped = data.corpus_shards({"files": [str(text)], "format": "text", "max_tokens": 900}, tmp_path / "cap", 500)
+    assert [len(data.read_shard(p)) for p in capped] == [500, 400]
+    with pytest.raises(data.DataError, match="fill only the validation shard"):
+        data.corpus_shards({"files": [str(text)], "format": "text"}, tmp_path / "one", 10**6)
+    with pytest.raises(data.DataError, match="expected one \\*_val_\\*.bin"):
+        data.shard_paths(tmp_path)
+
+
+def test_compact_vocabulary_keeps_the_most_frequent_ids(tmp_path):
+    shard = data.write_shard(tmp_path / "t.bin", [7, 7, 7, 3, 3, 9, 9, 50256, 1])
+    mapping = data.compact_vocabulary([shard], 4)
+    # counts: 7 ×3, 3 ×2, 9 ×2 (ties by id: 3 before 9), then everything else shares id 3
+    assert mapping[[7, 3, 9]].tolist() == [0, 1, 2]
+    assert mapping[[50256, 1, 0, 12345]].tolist() == [3, 3, 3, 3]
+    np.testing.assert_array_equal(data.load_tokens(shard, mapping), [0, 0, 0, 1, 1, 2, 2, 3, 3])
+    assert data.compact_vocabulary([shard], 50304) is None
+
+
+def test_pretokenized_download_fails_fast_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(data.DataError, match="cannot download fineweb_val_000000.bin from kjj0/fineweb10B-gpt2"):
+        data.corpus_shards({"pretokenized": {"train_shards": 1}}, tmp_path, 100)
