@@ -229,10 +229,13 @@ def sokoban_evaluate(args) -> int:
     return 0
 
 
-def sokoban_sweep(args) -> int:
-    from parallel_experts import results
-    from parallel_experts.sokoban import experiment
+def sweep(args) -> int:
+    """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
+    import importlib
 
+    from parallel_experts import results
+
+    experiment = importlib.import_module(f"parallel_experts.{args.command.split('-')[0]}.experiment")
     ds = experiment.collect(args.curves, args.evals)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} runs")
@@ -283,17 +286,7 @@ def lm_evaluate(args) -> int:
     return 0
 
 
-def lm_sweep(args) -> int:
-    from parallel_experts import results
-    from parallel_experts.lm import experiment
-
-    ds = experiment.collect(args.curves, args.evals)
-    results.write_netcdf(ds, args.out)
-    print(f"{args.out}: {ds.sizes['run']} runs")
-    return 0
-
-
 COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
             "report": report, "index": index, "sokoban-levels": sokoban_levels, "sokoban-train": sokoban_train,
-            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sokoban_sweep, "lm-tokens": lm_tokens,
-            "lm-train": lm_train, "lm-evaluate": lm_evaluate, "lm-sweep": lm_sweep}
+            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sweep, "lm-tokens": lm_tokens,
+            "lm-train": lm_train, "lm-evaluate": lm_evaluate, "lm-sweep": sweep}

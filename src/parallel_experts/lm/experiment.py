@@ -62,7 +62,8 @@ def runs(config: Mapping) -> list[Run]:
                                     log_every=training["log_every"], checkpoint_every=training["checkpoint_every"])
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
-                                        recurrent=recurrent, dtype=lm["dtype"])
+                                        recurrent=recurrent, aggregation=lm.get("aggregation", "sqrt_sum"),
+                                        dtype=lm["dtype"])
                     found.append(Run(b.name, window, model, train))
     return found
 
