@@ -75,9 +75,9 @@ rule lm_train:
         "results/logs/lm/train/{run}.log",
     benchmark:
         "results/benchmarks/lm/train/{run}.tsv"
-    threads: threads("train")
+    threads: threads("lm_train")
     resources:
-        **resources("train"),
+        **resources("lm_train"),
     conda:
         CONDA_ENV
     shell:
@@ -102,9 +102,9 @@ rule lm_evaluate:
         "results/logs/lm/evaluate/{run}.log",
     benchmark:
         "results/benchmarks/lm/evaluate/{run}.tsv"
-    threads: threads("train")
+    threads: threads("lm_train")
     resources:
-        **resources("train"),
+        **resources("lm_train"),
     conda:
         CONDA_ENV
     shell:

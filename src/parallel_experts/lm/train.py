@@ -107,6 +107,9 @@ class Trainer:
 
     def __init__(self, model_config: ModelConfig, config: TrainConfig, mesh: Mesh | None = None):
         self.model_config, self.config, self.mesh = model_config, config, mesh
+        if mesh is not None and config.microbatch % mesh.size:
+            raise ConfigError(f"lm.training: {config.microbatch} streams per microbatch do not split over "
+                              f"{mesh.size} devices; make microbatch_tokens / sequence a multiple of {mesh.size}")
         model = models.build(model_config, jax.random.key(0))  # FineWeb runs are single-seed, key 0 (SPEC D.1)
         self.params, self.static = eqx.partition(model, eqx.is_array)
         self.optimizer = optim.optimizer(self.params, optim.OptimConfig.for_family(model_config.recurrent),
