@@ -67,11 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     evaluate.add_argument("--levels", required=True, help="test level set from sokoban-levels")
     evaluate.add_argument("--out", required=True)
 
-    sweep = commands.add_parser("sokoban-sweep", help="collect every Sokoban run into one dataset")
-    sweep.add_argument("--out", required=True)
-    sweep.add_argument("--curves", nargs="+", required=True)
-    sweep.add_argument("--evals", nargs="+", required=True)
-
     tokens = commands.add_parser("lm-tokens", help="write the token shards of the configured corpus")
     tokens.add_argument("--corpus", required=True, help="JSON: the config's lm.corpus")
     tokens.add_argument("--shard-tokens", type=int, required=True)
@@ -89,10 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     lm_evaluate.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
     lm_evaluate.add_argument("--out", required=True)
 
-    lm_sweep = commands.add_parser("lm-sweep", help="collect every language-model run into one dataset")
-    lm_sweep.add_argument("--out", required=True)
-    lm_sweep.add_argument("--curves", nargs="+", required=True)
-    lm_sweep.add_argument("--evals", nargs="+", required=True)
+    for domain, runs in (("sokoban", "Sokoban"), ("lm", "language-model")):
+        sweep = commands.add_parser(f"{domain}-sweep", help=f"collect every {runs} run into one dataset")
+        sweep.add_argument("--out", required=True)
+        sweep.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
+        sweep.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
 
     commands.add_parser("sokoban-bench", add_help=False,
                         help="training env-steps/s, FLOPs per step and fraction of matmul peak per allocation "

@@ -18,7 +18,6 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from parallel_experts.lm import data
@@ -52,9 +51,8 @@ def _chunk_nll(model, state, inputs, labels, start, window: int):
 
 def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: int, streams: int,
                     lanes: int | None = None, chunk: int = CHUNK) -> tuple[float, int]:
-    """(mean cross-entropy in nats, number of scored tokens) of `tokens` at attention window `window`."""
-    if isinstance(model, RecurrentTransformer) and window < 1:
-        raise ValueError("the recurrent model needs its cache length as the window")
+    """(mean cross-entropy in nats, number of scored tokens) of `tokens` at attention window `window` (for the
+    recurrent model, its cache length M)."""
     lanes = streams if lanes is None else lanes
     if streams % lanes:
         raise data.DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")

@@ -19,7 +19,9 @@ Training shards are cycled when `train_tokens` exceeds them (the demo's small co
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update, load_checkpoint, save_checkpoint
+from parallel_experts.checkpoint import (CheckpointError, NonFiniteLossError, checkpoint_update, load_checkpoint,
+                                         save_checkpoint)
 from parallel_experts.config import ConfigError
 from parallel_experts.lm import data, models, optim
 from parallel_experts.lm.models import ModelConfig, RecurrentState
@@ -245,9 +248,6 @@ def device_mesh(devices: int | None = None) -> Mesh | None:
 
 def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> None:
     """The finished run: its learning curve (netCDF) and the trained model's parameters."""
-    import json
-    import os
-
     import xarray as xr
 
     from parallel_experts import results
@@ -269,8 +269,6 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
 
 def load_model(model_config: ModelConfig, run_dir: str | Path):
     """The trained model of a run folder."""
-    from parallel_experts.checkpoint import CheckpointError
-
     path = Path(run_dir) / "model.eqx"
     params, static = eqx.partition(models.build(model_config, jax.random.key(0)), eqx.is_array)
     try:
