@@ -2,17 +2,20 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import equinox as eqx
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.config import ConfigError
-from parallel_experts.lm import data
+from parallel_experts.lm import data, experiment
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import Trainer, TrainConfig, train
 
@@ -128,3 +131,33 @@ def test_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
     assert out[1]["sharded"] == 1 and out[2]["sharded"] == 2
     np.testing.assert_allclose(out[2]["losses"], out[1]["losses"], rtol=1e-5)
     np.testing.assert_allclose(out[2]["embed"], out[1]["embed"], rtol=1e-5)
+
+
+@pytest.mark.pipeline
+def test_cli_training_survives_a_kill(tmp_path):
+    """`lm-train` killed with SIGKILL after its first checkpoint and run again writes the same outputs."""
+    folder = tmp_path / "tokens"
+    data.write_shards(shards(count=3), folder, 2400)
+    run = experiment.Run("small", 16, model_config(True), train_config(True, checkpoint_every=2))
+
+    def train_cli(run_dir):
+        return subprocess.Popen([sys.executable, "-m", "parallel_experts", "lm-train", "--run",
+                                 json.dumps(run.to_dict()), "--tokens", str(folder), "--run-dir", str(run_dir)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    whole = train_cli(tmp_path / "whole")
+    assert whole.wait() == 0, whole.stdout.read()
+    killed = train_cli(tmp_path / "killed")
+    deadline = time.monotonic() + 300
+    while checkpoint_update(tmp_path / "killed") is None:  # wait for the first checkpoint, then kill -9
+        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert not (tmp_path / "killed/model.eqx").exists()
+    resumed = train_cli(tmp_path / "killed")
+    assert resumed.wait() == 0, resumed.stdout.read()
+    with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
+        xr.testing.assert_identical(a, b)
+        assert a.sizes == {"update": 6}
+    assert (tmp_path / "whole/model.eqx").read_bytes() == (tmp_path / "killed/model.eqx").read_bytes()
