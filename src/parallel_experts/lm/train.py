@@ -155,7 +155,9 @@ class Trainer:
         grads = jax.tree.map(lambda g, p: (g / self.config.groups).astype(p.dtype), grad_sum, carry.params)
         updates, opt_state = self.optimizer.update(grads, carry.opt_state, carry.params)
         params = optax.apply_updates(carry.params, updates)
-        return Carry(params, opt_state, states), {"loss": loss.mean(), "ce_loss": ce.mean()}
+        # One flag for the host to check: the loss of this update and every parameter after it are finite.
+        finite = jnp.stack([jnp.isfinite(loss.mean())] + [jnp.isfinite(p).all() for p in jax.tree.leaves(params)])
+        return Carry(params, opt_state, states), {"loss": loss.mean(), "ce_loss": ce.mean(), "finite": finite.all()}
 
     def _advance(self, carry: Carry, inputs, reset):
         model = eqx.combine(carry.params, self.static)
@@ -210,10 +212,11 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
                 carry = trainer.advance(carry, inputs, reset)
                 position, inputs, labels, reset = next(batches)
             carry, metrics = trainer.update(carry, inputs, labels, reset)
+            finite = bool(metrics.pop("finite"))
             pending.append({name: float(value) for name, value in metrics.items()})
             update += 1
             bar.update()
-            if not np.isfinite(pending[-1]["loss"]) or not _finite(carry.params):
+            if not finite:
                 raise NonFiniteLossError(f"{run_dir}: non-finite loss or parameters at update {update}; the last "
                                          f"good checkpoint ({checkpoint_update(run_dir)}) is kept")
             if update % config.log_every == 0 or update == config.updates:
@@ -231,10 +234,6 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
             if stop:
                 break
     return carry, curve
-
-
-def _finite(tree) -> bool:
-    return all(bool(jnp.isfinite(x).all()) for x in jax.tree.leaves(tree))
 
 
 def device_mesh(devices: int | None = None) -> Mesh | None:
