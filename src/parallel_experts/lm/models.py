@@ -58,6 +58,8 @@ class ModelConfig:
                              "heads must divide the width and KV heads the query heads")
         if self.aggregation not in experts.AGGREGATIONS:
             raise ValueError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
+        if experts.is_routed(self.aggregation) and not self.recurrent:
+            raise ValueError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
 
     @property
     def head_dim(self) -> int:
@@ -222,8 +224,6 @@ class Transformer(eqx.Module):
 
         `unroll` unrolls the loop over layers (XLA's cost analysis counts a loop body once)."""
         rule = self.config.aggregation
-        if experts.is_routed(rule):
-            raise ValueError("the non-recurrent Transformer has no router; use sqrt_sum or mean")
 
         def layer(x, xs):
             blocks, past_keys, past_values = xs
