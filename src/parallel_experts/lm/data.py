@@ -228,7 +228,7 @@ def stream_windows(tokens, streams: int, window: int, start: int = 0
     """
     if streams < 1 or window < 1:
         raise DataError(f"streams and window must be at least 1, got streams={streams}, window={window}")
-    tokens = np.asarray(tokens) if not isinstance(tokens, np.ndarray) else tokens
+    tokens = np.asarray(tokens)  # a view, not a copy, of a memory map
     length = len(tokens) // streams
     offsets = np.arange(streams)[:, None] * length + np.arange(window + 1)[None, :]
     for k in range(start, num_batches(len(tokens), streams, window)):
