@@ -2,15 +2,14 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from conftest import run_killed_and_resumed
 import xarray as xr
 
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
@@ -145,18 +144,7 @@ def test_cli_training_survives_a_kill(tmp_path):
                                  json.dumps(run.to_dict()), "--tokens", str(folder), "--run-dir", str(run_dir)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    whole = train_cli(tmp_path / "whole")
-    assert whole.wait() == 0, whole.stdout.read()
-    killed = train_cli(tmp_path / "killed")
-    deadline = time.monotonic() + 300
-    while checkpoint_update(tmp_path / "killed") is None:  # wait for the first checkpoint, then kill -9
-        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
-        time.sleep(0.05)
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait()
-    assert not (tmp_path / "killed/model.eqx").exists()
-    resumed = train_cli(tmp_path / "killed")
-    assert resumed.wait() == 0, resumed.stdout.read()
+    run_killed_and_resumed(train_cli, tmp_path / "whole", tmp_path / "killed", "model.eqx")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"update": 6}

@@ -1,14 +1,12 @@
 """A2C training: learning happens, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from conftest import run_killed_and_resumed
 import xarray as xr
 
 from parallel_experts import config as configuration
@@ -79,18 +77,7 @@ def test_cli_training_survives_a_kill(repo, tmp_path):
         return cli("sokoban-train", "--run", json.dumps(run.to_dict()), "--levels", str(levels),
                    "--run-dir", str(run_dir))
 
-    whole = train_cli(tmp_path / "whole")
-    assert whole.wait() == 0, whole.stdout.read()
-    killed = train_cli(tmp_path / "killed")
-    deadline = time.monotonic() + 300
-    while checkpoint_update(tmp_path / "killed") is None:  # wait for the first checkpoint, then kill -9
-        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
-        time.sleep(0.05)
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait()
-    assert not (tmp_path / "killed/curve.nc").exists()
-    resumed = train_cli(tmp_path / "killed")
-    assert resumed.wait() == 0, resumed.stdout.read()
+    run_killed_and_resumed(train_cli, tmp_path / "whole", tmp_path / "killed", "curve.nc")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"seed": 1, "update": 4}
