@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from parallel_experts import config as configuration
+from parallel_experts.errors import ConfigError
 
 SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]
 
@@ -65,7 +66,7 @@ def test_workflow_rejects_bad_config_in_one_line(repo, tmp_path):
 def test_yaml_syntax_error_names_the_file_and_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("scale: demo\nseeds: [0, 1\n")
-    with pytest.raises(configuration.ConfigError, match=rf"{path}: line \d+ is not valid YAML"):
+    with pytest.raises(ConfigError, match=rf"{path}: line \d+ is not valid YAML"):
         configuration.load([path])
 
 
@@ -83,14 +84,14 @@ def test_digest_ignores_key_order():
 
 def test_sweeps_must_name_defined_budgets(repo, tmp_path):
     path = broken(repo, tmp_path, lambda c: c["sokoban"]["sweeps"]["convlstm"]["budgets"].append("huge"))
-    with pytest.raises(configuration.ConfigError,
+    with pytest.raises(ConfigError,
                        match=r"sokoban\.sweeps\.convlstm\.budgets\[1\]: unknown budget 'huge' \(defined: small\)"):
         configuration.validate(configuration.load([path]))
 
 
 def test_boxoban_levels_need_a_source(repo, tmp_path):
     path = broken(repo, tmp_path, lambda c: c["sokoban"]["levels"].update(test={"boxoban": "unfiltered/test"}))
-    with pytest.raises(configuration.ConfigError, match=r"sokoban\.boxoban: .* give `root`"):
+    with pytest.raises(ConfigError, match=r"sokoban\.boxoban: .* give `root`"):
         configuration.validate(configuration.load([path]))
 
 

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from parallel_experts.config import PipelineError
+from parallel_experts.errors import PipelineError
 from parallel_experts.lm import data
 from parallel_experts.lm.data import (
     EOT,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from parallel_experts import experts
+from parallel_experts.errors import ConfigError
 from parallel_experts.lm import models
 from parallel_experts.lm.models import ModelConfig, RecurrentState, RecurrentTransformer, Transformer
 
@@ -211,6 +212,15 @@ def test_one_token_segments_equal_long_segments():
     short, short_state = run_segments(model, ids, 6, 1)
     np.testing.assert_allclose(long, short, atol=1e-5)
     np.testing.assert_allclose(long_state.keys, short_state.keys, atol=1e-5)
+
+
+def test_bad_model_configs_are_config_errors():
+    with pytest.raises(ConfigError, match="heads must divide the width"):
+        config(1, 1, q_heads=3)
+    with pytest.raises(ConfigError, match="expected one of"):
+        config(1, 1, aggregation="max")
+    with pytest.raises(ConfigError, match="the non-recurrent Transformer has no router"):
+        config(1, 1, aggregation="routed_mean")
 
 
 @pytest.mark.parametrize("rule", ["mean", "routed_mean", "routed_sqrt_sum"])

@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from parallel_experts.config import PipelineError
+from parallel_experts.errors import PipelineError
 from parallel_experts.lm.optim import (
     MATRIX,
     PER_HEAD,

@@ -13,7 +13,7 @@ from conftest import run_killed_and_resumed
 import xarray as xr
 
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
-from parallel_experts.config import ConfigError
+from parallel_experts.errors import ConfigError
 from parallel_experts.lm import data, experiment
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import Trainer, TrainConfig, train

@@ -6,6 +6,7 @@ import nbformat
 import pytest
 
 from parallel_experts import reports
+from parallel_experts.errors import PipelineError
 
 
 def test_offline_removes_remote_scripts_and_refuses_remote_images():
@@ -13,7 +14,7 @@ def test_offline_removes_remote_scripts_and_refuses_remote_images():
             '</head><body><img src="data:image/png;base64,AAAA"></body>')
     cleaned = reports.offline(page)
     assert "cdn.example" not in cleaned and '<script type="module">x()</script>' in cleaned
-    with pytest.raises(ValueError, match="remote resources"):
+    with pytest.raises(PipelineError, match="remote resources"):
         reports.offline('<img src="https://example.org/plot.png">')
 
 

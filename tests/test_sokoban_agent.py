@@ -11,7 +11,7 @@ import pytest
 
 from parallel_experts import experts as px
 from parallel_experts.budget import Allocation, sokoban_work
-from parallel_experts.config import ConfigError
+from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban.agent import (
     Agent, AgentConfig, ConvGLU, ConvLSTM, Core, Encoder, Head, agent_step_flops, parameter_count, reset_where,
 )

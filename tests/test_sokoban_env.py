@@ -10,6 +10,7 @@ from jumanji.environments.routing.sokoban.reward import DenseReward as JumanjiDe
 
 from conftest import BOXOBAN
 
+from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
@@ -119,9 +120,9 @@ def test_batched_env_samples_levels_and_auto_resets():
 
 
 def test_bad_level_arrays_and_reward_names_fail_fast():
-    with pytest.raises(ValueError, match=r"expected shape \(n, 10, 10, 2\).*got \(7, 7, 2\)"):
+    with pytest.raises(PipelineError, match=r"expected shape \(n, 10, 10, 2\).*got \(7, 7, 2\)"):
         sokoban_env.make_env(np.zeros((7, 7, 2), np.uint8))
-    with pytest.raises(ValueError, match="reward: expected one of dense, clipped"):
+    with pytest.raises(ConfigError, match="reward: expected one of dense, clipped"):
         sokoban_env.make_env(ONE_BOX[None], reward="sparse")
 
 
@@ -130,5 +131,5 @@ def test_view_crops_only_padding_walls():
     sokoban_env.check_view(levels, 6)
     np.testing.assert_array_equal(np.asarray(sokoban_env.view(jnp.asarray(levels), 6))[1, :4], TWO_BOXES[:4, :6])
     sokoban_env.check_view(levels, 5)  # the sixth column is wall in both
-    with pytest.raises(ValueError, match="view 4: level 1 has more than walls outside its top-left 4×4 cells"):
+    with pytest.raises(ConfigError, match="view 4: level 1 has more than walls outside its top-left 4×4 cells"):
         sokoban_env.check_view(levels, 4)

@@ -35,7 +35,10 @@ def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | Non
     return times
 
 
-def flops_of(analysis) -> float:
+def flops_of(program) -> float:
+    """FLOPs of a lowered or compiled JAX program (`jax.jit(f).lower(...)`, `.compile()`), as XLA's cost
+    analysis counts them: a loop body once, whatever its trip count (see `unrolled_scans`)."""
+    analysis = program.cost_analysis()
     if isinstance(analysis, Sequence):  # older jax: one dict per device program
         analysis = analysis[0]
     return float(analysis["flops"])

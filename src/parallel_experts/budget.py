@@ -3,7 +3,7 @@
 Each domain has a work proxy that counts the dominant multiply-adds of one external step (an environment
 step for Sokoban, a token for the LM), with constants dropped. A budget is anchored at one allocation;
 every other allocation of the budget must spend about the same work (within the budget's tolerance).
-Measured FLOPs of the real step functions (XLA cost analysis, `measure_flops`) complement the proxy.
+Measured FLOPs of the real step functions (XLA cost analysis, `benchmarking.flops_of`) complement the proxy.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from parallel_experts.config import ConfigError, key_path
+from parallel_experts.errors import ConfigError, key_path
 
 DOMAINS = ("sokoban", "lm")
 
@@ -151,12 +151,3 @@ def _parse(domain: str, item: Sequence[int], domain_config: Mapping, where: str)
         )
     return Allocation(depth, experts, width, q_heads, kv_heads)
 
-
-def measure_flops(step: Callable, *example_args) -> float:
-    """FLOPs of one call of `step`, as counted by XLA's cost analysis of the compiled program."""
-    import jax
-
-    analysis = jax.jit(step).lower(*example_args).compile().cost_analysis()
-    if isinstance(analysis, Sequence):  # older jax returns one dict per device program
-        analysis = analysis[0]
-    return float(analysis["flops"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import equinox as eqx
 
-from parallel_experts.config import PipelineError
+from parallel_experts.errors import PipelineError
 
 
 class CheckpointError(PipelineError, ValueError):

@@ -3,7 +3,7 @@
 Commands that read the configuration validate it first, so a bad config stops here with one line (exit
 status 2) before anything is computed. The Sokoban commands instead take the definition of what they compute
 (a level source, a run) as JSON, which the workflow builds from the validated config. Expected failures
-(`config.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
+(`errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from parallel_experts import config as configuration
+from parallel_experts.errors import ConfigError, PipelineError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,10 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except configuration.ConfigError as error:
+    except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
-    except configuration.PipelineError as error:
+    except PipelineError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
@@ -126,8 +127,8 @@ def load_config(files: Sequence[str]) -> dict:
     loaded = configuration.load(files)
     try:
         configuration.validate(loaded)
-    except configuration.ConfigError as error:
-        raise configuration.ConfigError(f"{' + '.join(files)}: {error}") from None
+    except ConfigError as error:
+        raise ConfigError(f"{' + '.join(files)}: {error}") from None
     return loaded
 
 

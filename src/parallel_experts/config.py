@@ -15,15 +15,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from parallel_experts import budget
+from parallel_experts.errors import ConfigError, key_path
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
-
-
-class PipelineError(Exception):
-    """An expected failure (bad input, diverged training): the CLI reports it in one line, no traceback."""
-
-
-class ConfigError(PipelineError, ValueError):
-    """A configuration problem, phrased as one line naming the key."""
 
 
 @cache
@@ -62,8 +57,6 @@ def validate(config: Mapping) -> None:
     errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(config), key=_error_rank)
     if errors:
         raise ConfigError(_describe(errors[0]))
-    from parallel_experts import budget  # late import: budget needs a schema-valid config
-
     for domain in budget.DOMAINS:
         budget.budgets(config, domain)
     _check_references(config)
@@ -87,14 +80,6 @@ def _check_references(config: Mapping) -> None:
 def _error_rank(error: jsonschema.ValidationError) -> tuple:
     # Report the deepest, most specific problem first: "width must be >= 1" beats "oneOf failed".
     return (-len(error.absolute_path), error.validator in ("oneOf", "anyOf"), str(error.absolute_path))
-
-
-def key_path(path: Sequence) -> str:
-    """`sokoban.budgets.small.allocations[3]` from a JSON path."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(top level)"
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

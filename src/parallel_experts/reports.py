@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from parallel_experts.errors import PipelineError
+
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
 MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.DOTALL)
 
@@ -53,7 +55,7 @@ def offline(page: str) -> str:
     page = MATHJAX_CONFIG.sub("", REMOTE_SCRIPT.sub("", page))
     remote = re.findall(r"""(?:src|href)=["'](https?://[^"']+)""", page)
     if remote:
-        raise ValueError(f"report still loads remote resources: {remote[:3]}")
+        raise PipelineError(f"report still loads remote resources: {remote[:3]}")
     return page
 
 

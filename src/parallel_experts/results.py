@@ -70,7 +70,7 @@ def allocation_dataset(config: Mapping, domain: str,
             "measured_flops": (FLOPS_DIMS[domain], np.array([step_flops(a) if step_flops else np.full(flops_shape, np.nan)
                                                              for _, a, _ in rows]),
                                {"long_name": f"FLOPs per {STEP[domain]} of the compiled step function",
-                                "units": "FLOP", "source": "parallel_experts.budget.measure_flops"}),
+                                "units": "FLOP", "source": "parallel_experts.benchmarking.flops_of"}),
         },
         coords=coords | {"budget_name": list(domain_config["budgets"])},
         attrs={"domain": domain, "work_proxy": WORK_PROXY[domain]},

@@ -22,11 +22,12 @@ _python_first = (
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import config as configuration
+from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
     configuration.validate(config)
-except configuration.ConfigError as error:
+except ConfigError as error:
     sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
 CONFIG_JSON = "results/config.json"

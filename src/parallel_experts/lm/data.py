@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parallel_experts.config import PipelineError
+from parallel_experts.errors import PipelineError
 
 EOT = 50256  # GPT-2's <|endoftext|>, the document separator of the FineWeb shards
 N_VOCAB = 50257

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from parallel_experts import budget
+from parallel_experts.errors import PipelineError
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
@@ -83,7 +84,7 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         curve, evaluation_ = results.open_dataset(curve_path), results.open_dataset(eval_path)
         run = Run.from_dict(json.loads(curve.attrs["run_config"]))
         if evaluation_.attrs["run"] != run.id:
-            raise ValueError(f"{eval_path} evaluates {evaluation_.attrs['run']}, not {run.id} of {curve_path}")
+            raise PipelineError(f"{eval_path} evaluates {evaluation_.attrs['run']}, not {run.id} of {curve_path}")
         m = run.model
         ds = xr.Dataset({name: curve[name] for name in ("train_loss", "train_ce_loss")}
                         | {name: evaluation_[name] for name in ("validation_loss", "scored_tokens")})

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax import Array, lax
 
 from parallel_experts import experts
+from parallel_experts.errors import ConfigError
 
 NORM_EPS = 1e-5
 ROPE_BASE = 1e4
@@ -54,12 +55,12 @@ class ModelConfig:
 
     def __post_init__(self):
         if self.width % self.q_heads or self.q_heads % self.kv_heads:
-            raise ValueError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
-                             "heads must divide the width and KV heads the query heads")
+            raise ConfigError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
+                              "heads must divide the width and KV heads the query heads")
         if self.aggregation not in experts.AGGREGATIONS:
-            raise ValueError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
+            raise ConfigError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
         if experts.is_routed(self.aggregation) and not self.recurrent:
-            raise ValueError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
+            raise ConfigError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
 
     @property
     def head_dim(self) -> int:
@@ -376,7 +377,7 @@ def token_flops(config: ModelConfig, window: int) -> float:
     """XLA-counted forward FLOPs of one token in the steady state: the attention window full of earlier tokens.
 
     Only shapes are needed (the model is built abstractly), so paper-sized allocations cost no memory."""
-    from parallel_experts.budget import measure_flops
+    from parallel_experts.benchmarking import flops_of
 
     model = eqx.filter_eval_shape(build, config, jax.random.key(0))
     params, static = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
@@ -393,4 +394,4 @@ def token_flops(config: ModelConfig, window: int) -> float:
 
         def step(params, state, token):
             return eqx.combine(params, static).chunk(token, jnp.array([window - 1]), state, window, unroll=True)
-    return measure_flops(step, params, state, token)
+    return flops_of(jax.jit(step).lower(params, state, token).compile())

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from parallel_experts.checkpoint import (CheckpointError, NonFiniteLossError, checkpoint_update, load_checkpoint,
                                          save_checkpoint)
-from parallel_experts.config import ConfigError
+from parallel_experts.errors import ConfigError
 from parallel_experts.lm import data, models, optim
 from parallel_experts.lm.models import ModelConfig, RecurrentState
 

@@ -27,7 +27,7 @@ import numpy as np
 from jax import Array
 
 from parallel_experts import experts as px
-from parallel_experts.config import ConfigError
+from parallel_experts.errors import ConfigError
 
 EPS = 1e-5  # every RMSNorm of the agent (Flax default)
 VOCABULARY = 5  # Jumanji grid values 0..4 (empty, wall, target, agent, box)
@@ -370,7 +370,7 @@ def agent_step_flops(config: AgentConfig, height: int = 10, width: int = 10) -> 
     """XLA-counted FLOPs of one jitted agent step vmapped over a batch of one environment.
 
     Only shapes are needed: the agent is built abstractly, so large allocations cost no memory or init time."""
-    from parallel_experts.budget import measure_flops
+    from parallel_experts.benchmarking import flops_of
 
     agent = eqx.filter_eval_shape(Agent, config, jax.random.PRNGKey(0))
     params, static = eqx.partition(agent, lambda x: isinstance(x, jax.ShapeDtypeStruct))
@@ -381,4 +381,4 @@ def agent_step_flops(config: AgentConfig, height: int = 10, width: int = 10) -> 
     def step(params, grid, state):
         return jax.vmap(eqx.combine(params, static))(grid, state)
 
-    return measure_flops(step, params, grid, state)
+    return flops_of(jax.jit(step).lower(params, grid, state).compile())

@@ -45,6 +45,7 @@ import numpy as np
 
 from parallel_experts import budget as budgets_module
 from parallel_experts import config as configuration
+from parallel_experts.errors import ConfigError
 from parallel_experts.benchmarking import (flops_of, fmt, machine_info, matmul_peak, table, time_calls, unrolled_scans,
                                           usable_cpus)
 
@@ -103,7 +104,7 @@ def update_flops(trainer, carry) -> float:
     single = jax.tree.map(lambda x: x[0], carry)
     with unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
         lowered = jax.jit(lambda c: trainer._update(c, None)).lower(single)
-    return flops_of(lowered.cost_analysis())
+    return flops_of(lowered)
 
 
 def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, warmup: int, repeats: int,
@@ -121,7 +122,7 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
     compiled = trainer.run_updates.lower(carry).compile()
     compile_s = time.perf_counter() - start
     steps_per_call = seeds * train_config.log_interval * train_config.num_envs * train_config.num_steps
-    naive = flops_of(compiled.cost_analysis()) / steps_per_call
+    naive = flops_of(compiled) / steps_per_call
 
     holder = {"carry": carry}
 
@@ -207,7 +208,7 @@ def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budge
     configuration.validate(config)
     found = {b.name: b for b in budgets_module.budgets(config, "sokoban")}
     if args.budget not in found:
-        raise configuration.ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
+        raise ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
                                         f"(defined: {', '.join(found)})")
     chosen = found[args.budget]
     allocations = list(args.allocations or chosen.allocations)
@@ -229,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall_start = time.perf_counter()
     try:
         anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args)
-    except configuration.ConfigError as error:
+    except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,

@@ -26,6 +26,8 @@ from jumanji.environments.routing.sokoban.reward import RewardFn
 from jumanji.environments.routing.sokoban.types import State
 from jumanji.wrappers import VmapAutoResetWrapper
 
+from parallel_experts.errors import ConfigError, PipelineError
+
 REWARDS = ("dense", "clipped")
 CLIPPED_NEGATIVE_REWARD = -0.01  # the authors' PRE_RL wrapper (SPEC B.2)
 
@@ -95,7 +97,7 @@ class LevelSampler(Generator):
 def make_env(levels: np.ndarray, reward: str = "clipped", time_limit: int = 120) -> Sokoban:
     """Sokoban-v0 on `levels` (drawn at random on reset) with the named reward."""
     if reward not in REWARDS:
-        raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
+        raise ConfigError(f"reward: expected one of {', '.join(REWARDS)}, got {reward!r}")
     _check_levels(levels)
     return Sokoban(generator=LevelSampler(levels), reward_fn=DenseReward(clipped=reward == "clipped"),
                    time_limit=time_limit)
@@ -130,13 +132,13 @@ def check_view(levels: np.ndarray, size: int) -> None:
     hidden = levels[:, outside]
     if not ((hidden[..., 1] == 1) & (hidden[..., 0] == 0)).all():
         level = int(np.argwhere(~((hidden[..., 1] == 1) & (hidden[..., 0] == 0)).all(axis=1))[0][0])
-        raise ValueError(f"view {size}: level {level} has more than walls outside its top-left {size}×{size} "
+        raise ConfigError(f"view {size}: level {level} has more than walls outside its top-left {size}×{size} "
                          "cells; use a larger view (10 sees everything)")
 
 
 def _check_levels(levels: np.ndarray) -> None:
     shape = tuple(np.shape(levels))
     if len(shape) != 4 or shape[1:] != (10, 10, 2):
-        raise ValueError(f"levels: expected shape (n, 10, 10, 2) (Jumanji's grid; pad smaller rooms), got {shape}")
+        raise PipelineError(f"levels: expected shape (n, 10, 10, 2) (Jumanji's grid; pad smaller rooms), got {shape}")
     if shape[0] == 0:
-        raise ValueError("levels: the level set is empty")
+        raise PipelineError("levels: the level set is empty")

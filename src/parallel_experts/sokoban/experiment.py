@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from parallel_experts import budget
+from parallel_experts.errors import PipelineError
 from parallel_experts.sokoban import levels as boxoban
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.train import TrainConfig
@@ -86,7 +87,7 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         curve, evaluation = results.open_dataset(curve_path), results.open_dataset(eval_path)
         run = Run.from_dict(json.loads(curve.attrs["run_config"]))
         if evaluation.attrs["run"] != run.id:
-            raise ValueError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
+            raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
         per_level = evaluation[["solved", "episode_return", "episode_length"]].astype(float).mean("level")
         ds = xr.Dataset({
             "final_five": curve["final_five"],

@@ -30,7 +30,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from parallel_experts.config import PipelineError
+from parallel_experts.errors import PipelineError
 
 # Jumanji's codes (constants.py) and the channel order of its observation grid.
 EMPTY, WALL, TARGET, AGENT, BOX = 0, 1, 2, 3, 4

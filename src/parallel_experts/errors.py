@@ -1,0 +1,25 @@
+"""The project's expected failures, and how a failure names the place it comes from.
+
+An expected failure (bad input, a diverged run) is a `PipelineError`; the CLI prints its message as one line,
+with no traceback. A `ConfigError` names the config key, written with `key_path`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class PipelineError(Exception):
+    """An expected failure (bad input, diverged training): the CLI reports it in one line, no traceback."""
+
+
+class ConfigError(PipelineError, ValueError):
+    """A configuration problem, phrased as one line naming the key."""
+
+
+def key_path(path: Sequence) -> str:
+    """`sokoban.budgets.small.allocations[3]` from a JSON path."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
