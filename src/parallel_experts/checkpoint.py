@@ -1,4 +1,4 @@
-"""Atomic checkpoints of a training run, shared by the Sokoban and language-model trainers.
+"""Atomic checkpoints of a training run and the trained weights it ends with, for both domains' trainers.
 
 Leaves via Equinox serialisation, host state (update counter, logs, data position) as JSON, both named by
 the update; a pointer file `latest`, replaced atomically last, names the complete pair, so a kill at any
@@ -8,11 +8,11 @@ moment leaves the previous checkpoint usable.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import equinox as eqx
 
+from parallel_experts import atomic
 from parallel_experts.errors import PipelineError
 
 
@@ -24,16 +24,25 @@ class NonFiniteLossError(PipelineError, FloatingPointError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
+def save_weights(path: str | Path, tree) -> None:
+    """The array leaves of `tree` (trained parameters, or a whole training carry), written atomically."""
+    with atomic.atomic_open(path) as file:
+        eqx.tree_serialise_leaves(file, tree)
+
+
+def load_weights(path: str | Path, like, what: str):
+    """The leaves saved at `path`, deserialised into the structure of `like`; `what` names them in errors."""
+    try:
+        return eqx.tree_deserialise_leaves(path, like)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{path}: cannot load {what} ({error})") from None
+
+
 def save_checkpoint(run_dir: Path, carry, host: dict) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
     name = f"checkpoint-{host['update']:09d}"
-    with open(run_dir / f"{name}.eqx.tmp", "wb") as f:
-        eqx.tree_serialise_leaves(f, carry)
-    (run_dir / f"{name}.json.tmp").write_text(json.dumps(host))
-    os.replace(run_dir / f"{name}.eqx.tmp", run_dir / f"{name}.eqx")
-    os.replace(run_dir / f"{name}.json.tmp", run_dir / f"{name}.json")
-    (run_dir / "latest.tmp").write_text(name)
-    os.replace(run_dir / "latest.tmp", run_dir / "latest")
+    save_weights(run_dir / f"{name}.eqx", carry)
+    atomic.write_text(run_dir / f"{name}.json", json.dumps(host))
+    atomic.write_text(run_dir / "latest", name)
     for old in run_dir.glob("checkpoint-*"):
         if not old.name.startswith(name):
             old.unlink()

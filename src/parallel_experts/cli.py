@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
+from parallel_experts import atomic
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError, PipelineError
 
@@ -141,8 +141,7 @@ def check_config(args) -> int:
 def snapshot_config(args) -> int:
     loaded = json.loads(args.json)
     configuration.validate(loaded)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(loaded, indent=2, sort_keys=True) + "\n")
+    atomic.write_text(args.out, json.dumps(loaded, indent=2, sort_keys=True) + "\n")
     return 0
 
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from parallel_experts import atomic
 from parallel_experts.errors import PipelineError
 
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
@@ -44,10 +45,10 @@ def render(
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(executed)
-    Path(html_path).write_text(offline(body))
+    atomic.write_text(html_path, offline(body))
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
             "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
-    Path(meta_path).write_text(json.dumps(meta, indent=2))
+    atomic.write_text(meta_path, json.dumps(meta, indent=2))
 
 
 def offline(page: str) -> str:
@@ -83,8 +84,7 @@ def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, proven
             f"<td>{html.escape(meta['rendered'])}</td>"
             "</tr>"
         )
-    index_path.parent.mkdir(parents=True, exist_ok=True)
-    index_path.write_text(INDEX_TEMPLATE.format(
+    atomic.write_text(index_path, INDEX_TEMPLATE.format(
         rows="\n".join(rows),
         scale=html.escape(provenance["scale"]),
         description=html.escape(provenance["description"]),

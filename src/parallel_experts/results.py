@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -13,6 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts import budget
+from parallel_experts.atomic import atomic_path
 from parallel_experts.config import digest
 
 WORK_PROXY = {
@@ -85,15 +85,8 @@ def with_provenance(ds: xr.Dataset, config: Mapping) -> xr.Dataset:
 
 def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
     """Write atomically, so a killed job never leaves a half-written result that looks finished."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(path) as temporary:
+        ds.to_netcdf(temporary, engine="h5netcdf")
 
 
 def open_dataset(path: str | Path) -> xr.Dataset:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from parallel_experts.atomic import atomic_open
 from parallel_experts.errors import PipelineError
 
 EOT = 50256  # GPT-2's <|endoftext|>, the document separator of the FineWeb shards
@@ -118,7 +117,7 @@ def tokenize_documents(texts: Iterable[str], encoding=None) -> Iterator[np.ndarr
 
 
 def write_shard(path: str | Path, tokens) -> Path:
-    """Write one shard atomically (a temporary file in the same folder, then `os.replace`)."""
+    """Write one shard atomically."""
     path = Path(path)
     tokens = np.asarray(tokens)
     if tokens.ndim != 1:
@@ -131,16 +130,9 @@ def write_shard(path: str | Path, tokens) -> Path:
         raise ShardError(f"{path}: {tokens.size} tokens do not fit the int32 count of the header")
     header = np.zeros(HEADER_INTS, "<i4")
     header[:3] = MAGIC, VERSION, tokens.size
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(header.tobytes())
-            file.write(tokens.astype("<u2").tobytes())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as file:
+        file.write(header.tobytes())
+        file.write(tokens.astype("<u2").tobytes())
     return path
 
 

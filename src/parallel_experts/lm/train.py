@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +35,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from parallel_experts.checkpoint import (CheckpointError, NonFiniteLossError, checkpoint_update, load_checkpoint,
-                                         save_checkpoint)
+from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
+                                         save_checkpoint, save_weights)
 from parallel_experts.errors import ConfigError
 from parallel_experts.lm import data, models, optim
 from parallel_experts.lm.models import ModelConfig, RecurrentState
@@ -252,9 +251,7 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
     from parallel_experts import results
 
     run_dir = Path(run_dir)
-    with open(run_dir / "model.eqx.tmp", "wb") as f:
-        eqx.tree_serialise_leaves(f, carry.params)
-    os.replace(run_dir / "model.eqx.tmp", run_dir / "model.eqx")
+    save_weights(run_dir / "model.eqx", carry.params)
     ds = xr.Dataset(
         {"train_loss": ("update", [p["loss"] for p in curve],
                         {"long_name": "training loss (cross-entropy, plus the state penalty if recurrent)",
@@ -268,10 +265,5 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
 
 def load_model(model_config: ModelConfig, run_dir: str | Path):
     """The trained model of a run folder."""
-    path = Path(run_dir) / "model.eqx"
     params, static = eqx.partition(models.build(model_config, jax.random.key(0)), eqx.is_array)
-    try:
-        params = eqx.tree_deserialise_leaves(path, params)
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: cannot load the model ({error})") from None
-    return eqx.combine(params, static)
+    return eqx.combine(load_weights(Path(run_dir) / "model.eqx", params, "the model"), static)

@@ -30,6 +30,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from parallel_experts.atomic import atomic_open
 from parallel_experts.errors import PipelineError
 
 # Jumanji's codes (constants.py) and the channel order of its observation grid.
@@ -244,12 +245,9 @@ class LevelSet:
 
     def save(self, path: str | Path) -> None:
         """One .npz with the levels and their provenance, written atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(tmp, levels=self.levels, level_file=self.file, level_index=self.index,
-                            files=np.array(self.files), source=np.array(self.source))
-        os.replace(tmp, path)
+        with atomic_open(path) as file:
+            np.savez_compressed(file, levels=self.levels, level_file=self.file, level_index=self.index,
+                                files=np.array(self.files), source=np.array(self.source))
 
     @classmethod
     def load(cls, path: str | Path) -> "LevelSet":
@@ -337,19 +335,11 @@ def _read_cache(cache: Path, key: str) -> dict[str, np.ndarray] | None:
 
 def _write_cache(cache: Path, key: str, arrays: dict[str, np.ndarray]) -> None:
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".tmp")
+        with atomic_open(cache) as out:  # readers see the old cache or the new one, never half of one
+            np.savez(out, key=np.array(key), **{f"level_{name}": array for name, array in arrays.items()})
     except OSError as error:
         raise LevelError(f"{cache.parent}: cannot write the level cache ({error.strerror}); "
                          f"pass cache_dir= a writable folder") from None
-    try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, key=np.array(key), **{f"level_{name}": array for name, array in arrays.items()})
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a cache is as readable as the levels
-        os.replace(temporary, cache)  # readers see the old cache or the new one, never half of one
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def download_boxoban(cache_dir: str | Path | None = None, url: str = BOXOBAN_URL, timeout: float = 30.0) -> Path:

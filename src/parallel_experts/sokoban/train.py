@@ -10,7 +10,6 @@ checkpoints and the progress bar.
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +23,8 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from parallel_experts.checkpoint import (CheckpointError, NonFiniteLossError, checkpoint_update, load_checkpoint,
-                                         save_checkpoint)
+from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
+                                         save_checkpoint, save_weights)
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, AgentConfig, reset_where
 
@@ -275,11 +274,8 @@ def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> Non
     """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
     from parallel_experts import results
 
-    run_dir = Path(run_dir)
-    with open(run_dir / "agents.eqx.tmp", "wb") as f:
-        eqx.tree_serialise_leaves(f, carry.params)
-    os.replace(run_dir / "agents.eqx.tmp", run_dir / "agents.eqx")
-    results.write_netcdf(learning_curves(run, log), run_dir / "curve.nc")
+    save_weights(Path(run_dir) / "agents.eqx", carry.params)
+    results.write_netcdf(learning_curves(run, log), Path(run_dir) / "curve.nc")
 
 
 def learning_curves(run, log: EpisodeLog):
@@ -302,11 +298,6 @@ def learning_curves(run, log: EpisodeLog):
 
 def load_agents(run, run_dir: str | Path) -> Agent:
     """The trained agents of all seeds of `run`, stacked along a leading seed axis."""
-    path = Path(run_dir) / "agents.eqx"
     params, static = eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)
     like = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(run.seeds), *x.shape)), params)
-    try:
-        params = eqx.tree_deserialise_leaves(path, like)
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: cannot load the agents of {run.id} ({error})") from None
-    return eqx.combine(params, static)
+    return eqx.combine(load_weights(Path(run_dir) / "agents.eqx", like, f"the agents of {run.id}"), static)

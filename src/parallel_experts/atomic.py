@@ -1,0 +1,45 @@
+"""Atomic writes: a file appears under its final name complete, or not at all.
+
+Every writer of a result, cache, shard or checkpoint goes through `atomic_path`, so that a killed job never
+leaves a half-written file that a later job (or Snakemake) takes for a finished one. The temporary file lies
+beside the target, so the final `os.replace` is a rename within one file system.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to: renamed onto `path` if the block succeeds, removed if not."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp's file is private; the result is as readable as any
+        os.replace(temporary, path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO]:
+    """`open(path, mode)` for writing, atomically (see `atomic_path`)."""
+    with atomic_path(path) as temporary, open(temporary, mode) as file:
+        yield file
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_open(path, "w") as file:
+        file.write(text)
