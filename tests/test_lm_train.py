@@ -9,12 +9,14 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from conftest import run_killed_and_resumed
+from helpers import run_killed_and_resumed
 import xarray as xr
 
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.errors import ConfigError
-from parallel_experts.lm import data, experiment
+from parallel_experts.lm import experiment
+from parallel_experts.lm.corpus import write_shards
+from parallel_experts.lm.shards import DataError, num_batches
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import Trainer, TrainConfig, train
 
@@ -66,7 +68,7 @@ def test_recurrent_warmup_windows_are_skipped(tmp_path):
     warm up the state, so 7 updates per shard; the 12th update is the 5th window of the second shard's training
     windows, i.e. window 6, and the run resumes at window 7."""
     config = train_config(True, checkpoint_every=12, log_every=12)
-    assert data.num_batches(2400, config.streams, config.sequence) == 9 and config.warmup == 2
+    assert num_batches(2400, config.streams, config.sequence) == 9 and config.warmup == 2
     train(Trainer(model_config(True), config), shards(), tmp_path)
     host = json.loads((tmp_path / "checkpoint-000000012.json").read_text())
     assert host["position"] == [0, 1, 7]
@@ -97,7 +99,7 @@ def test_bad_batch_settings_name_the_config_key():
 
 
 def test_too_short_shards_fail_before_training(tmp_path):
-    with pytest.raises(data.DataError, match="training shard 0: 300 tokens give no training window"):
+    with pytest.raises(DataError, match="training shard 0: 300 tokens give no training window"):
         train(Trainer(model_config(True), train_config(True)), [np.zeros(300, np.uint16)], tmp_path)
 
 
@@ -136,7 +138,7 @@ def test_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
 def test_cli_training_survives_a_kill(tmp_path):
     """`lm-train` killed with SIGKILL after its first checkpoint and run again writes the same outputs."""
     folder = tmp_path / "tokens"
-    data.write_shards(shards(count=3), folder, 2400)
+    write_shards(shards(count=3), folder, 2400)
     run = experiment.Run("small", 16, model_config(True), train_config(True, checkpoint_every=2))
 
     def train_cli(run_dir):

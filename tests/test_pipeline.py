@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import snakemake
+from helpers import snakemake
 from slurm_cluster import submitted_job_ids
 
 from parallel_experts import reports, results

@@ -8,7 +8,7 @@ from jumanji.environments.routing.sokoban import Sokoban as JumanjiSokoban
 from jumanji.environments.routing.sokoban.generator import convert_level_to_array
 from jumanji.environments.routing.sokoban.reward import DenseReward as JumanjiDenseReward
 
-from conftest import BOXOBAN
+from helpers import BOXOBAN
 
 from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.sokoban import env as sokoban_env

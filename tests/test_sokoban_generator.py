@@ -1,0 +1,118 @@
+"""Generated levels, checked by an independent solver with Jumanji as the referee."""
+
+import jax
+import numpy as np
+import pytest
+from jumanji.environments import Sokoban
+
+import sokoban_solver as solver
+from helpers import BOXOBAN
+from jumanji_referee import FixedLevel, hand_level, replay_in_jumanji
+from parallel_experts.sokoban import boxoban, generator, levels
+from parallel_experts.sokoban.levels import LevelError
+
+TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"
+needs_boxoban = pytest.mark.skipif(not TEST_FILE.exists(), reason=f"{TEST_FILE} not present")
+
+
+def test_solver_on_hand_made_levels():
+    right = hand_level("#####", "#@$.#", "#####")
+    up = hand_level("###", "#.#", "#$#", "#@#", "###")
+    assert solver.solve(right) == [1] and solver.solve(up) == [0]
+    walk_then_push = hand_level("######", "#   .#", "# $  #", "#@   #", "######")
+    moves = solver.solve(walk_then_push)
+    assert solver.solved(solver.play(walk_then_push, moves)) and not solver.solved(walk_then_push)
+    # Jumanji agrees on what the actions mean: the box ends on the target.
+    final, on_targets, _ = replay_in_jumanji(np.stack([right, up, walk_then_push]), [[1], [0], moves])
+    assert on_targets.tolist() == [1, 1, 1]
+    np.testing.assert_array_equal(final[0], solver.play(right, [1])[..., 0])
+
+    # The generator plugs into the real env: reset shows the level as the observation.
+    state, timestep = Sokoban(generator=FixedLevel(walk_then_push)).reset(jax.random.key(1))
+    np.testing.assert_array_equal(timestep.observation.grid, walk_then_push)
+    assert state.agent_location.tolist() == [3, 1]
+
+    corner = hand_level("#####", "#$ .#", "# @ #", "#####")  # a box in a corner never moves again
+    frozen = hand_level("#######", "#  @  #", "#.$$ .#", "#######")  # two boxes block each other on a wall
+    assert solver.solve(corner) is None and solver.solve(frozen) is None
+
+
+@needs_boxoban
+def test_solver_solves_boxoban_levels_and_jumanji_agrees():
+    first_six = boxoban.read_levels(TEST_FILE)[:6]
+    moves = [solver.solve(level, max_nodes=100_000) for level in first_six]
+    assert all(m is not None for m in moves)
+    final, on_targets, solved = replay_in_jumanji(first_six, moves)
+    assert on_targets.tolist() == [4] * 6 and solved.all()
+    for level, m, grid in zip(first_six, moves, final):  # the solver's own rules give the same end position
+        np.testing.assert_array_equal(solver.play(level, m)[..., 0], grid)
+    with pytest.raises(solver.SearchLimit):
+        solver.solve(first_six[0], max_nodes=3)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The generator
+
+
+CASES = [(5, 1, 20), (6, 1, 30), (7, 1, 20), (7, 2, 30), (7, 3, 20), (8, 3, 10), (10, 4, 12)]  # size, boxes, n
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return {(size, boxes): generator.generate_levels(n, size, boxes, seed=11) for size, boxes, n in CASES}
+
+
+def test_generated_levels_are_well_formed(generated):
+    for (size, boxes), batch in generated.items():
+        assert batch.shape[1:] == (size, size, 2) and batch.dtype == np.uint8
+        variable, fixed = batch[..., 0], batch[..., 1]
+        assert ((variable == 3).sum(axis=(1, 2)) == 1).all()
+        assert ((variable == 4).sum(axis=(1, 2)) == boxes).all()
+        assert ((fixed == 2).sum(axis=(1, 2)) == boxes).all()
+        assert not ((variable == 4) & (fixed == 2)).any(), "a box starts on a target"
+        assert not ((variable != 0) & (fixed == 1)).any(), "something stands in a wall"
+        border = np.ones((size, size), bool)
+        border[1:-1, 1:-1] = False
+        assert (fixed[:, border] == 1).all()
+        # Each is a distinct level, and reads back through the text format unchanged.
+        assert len({level.tobytes() for level in batch}) > len(batch) // 2
+        np.testing.assert_array_equal(boxoban.parse_levels(boxoban.format_levels(batch)), batch)
+
+
+def test_generated_levels_are_solvable_and_jumanji_plays_the_solutions(generated):
+    grids, moves, boxes_per_level = [], [], []
+    for (size, boxes), batch in generated.items():
+        for level in batch:
+            m = solver.solve(level, max_nodes=100_000)
+            assert m is not None, f"unsolvable {size}×{size} level, {boxes} boxes:\n{boxoban.to_text(level)}"
+            assert solver.solved(solver.play(level, m))
+            grids.append(levels.pad_to(level))
+            moves.append(m)
+            boxes_per_level.append(boxes)
+    final, on_targets, solved = replay_in_jumanji(np.stack(grids), moves)
+    boxes_per_level = np.array(boxes_per_level)
+    np.testing.assert_array_equal(on_targets, boxes_per_level)  # every box on a target in Jumanji too
+    assert solved[boxes_per_level == 4].all()  # Jumanji itself declares the 4-box levels solved
+    assert not solved[boxes_per_level < 4].any()  # (its level_complete needs exactly 4 boxes on targets)
+
+
+def test_generator_is_deterministic_given_the_seed():
+    a = generator.generate_levels(12, 7, 2, seed=3)
+    np.testing.assert_array_equal(a, generator.generate_levels(12, 7, 2, seed=3))
+    np.testing.assert_array_equal(a[:5], generator.generate_levels(5, 7, 2, seed=3))  # a prefix is the same levels
+    assert not np.array_equal(a, generator.generate_levels(12, 7, 2, seed=4))
+    assert not np.array_equal(a, generator.generate_levels(12, 7, 2, seed=3, walks=4))
+
+
+def test_generator_refuses_impossible_requests():
+    with pytest.raises(LevelError, match="room_size 4 with num_boxes 3"):
+        generator.generate_levels(1, 4, 3)
+    with pytest.raises(LevelError, match="seed"):
+        generator.generate_levels(1, 7, 1, seed=-1)
+
+
+def test_generated_set_is_ready_for_jumanji():
+    made = generator.generated_set(4, room_size=6, num_boxes=1, seed=2)
+    assert made.levels.shape == (4, 10, 10, 2)
+    np.testing.assert_array_equal(made.levels[:, :6, :6], generator.generate_levels(4, 6, 1, seed=2))
+    assert made.name(3) == "generated(room_size=6, num_boxes=1, seed=2) level 3"
