@@ -3,13 +3,14 @@
 import json
 import math
 
+from parallel_experts import cli
 from parallel_experts.lm import bench
 from parallel_experts.lm.models import ModelConfig, token_flops
 
 
 def test_quick_benchmark_counts_a_full_update(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(["--quick", "--json", str(out)]) == 0
+    assert cli.main(["lm-bench", "--quick", "--json", str(out)]) == 0
     assert "vs Transformer" in capsys.readouterr().out
     result = json.loads(out.read_text())
     runs = result["runs"]

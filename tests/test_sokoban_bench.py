@@ -3,12 +3,13 @@
 import json
 import math
 
-from parallel_experts.sokoban import bench
+from helpers import REPO
+from parallel_experts import cli
 
 
 def test_quick_benchmark_writes_sane_numbers(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(["--quick", "--json", str(out)]) == 0
+    assert cli.main(["sokoban-bench", "--quick", "--config", str(REPO / "config/paper.yaml"), "--json", str(out)]) == 0
     assert "GFLOP/s" in capsys.readouterr().out
 
     result = json.loads(out.read_text())

@@ -1,116 +1,118 @@
 """`python -m parallel_experts <command>`: the one interface every Snakemake rule calls.
 
-Commands that read the configuration validate it first, so a bad config stops here with one line (exit
-status 2) before anything is computed. The Sokoban commands instead take the definition of what they compute
-(a level source, a run) as JSON, which the workflow builds from the validated config. Expected failures
+This module only parses and dispatches: each command reads its arguments, calls the library and prints one
+line. Commands that read the configuration validate it first, so a bad config stops here with one line (exit
+status 2) before anything is computed. The Sokoban and LM commands instead take the definition of what they
+compute (a level source, a run) as JSON, which the workflow builds from the validated config. Expected failures
 (`errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from parallel_experts import atomic
+from parallel_experts import atomic, budget
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError, PipelineError
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parallel_experts", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    check = commands.add_parser("check-config", help="validate config files (merged in order) and exit")
+    def command(name: str, run, help: str, **options) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, **options)
+        sub.set_defaults(run=run)
+        return sub
+
+    check = command("check-config", check_config, "validate config files (merged in order) and exit")
     check.add_argument("files", nargs="+")
 
-    snapshot = commands.add_parser("snapshot-config", help="validate a config given as JSON and write it")
+    snapshot = command("snapshot-config", snapshot_config, "validate a config given as JSON and write it")
     snapshot.add_argument("--json", required=True, help="the effective configuration, as JSON")
     snapshot.add_argument("--out", required=True)
 
-    allocations = commands.add_parser("allocations", help="write the allocation grid of one domain (netCDF)")
-    add_config(allocations)
-    allocations.add_argument("--domain", required=True, choices=["sokoban", "lm"])
-    allocations.add_argument("--out", required=True)
+    allocations_ = command("allocations", allocations, "write the allocation grid of one domain (netCDF)")
+    add_config(allocations_)
+    allocations_.add_argument("--domain", required=True, choices=budget.DOMAINS)
+    allocations_.add_argument("--out", required=True)
 
-    report = commands.add_parser("report", help="execute a notebook with papermill and render it to HTML")
-    add_config(report)
-    report.add_argument("--notebook", required=True)
-    report.add_argument("--html", required=True)
-    report.add_argument("--executed", required=True, help="where the executed notebook is kept")
-    report.add_argument("--meta", required=True, help="sidecar JSON read by the index")
-    report.add_argument("--paper", default="", help="the paper's figure or table this report reproduces")
-    report.add_argument("--config-files", nargs="*", default=[], help="the config files the workflow was given")
-    report.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="notebook parameter (repeatable)")
+    report_ = command("report", report, "execute a notebook with papermill and render it to HTML")
+    add_config(report_)
+    report_.add_argument("--notebook", required=True)
+    report_.add_argument("--html", required=True)
+    report_.add_argument("--executed", required=True, help="where the executed notebook is kept")
+    report_.add_argument("--meta", required=True, help="sidecar JSON read by the index")
+    report_.add_argument("--paper", default="", help="the paper's figure or table this report reproduces")
+    report_.add_argument("--config-files", nargs="*", default=[], help="the config files the workflow was given")
+    report_.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                         help="notebook parameter (repeatable)")
 
-    index = commands.add_parser("index", help="write reports/index.html from the reports' sidecar JSON")
-    add_config(index)
-    index.add_argument("--out", required=True)
-    index.add_argument("meta", nargs="+")
+    index_ = command("index", index, "write reports/index.html from the reports' sidecar JSON")
+    add_config(index_)
+    index_.add_argument("--out", required=True)
+    index_.add_argument("meta", nargs="+")
 
-    # The Sokoban commands take what defines their output (a level source, a run) as JSON, so that a rule
+    # The Sokoban and LM commands take what defines their output (a level source, a run) as JSON, so that a rule
     # reruns exactly when that definition changes, not whenever anything else in the config does.
-    levels = commands.add_parser("sokoban-levels", help="write a level set (.npz) from its source")
+    levels = command("sokoban-levels", sokoban_levels, "write a level set (.npz) from its source")
     levels.add_argument("--source", required=True, help='JSON: {"generate": {...}} or {"boxoban": split}')
     levels.add_argument("--boxoban", default="{}", help="JSON: where Boxoban splits come from (root, download)")
     levels.add_argument("--out", required=True)
 
-    train = commands.add_parser("sokoban-train", help="train one Sokoban run (all its seeds), resumable")
+    train = command("sokoban-train", sokoban_train, "train one Sokoban run (all its seeds), resumable")
     train.add_argument("--run", required=True, help="JSON definition of the run (see sokoban/experiment.py)")
     train.add_argument("--levels", required=True, help="training level set from sokoban-levels")
     train.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
 
-    evaluate = commands.add_parser("sokoban-evaluate", help="solve rate of a trained run on a level set")
+    evaluate = command("sokoban-evaluate", sokoban_evaluate, "solve rate of a trained run on a level set")
     evaluate.add_argument("--run", required=True, help="JSON definition of the run")
     evaluate.add_argument("--run-dir", required=True)
     evaluate.add_argument("--levels", required=True, help="test level set from sokoban-levels")
     evaluate.add_argument("--out", required=True)
 
-    tokens = commands.add_parser("lm-tokens", help="write the token shards of the configured corpus")
+    tokens = command("lm-tokens", lm_tokens, "write the token shards of the configured corpus")
     tokens.add_argument("--corpus", required=True, help="JSON: the config's lm.corpus")
     tokens.add_argument("--shard-tokens", type=int, required=True)
     tokens.add_argument("--out", required=True, help="folder of shards")
 
-    lm_train = commands.add_parser("lm-train", help="train one language-model run, resumable")
-    lm_train.add_argument("--run", required=True, help="JSON definition of the run (see lm/experiment.py)")
-    lm_train.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
-    lm_train.add_argument("--run-dir", required=True)
+    lm_train_ = command("lm-train", lm_train, "train one language-model run, resumable")
+    lm_train_.add_argument("--run", required=True, help="JSON definition of the run (see lm/experiment.py)")
+    lm_train_.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
+    lm_train_.add_argument("--run-dir", required=True)
 
-    lm_evaluate = commands.add_parser("lm-evaluate", help="sliding-window validation loss of a trained run")
-    lm_evaluate.add_argument("--run", required=True, help="JSON definition of the run")
-    lm_evaluate.add_argument("--run-dir", required=True)
-    lm_evaluate.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
-    lm_evaluate.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
-    lm_evaluate.add_argument("--out", required=True)
+    lm_evaluate_ = command("lm-evaluate", lm_evaluate, "sliding-window validation loss of a trained run")
+    lm_evaluate_.add_argument("--run", required=True, help="JSON definition of the run")
+    lm_evaluate_.add_argument("--run-dir", required=True)
+    lm_evaluate_.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
+    lm_evaluate_.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
+    lm_evaluate_.add_argument("--out", required=True)
 
     for domain, runs in (("sokoban", "Sokoban"), ("lm", "language-model")):
-        sweep = commands.add_parser(f"{domain}-sweep", help=f"collect every {runs} run into one dataset")
-        sweep.add_argument("--out", required=True)
-        sweep.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
-        sweep.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
+        sweep_ = command(f"{domain}-sweep", sweep, f"collect every {runs} run into one dataset")
+        sweep_.add_argument("--out", required=True)
+        sweep_.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
+        sweep_.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
 
-    commands.add_parser("sokoban-bench", add_help=False,
-                        help="training env-steps/s, FLOPs per step and fraction of matmul peak per allocation "
-                             "(options: sokoban-bench --help)")
+    add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
+                              "per step and fraction of the matmul peak per allocation, measured side by side",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    add_lm_bench(command("lm-bench", lm_bench, "language-model training throughput and memory: tokens/s, FLOPs "
+                         "and planned memory of the Transformer against recurrent allocations of equal work",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    return parser
 
-    commands.add_parser("lm-bench", add_help=False,
-                        help="training tokens/s, FLOPs and memory of the Transformer against recurrent allocations "
-                             "(options: lm-bench --help)")
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["sokoban-bench"]:  # its own parser: python -m parallel_experts sokoban-bench --help
-        from parallel_experts.sokoban import bench
-
-        return bench.main(argv[1:])
-    if argv[:1] == ["lm-bench"]:
-        from parallel_experts.lm import bench
-
-        return bench.main(argv[1:])
-    args = parser.parse_args(argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
@@ -149,23 +151,7 @@ def allocations(args) -> int:
     from parallel_experts import results
 
     loaded = load_config(args.config)
-    if args.domain == "sokoban":  # the recurrent ConvLSTM agent, which defines the Sokoban budgets
-        from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
-
-        def step_flops(a):
-            return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
-                                                encoder_channels=loaded["sokoban"]["encoder_channels"]))
-    else:  # the forward pass of one token of each family, at each window
-        import numpy as np
-
-        from parallel_experts.lm.models import ModelConfig, token_flops
-
-        def step_flops(a):
-            return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
-                                                      vocab=loaded["lm"]["vocabulary"], recurrent=recurrent,
-                                                      dtype=loaded["lm"]["dtype"]), window)
-                              for recurrent in (False, True)] for window in loaded["lm"]["windows"]])
-    ds = results.allocation_dataset(loaded, args.domain, step_flops)
+    ds = results.allocation_dataset(loaded, args.domain, experiment(args.domain).step_flops(loaded))
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
     return 0
@@ -225,14 +211,16 @@ def sokoban_evaluate(args) -> int:
     return 0
 
 
+def experiment(domain: str):
+    """The `experiment` module of a domain: its runs, measured step FLOPs and sweep datasets."""
+    return importlib.import_module(f"parallel_experts.{domain}.experiment")
+
+
 def sweep(args) -> int:
     """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
-    import importlib
-
     from parallel_experts import results
 
-    experiment = importlib.import_module(f"parallel_experts.{args.command.split('-')[0]}.experiment")
-    ds = experiment.collect(args.curves, args.evals)
+    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} runs")
     return 0
@@ -247,19 +235,11 @@ def lm_tokens(args) -> int:
     return 0
 
 
-def lm_vocabulary(run, folder):
-    """(vocabulary map or None, validation shard path, training shard paths) of a folder of shards."""
-    from parallel_experts.lm import shards
-
-    validation, training = shards.shard_paths(folder)
-    return shards.compact_vocabulary(training, run.model.vocab), validation, training
-
-
 def lm_train(args) -> int:
     from parallel_experts.lm import experiment, shards, train
 
     run = experiment.Run.from_dict(json.loads(args.run))
-    vocabulary, _, training = lm_vocabulary(run, args.tokens)
+    vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
     trainer = train.Trainer(run.model, run.train, train.device_mesh())
     carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
     train.save_outputs(run, carry, curve, args.run_dir)
@@ -273,7 +253,7 @@ def lm_evaluate(args) -> int:
 
     run = experiment.Run.from_dict(json.loads(args.run))
     spec = json.loads(args.evaluation)
-    vocabulary, validation, _ = lm_vocabulary(run, args.tokens)
+    vocabulary, validation, _ = shards.model_shards(args.tokens, run.model.vocab)
     model = train.load_model(run.model, args.run_dir)
     loss, scored = evaluate.validation_loss(model, shards.load_tokens(validation, vocabulary), run.window,
                                             spec["streams"], spec["lanes"])
@@ -282,7 +262,77 @@ def lm_evaluate(args) -> int:
     return 0
 
 
-COMMANDS = {"check-config": check_config, "snapshot-config": snapshot_config, "allocations": allocations,
-            "report": report, "index": index, "sokoban-levels": sokoban_levels, "sokoban-train": sokoban_train,
-            "sokoban-evaluate": sokoban_evaluate, "sokoban-sweep": sweep, "lm-tokens": lm_tokens,
-            "lm-train": lm_train, "lm-evaluate": lm_evaluate, "lm-sweep": sweep}
+
+
+# ---------------------------------------------------------------------------------------------- benchmarks
+
+
+def add_sokoban_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", nargs="+", default=["config/paper.yaml"],
+                   help="config files (merged in order) naming the budget, its anchor and the training settings")
+    p.add_argument("--budget", default="small", help="Sokoban budget whose allocations (and anchor) are used")
+    p.add_argument("--allocations", nargs="+", type=allocation, metavar="L,E,d",
+                   help="allocations to time instead of the budget's (the work ratio stays against its anchor)")
+    p.add_argument("--expert", choices=["convlstm", "convglu"], default="convlstm")
+    rec = p.add_mutually_exclusive_group()
+    rec.add_argument("--recurrent", dest="recurrent", action="store_true", default=True)
+    rec.add_argument("--nonrecurrent", dest="recurrent", action="store_false")
+    p.add_argument("--num-envs", type=int, default=32)
+    p.add_argument("--num-steps", type=int, default=20, help="rollout length of one update")
+    p.add_argument("--log-interval", type=int, default=1,
+                   help="updates per compiled call (one update of the anchor takes ~7 s on 2 cores)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds vmapped together, as training does")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls after compiling")
+    p.add_argument("--repeats", type=int, default=1, help="timed calls, at least")
+    p.add_argument("--min-time", type=float, default=4.0, help="add timed calls until they sum to this (s)")
+    p.add_argument("--max-repeats", type=int, default=5, help="cap on timed calls added by --min-time")
+    p.add_argument("--levels", type=int, default=200, help="generated 10×10 4-box levels to train on")
+    p.add_argument("--matmul-size", type=int, default=2048)
+    p.add_argument("--matmul-repeats", type=int, default=7, help="timed matmuls of the start/end peak")
+    p.add_argument("--local-peak-repeats", type=int, default=3,
+                   help="timed matmuls right before and after each allocation's timed calls (0: use the start peak)")
+    p.add_argument("--env-steps", type=int, default=500, help="steps per env-only call (× num-envs env steps)")
+    p.add_argument("--env-repeats", type=int, default=5)
+    p.add_argument("--json", help="write every number, the settings and the machine here")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes for tests: one small allocation, 4 envs × 5 steps, small matmul")
+
+
+def allocation(text: str) -> budget.Allocation:
+    """`L,E,d` on the command line."""
+    try:
+        depth, experts, width = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected L,E,d (three integers), got {text!r}") from None
+    if min(depth, experts, width) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return budget.Allocation(depth, experts, width)
+
+
+def sokoban_bench(args) -> int:
+    from parallel_experts.sokoban import bench
+
+    return bench.run(args, load_config(args.config))
+
+
+def add_lm_bench(p: argparse.ArgumentParser) -> None:
+    physical_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    p.add_argument("--width", type=int, default=64, help="d of every allocation (paper: 768)")
+    p.add_argument("--head-dim", type=int, default=16, help="query heads = d / head_dim, KV heads half as many")
+    p.add_argument("--vocab", type=int, default=4096, help="vocabulary (paper: 50304)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--contexts", type=int, nargs="+", default=[128, 1024, 2048])
+    p.add_argument("--batch-tokens", type=int, default=8192, help="tokens per update (paper: 131072)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--count-flops-up-to", type=int, default=1024,
+                   help="count FLOPs (unrolled trace, slow for long contexts) only up to this context")
+    p.add_argument("--memory-limit-gb", type=float, default=round(0.6 * physical_memory / 2**30, 1),
+                   help="skip updates whose planned memory exceeds this (default: 60%% of RAM)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, for tests")
+    p.add_argument("--json", type=Path, help="write every number here")
+
+
+def lm_bench(args) -> int:
+    from parallel_experts.lm import bench
+
+    return bench.run(args)

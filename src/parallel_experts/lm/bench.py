@@ -20,18 +20,14 @@ Measured side by side in one process, so that the ratios are the numbers to quot
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
 
 import jax
 import numpy as np
 
+from parallel_experts import atomic
 from parallel_experts.benchmarking import flops_of, fmt, machine_info, matmul_peak, table, time_calls, unrolled_scans
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import Trainer, TrainConfig
@@ -76,30 +72,8 @@ def update_speed(model_config: ModelConfig, context: int, batch_tokens: int, rep
                      "device_peak_bytes": stats.get("peak_bytes_in_use")}
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="parallel_experts lm-bench", description=__doc__.splitlines()[0])
-    p.add_argument("--width", type=int, default=64, help="d of every allocation (paper: 768)")
-    p.add_argument("--head-dim", type=int, default=16, help="query heads = d / head_dim, KV heads half as many")
-    p.add_argument("--vocab", type=int, default=4096, help="vocabulary (paper: 50304)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--contexts", type=int, nargs="+", default=[128, 1024, 2048])
-    p.add_argument("--batch-tokens", type=int, default=8192, help="tokens per update (paper: 131072)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--count-flops-up-to", type=int, default=1024,
-                   help="count FLOPs (unrolled trace, slow for long contexts) only up to this context")
-    p.add_argument("--memory-limit-gb", type=float, default=0.6 * _physical_memory() / 2**30,
-                   help="skip updates whose planned memory exceeds this (default: 60%% of RAM)")
-    p.add_argument("--quick", action="store_true", help="tiny sizes, for tests")
-    p.add_argument("--json", type=Path, help="write every number here")
-    return p
-
-
-def _physical_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def run(args) -> int:
+    """The benchmark of `python -m parallel_experts lm-bench` (see the CLI for the options)."""
     if args.quick:
         args.width, args.head_dim, args.vocab, args.contexts, args.batch_tokens, args.repeats = 16, 8, 64, [16], 256, 1
     heads = args.width // args.head_dim
@@ -138,13 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.batch_tokens} tokens per update, width {args.width}, vocabulary {args.vocab}, {args.dtype}. "
           "FLOPs/token: XLA count of the whole update (forward, backward with rematerialisation, optimiser).")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(args).items()},
+        atomic.write_text(args.json, json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(args).items() if k != "run"},
                                          "matmul_peak_start": peak_start, "matmul_peak_end": peak_end,
                                          "runs": runs}, indent=1))
     return 0
 
 
 HEADER = ["allocation", "C", "tokens/s", "vs Transformer", "MFLOP/token", "% peak", "planned MiB", "compile s"]
-
-if __name__ == "__main__":
-    sys.exit(main())

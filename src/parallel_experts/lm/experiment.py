@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from parallel_experts import budget
 from parallel_experts.errors import PipelineError
@@ -67,6 +69,22 @@ def runs(config: Mapping) -> list[Run]:
                                         dtype=lm["dtype"])
                     found.append(Run(b.name, window, model, train))
     return found
+
+
+def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
+    """XLA-counted forward FLOPs of one token at an allocation, (window, family) for every window of the config
+    and both families in `results.FAMILIES` order, for the allocations report."""
+    from parallel_experts.lm.models import token_flops
+    from parallel_experts.results import FAMILIES
+
+    lm = config["lm"]
+
+    def flops(a: budget.Allocation) -> np.ndarray:
+        return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
+                                                  vocab=lm["vocabulary"], recurrent=family == "recurrent",
+                                                  dtype=lm["dtype"]), window)
+                          for family in FAMILIES] for window in lm["windows"]])
+    return flops
 
 
 def evaluation(config: Mapping) -> dict:

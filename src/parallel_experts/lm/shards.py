@@ -126,6 +126,12 @@ def compact_vocabulary(training: Sequence[Path], size: int) -> np.ndarray | None
     return mapping
 
 
+def model_shards(folder: str | Path, size: int) -> tuple[np.ndarray | None, Path, list[Path]]:
+    """(the map to a model's `size` ids or None, the validation shard, the training shards) of a folder of shards."""
+    validation, training = shard_paths(folder)
+    return compact_vocabulary(training, size), validation, training
+
+
 def load_tokens(path: Path, vocabulary: np.ndarray | None):
     """A shard's tokens as the model's ids: the memory map itself, or its ids mapped through `vocabulary`."""
     tokens = read_shard(path)

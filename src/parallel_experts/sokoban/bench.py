@@ -25,35 +25,26 @@ noisy machine absolute speeds drift from minute to minute, ratios taken a few se
    Achieved GFLOP/s = training FLOPs per env step × env-steps/s; the work proxy L·E·d·(C+2d) is shown as a
    ratio to the budget's anchor.
 
-`python -m parallel_experts.sokoban.bench --help` for the options; `--json PATH` writes every number and the
+`python -m parallel_experts sokoban-bench --help` for the options; `--json PATH` writes every number and the
 machine and JAX versions.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
 
 import jax
 import numpy as np
 
-from parallel_experts import budget as budgets_module
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
+from parallel_experts import atomic, budget
 from parallel_experts.benchmarking import (flops_of, fmt, machine_info, matmul_peak, table, time_calls, unrolled_scans,
                                           usable_cpus)
+from parallel_experts.errors import ConfigError
 
-REPO_CONFIG = Path(__file__).resolve().parents[3] / "config" / "paper.yaml"
-QUICK_ALLOCATION = budgets_module.Allocation(1, 2, 8)
-
-
-# ---------------------------------------------------------------------------------------------- timing helpers
+QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
 
 
 # ---------------------------------------------------------------------------------------------- env only
@@ -159,54 +150,8 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _allocation(text: str) -> budgets_module.Allocation:
-    try:
-        depth, experts, width = (int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected L,E,d (three integers), got {text!r}") from None
-    if min(depth, experts, width) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return budgets_module.Allocation(depth, experts, width)
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="parallel_experts sokoban-bench", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--config", nargs="+", default=[str(REPO_CONFIG)],
-                   help="config files (merged in order) naming the budget, its anchor and the training settings")
-    p.add_argument("--budget", default="small", help="Sokoban budget whose allocations (and anchor) are used")
-    p.add_argument("--allocations", nargs="+", type=_allocation, metavar="L,E,d",
-                   help="allocations to time instead of the budget's (the work ratio stays against its anchor)")
-    p.add_argument("--expert", choices=["convlstm", "convglu"], default="convlstm")
-    rec = p.add_mutually_exclusive_group()
-    rec.add_argument("--recurrent", dest="recurrent", action="store_true", default=True)
-    rec.add_argument("--nonrecurrent", dest="recurrent", action="store_false")
-    p.add_argument("--num-envs", type=int, default=32)
-    p.add_argument("--num-steps", type=int, default=20, help="rollout length of one update")
-    p.add_argument("--log-interval", type=int, default=1,
-                   help="updates per compiled call (one update of the anchor takes ~7 s on 2 cores)")
-    p.add_argument("--seeds", type=int, default=1, help="seeds vmapped together, as training does")
-    p.add_argument("--warmup", type=int, default=1, help="untimed calls after compiling")
-    p.add_argument("--repeats", type=int, default=1, help="timed calls, at least")
-    p.add_argument("--min-time", type=float, default=4.0, help="add timed calls until they sum to this (s)")
-    p.add_argument("--max-repeats", type=int, default=5, help="cap on timed calls added by --min-time")
-    p.add_argument("--levels", type=int, default=200, help="generated 10×10 4-box levels to train on")
-    p.add_argument("--matmul-size", type=int, default=2048)
-    p.add_argument("--matmul-repeats", type=int, default=7, help="timed matmuls of the start/end peak")
-    p.add_argument("--local-peak-repeats", type=int, default=3,
-                   help="timed matmuls right before and after each allocation's timed calls (0: use the start peak)")
-    p.add_argument("--env-steps", type=int, default=500, help="steps per env-only call (× num-envs env steps)")
-    p.add_argument("--env-repeats", type=int, default=5)
-    p.add_argument("--json", help="write every number, the settings and the machine here")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny sizes for tests: one small allocation, 4 envs × 5 steps, small matmul")
-    return p
-
-
-def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budgets_module.Allocation], int, dict]:
-    config = configuration.load(args.config)
-    configuration.validate(config)
-    found = {b.name: b for b in budgets_module.budgets(config, "sokoban")}
+def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list[budget.Allocation], int, dict]:
+    found = {b.name: b for b in budget.budgets(config, "sokoban")}
     if args.budget not in found:
         raise ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
                                         f"(defined: {', '.join(found)})")
@@ -215,8 +160,9 @@ def _anchor_and_allocations(args) -> tuple[budgets_module.Allocation, list[budge
     return chosen.anchor, allocations, config["sokoban"]["encoder_channels"], config["sokoban"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def run(args, config: dict) -> int:
+    """The benchmark of `python -m parallel_experts sokoban-bench` (see the CLI for the options), on a validated
+    config."""
     from parallel_experts.sokoban.agent import AgentConfig
     from parallel_experts.sokoban.generator import generated_set
     from parallel_experts.sokoban.train import TrainConfig
@@ -228,11 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.env_steps, args.env_repeats = 50, 2
         args.allocations = args.allocations[:1] if args.allocations else [QUICK_ALLOCATION]
     wall_start = time.perf_counter()
-    try:
-        anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args, config)
     overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,
                  "log_interval": args.log_interval}
     if "view" in TrainConfig.__dataclass_fields__:
@@ -250,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     train_config.time_limit)
     print(f"env only ({args.num_envs} envs, random actions): {env['env_steps_per_s']:,.0f} env-steps/s", flush=True)
 
-    anchor_work = budgets_module.sokoban_work(anchor, encoder_channels)
+    anchor_work = budget.sokoban_work(anchor, encoder_channels)
     results = []
     for a in allocations:
         agent_config = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=args.expert,
@@ -258,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_before = os.getloadavg()[0]
         r = training_speed(agent_config, train_config, levels, args.seeds, args.warmup, args.repeats,
                            args.min_time, args.max_repeats, args.matmul_size, args.local_peak_repeats)
-        work = budgets_module.sokoban_work(a, encoder_channels)
+        work = budget.sokoban_work(a, encoder_channels)
         local = statistics.mean(r["peak_gflops_bracket"]) if r["peak_gflops_bracket"] else peak_start["gflops"]
         local_cpu = (statistics.mean(r["peak_gflops_cpu_bracket"]) if r["peak_gflops_cpu_bracket"]
                      else peak_start["gflops_cpu"])
@@ -307,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         machine["loadavg_end"] = list(os.getloadavg())
         out = {"machine": machine,
-               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v]) for k, v in vars(args).items()}
+               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v]) for k, v in vars(args).items() if k != "run"}
                | {"train_config": {k: getattr(train_config, k) for k in train_config.__dataclass_fields__},
                   "anchor": anchor.as_list(), "reference": reference["allocation"]},
                "matmul_peak_start": peak_start, "matmul_peak_end": peak_end, "env_only": env,
@@ -316,10 +258,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "per call; XLA counts each while-loop body once, so it undercounts (for comparison only)",
                          "train_flops_per_step: one update traced with all scans unrolled, cost analysis of the "
                          "lowered program / (num_envs × num_steps)"]}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        atomic.write_text(args.json, json.dumps(out, indent=1))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,7 @@ params, so a changed setting retrains it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from parallel_experts import budget
@@ -60,6 +60,17 @@ def runs(config: Mapping) -> list[Run]:
                                         encoder_channels=sokoban["encoder_channels"])
                     found.append(Run(name, budget_name, agent, train, seeds))
     return found
+
+
+def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
+    """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
+    at an allocation, for the allocations report."""
+    from parallel_experts.sokoban.agent import agent_step_flops
+
+    def flops(a: budget.Allocation) -> float:
+        return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
+                                            encoder_channels=config["sokoban"]["encoder_channels"]))
+    return flops
 
 
 def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
