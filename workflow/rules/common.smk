@@ -1,7 +1,8 @@
-# Shared by every stage: the validated config, where jobs find the library, per-rule resources, and the
-# registry of reports that each stage fills in. Functions only; the rules live in the stage files.
+# Shared by every stage: the validated config, where jobs find the library, per-rule resources, the runs and
+# the reports that the config defines. Functions only; the rules live in the stage files.
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -21,8 +22,10 @@ _python_first = (
 # Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
+from parallel_experts import budget, catalogue
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError
+from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
@@ -33,10 +36,8 @@ except ConfigError as error:
 CONFIG_JSON = "results/config.json"
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
-# name -> {"paper": the paper item it reproduces, "inputs": {notebook parameter: result file}, optionally
-# "notebook": workflow/notebooks/<notebook>.ipynb when not <name>, "params": {other notebook parameters}}.
-# Each stage registers its reports; workflow/rules/reports.smk renders them all.
-REPORTS = {}
+# Every report of the config (parallel_experts.catalogue): its notebook, the results it reads, its target.
+REPORTS = {report.name: report for report in catalogue.reports(config)}
 
 
 def resources(family="default"):
@@ -59,32 +60,31 @@ def config_files():
 
 
 def report_inputs(wildcards):
-    return REPORTS[wildcards.report]["inputs"] | {
+    entry = REPORTS[wildcards.report]
+    return dict(entry.inputs) | {
         "config": CONFIG_JSON,
-        "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks"
-                        / f"{REPORTS[wildcards.report].get('notebook', wildcards.report)}.ipynb"),
+        "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks" / f"{entry.notebook}.ipynb"),
     }
 
 
 def notebook_parameters(wildcards, input):
     entry = REPORTS[wildcards.report]
-    values = {name: input[name] for name in entry["inputs"]} | entry.get("params", {})
+    values = {name: input[name] for name in entry.inputs} | dict(entry.params)
     return " ".join(f"-p {name}={value}" for name, value in values.items())
 
 
+def one_of(names):
+    """A wildcard constraint that matches exactly these names."""
+    return "|".join(map(re.escape, names))
+
+
 SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
-RUN_PATTERN = r"[a-z][a-z0-9_]*/(non)?recurrent/[a-z][a-z0-9_]*/L\d+-E\d+-d\d+"
+LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 
 
 def sokoban_run_json(wildcards):
     """The run's full definition: its rules rerun exactly when it changes."""
     return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
-
-
-from parallel_experts.lm import experiment as lm_experiment
-
-LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
-LM_RUN_PATTERN = r"(non)?recurrent/[a-z][a-z0-9_]*/W\d+/L\d+-E\d+-d\d+"
 
 
 def lm_run_json(wildcards):

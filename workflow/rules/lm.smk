@@ -1,45 +1,5 @@
 # Language modelling: token shards, one training job per run, the sliding-window validation loss, the sweep.
 
-# Fig. 5 is the small budget at the first window (128 tokens in the paper); every other (budget, window) sweep
-# is one of the appendix's fixed-compute panels (Figs. 14-15).
-LM_RESULT = {"sweep": "results/lm/sweep.nc"}
-LM_SETTINGS = sorted({(run.budget, run.window) for run in LM_RUNS.values()},
-                     key=lambda s: (list(config["lm"]["budgets"]).index(s[0]), s[1]))
-LM_FIG5 = ("small", config["lm"]["windows"][0])
-for budget_name, window in LM_SETTINGS:
-    figure = "Fig. 5" if (budget_name, window) == LM_FIG5 else "Figs. 14-15"
-    REPORTS[f"lm_{budget_name}_W{window}"] = {
-        "paper": f"{figure} FineWeb allocation sweep: {budget_name} budget, {window}-token window",
-        "notebook": "lm_sweep", "inputs": LM_RESULT, "params": {"budget": budget_name, "window": window}}
-if LM_RUNS:
-    REPORTS["lm_depth"] = {"paper": "Fig. 3 (right): best FineWeb validation loss with depth at most L",
-                           "inputs": LM_RESULT}
-
-
-localrules:
-    fig5,
-    fig14_15,
-    fig3_right,
-
-
-rule fig5:
-    """Named target: Fig. 5 (small budget, first window)."""
-    input:
-        [f"reports/lm_{b}_W{w}.html" for b, w in LM_SETTINGS if (b, w) == LM_FIG5],
-
-
-rule fig14_15:
-    """Named target: the other fixed-compute LM sweeps."""
-    input:
-        [f"reports/lm_{b}_W{w}.html" for b, w in LM_SETTINGS if (b, w) != LM_FIG5],
-
-
-rule fig3_right:
-    """Named target: Fig. 3 (right)."""
-    input:
-        "reports/lm_depth.html",
-
-
 rule lm_tokens:
     """The corpus as GPT-2 token shards (shard 0 is validation), tokenised here or downloaded pre-tokenised."""
     output:
@@ -67,7 +27,7 @@ rule lm_train:
         curve="results/lm/runs/{run}/curve.nc",
         model="results/lm/runs/{run}/model.eqx",
     wildcard_constraints:
-        run=LM_RUN_PATTERN,
+        run=one_of(LM_RUNS),
     params:
         run=lm_run_json,
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
@@ -93,7 +53,7 @@ rule lm_evaluate:
     output:
         "results/lm/runs/{run}/validation.nc",
     wildcard_constraints:
-        run=LM_RUN_PATTERN,
+        run=one_of(LM_RUNS),
     params:
         run=lm_run_json,
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",

@@ -1,7 +1,18 @@
-# Reports: one papermill notebook per paper figure or table, rendered to code-free HTML, and the index.
+# Reports: one papermill notebook per paper figure or table, rendered to code-free HTML; the index; and one
+# named target per paper item (`snakemake fig2`), all from the config's catalogue (REPORTS).
 
 localrules:
     index,
+
+
+for target, names in catalogue.targets(REPORTS.values()).items():
+
+    rule:
+        name:
+            target
+        localrule: True
+        input:
+            [f"reports/{name}.html" for name in names],
 
 
 rule report:
@@ -12,9 +23,10 @@ rule report:
         executed="results/reports/{report}.ipynb",
         meta="results/reports/{report}.json",
     wildcard_constraints:
-        report="|".join(REPORTS),
+        report=one_of(REPORTS),
     params:
-        paper=lambda wildcards: REPORTS[wildcards.report]["paper"],
+        paper=lambda wildcards: REPORTS[wildcards.report].paper,
+        notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,
         notebook=notebook_parameters,
         config_files=config_files(),
     log:

@@ -1,37 +1,5 @@
 # Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and the sweep table.
 
-# The paper's figure for each (expert, budget) sweep, and the named target that renders it.
-SOKOBAN_FIGURES = {("convlstm", "small"): ("Fig. 2", "fig2"), ("convlstm", "medium"): ("Fig. 16", "fig16"),
-                   ("convlstm", "large"): ("Fig. 17", "fig17"), ("convglu", "small"): ("Figs. 18-20", "fig18_20_small"),
-                   ("convglu", "medium"): ("Figs. 18-20", "fig18_20_medium"),
-                   ("convglu", "large"): ("Figs. 18-20", "fig18_20_large")}
-SWEEP_RESULT = {"sweep": "results/sokoban/sweep.nc"}
-named_targets = set()  # the first sweep of an (expert, budget) pair gets the figure's name
-for sweep_name, sweep in config["sokoban"].get("sweeps", {}).items():
-    for budget_name in sweep["budgets"]:
-        figure, target = SOKOBAN_FIGURES.get((sweep["expert"], budget_name), ("", None))
-        report_name = f"sokoban_{sweep_name}_{budget_name}"
-        if target and target not in named_targets:
-            named_targets.add(target)
-
-            rule:
-                name:
-                    target
-                localrule: True
-                input:
-                    f"reports/{report_name}.html",
-
-        REPORTS[report_name] = {
-            "paper": f"{figure} Sokoban allocation sweep: {sweep_name}, {budget_name} budget".strip(),
-            "notebook": "sokoban_sweep", "inputs": SWEEP_RESULT,
-            "params": {"sweep_name": sweep_name, "budget": budget_name}}
-if SOKOBAN_RUNS:
-    REPORTS["sokoban_depth"] = {"paper": "Fig. 3 (left): best Sokoban return with depth at most L",
-                                "inputs": SWEEP_RESULT}
-    REPORTS["sokoban_tables"] = {"paper": "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
-                                 "inputs": SWEEP_RESULT}
-
-
 rule sokoban_levels:
     """Training or test levels, from the config's source (generated offline, or a Boxoban split)."""
     output:
@@ -61,7 +29,7 @@ rule sokoban_train:
         curve="results/sokoban/runs/{run}/curve.nc",
         agents="results/sokoban/runs/{run}/agents.eqx",
     wildcard_constraints:
-        run=RUN_PATTERN,
+        run=one_of(SOKOBAN_RUNS),
     params:
         run=sokoban_run_json,
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
@@ -87,7 +55,7 @@ rule sokoban_evaluate:
     output:
         "results/sokoban/runs/{run}/eval.nc",
     wildcard_constraints:
-        run=RUN_PATTERN,
+        run=one_of(SOKOBAN_RUNS),
     params:
         run=sokoban_run_json,
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
@@ -122,20 +90,3 @@ rule sokoban_sweep:
     shell:
         "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
         "--evals {input.evals} > {log} 2>&1"
-
-
-localrules:
-    fig3_left,
-    tables_1_7,
-
-
-rule fig3_left:
-    """Named target: Fig. 3 (left)."""
-    input:
-        "reports/sokoban_depth.html",
-
-
-rule tables_1_7:
-    """Named target: Tables 1 and 7 and the depth tests."""
-    input:
-        "reports/sokoban_tables.html",

@@ -1,0 +1,96 @@
+"""The reports a configuration defines: one per paper figure or table that its experiments can fill.
+
+Each `Report` names the notebook that renders it, the result files it reads (by notebook parameter), its other
+parameters, and the named Snakemake target (`fig2`, `tables_1_7`, ...) that regenerates it. The workflow loops
+over `reports(config)` for its report rules and targets; nothing else decides what pages exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.sokoban import experiment as sokoban_experiment
+
+ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
+SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
+LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
+
+# The paper's figure and our named target for each (expert, budget) Sokoban sweep.
+SOKOBAN_FIGURES = {
+    ("convlstm", "small"): ("Fig. 2", "fig2"),
+    ("convlstm", "medium"): ("Fig. 16", "fig16"),
+    ("convlstm", "large"): ("Fig. 17", "fig17"),
+    ("convglu", "small"): ("Figs. 18-20", "fig18_20_small"),
+    ("convglu", "medium"): ("Figs. 18-20", "fig18_20_medium"),
+    ("convglu", "large"): ("Figs. 18-20", "fig18_20_large"),
+}
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str  # reports/{name}.html
+    paper: str  # the paper's figure or table it reproduces
+    notebook: str  # workflow/notebooks/{notebook}.ipynb
+    inputs: Mapping[str, str]  # notebook parameter -> result file it reads
+    params: Mapping[str, str | int] = field(default_factory=dict)  # the notebook's other parameters
+    target: str | None = None  # the named Snakemake target that renders it
+
+
+def reports(config: Mapping) -> list[Report]:
+    """Every report of a validated config, in index order: allocation grids, Sokoban, language model."""
+    found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
+                    "allocations", ALLOCATION_GRIDS, target="allocations")]
+    found += _sokoban(config)
+    found += _lm(config)
+    return found
+
+
+def targets(catalogue: Iterable[Report]) -> dict[str, list[str]]:
+    """Named target -> the names of the reports it renders."""
+    found: dict[str, list[str]] = {}
+    for report in catalogue:
+        if report.target:
+            found.setdefault(report.target, []).append(report.name)
+    return found
+
+
+def _sokoban(config: Mapping) -> list[Report]:
+    found, named = [], set()
+    for sweep_name, sweep in config["sokoban"].get("sweeps", {}).items():
+        for budget_name in sweep["budgets"]:
+            figure, target = SOKOBAN_FIGURES.get((sweep["expert"], budget_name), ("", None))
+            if target in named:  # the first sweep of an (expert, budget) pair is the figure
+                target = None
+            named.add(target)
+            found.append(Report(f"sokoban_{sweep_name}_{budget_name}",
+                                f"{figure} Sokoban allocation sweep: {sweep_name}, {budget_name} budget".strip(),
+                                "sokoban_sweep", SOKOBAN_SWEEP, {"sweep_name": sweep_name, "budget": budget_name},
+                                target))
+    if sokoban_experiment.runs(config):
+        found.append(Report("sokoban_depth", "Fig. 3 (left): best Sokoban return with depth at most L",
+                            "sokoban_depth", SOKOBAN_SWEEP, target="fig3_left"))
+        found.append(Report("sokoban_tables",
+                            "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
+                            "sokoban_tables", SOKOBAN_SWEEP, target="tables_1_7"))
+    return found
+
+
+def _lm(config: Mapping) -> list[Report]:
+    runs = lm_experiment.runs(config)
+    budget_order = list(config["lm"]["budgets"])
+    settings = sorted({(run.budget, run.window) for run in runs}, key=lambda s: (budget_order.index(s[0]), s[1]))
+    # Fig. 5 is the small budget at the first window (128 tokens in the paper); every other (budget, window)
+    # sweep is one of the appendix's fixed-compute panels (Figs. 14-15).
+    fig5 = ("small", config["lm"]["windows"][0])
+    found = []
+    for budget_name, window in settings:
+        figure, target = ("Fig. 5", "fig5") if (budget_name, window) == fig5 else ("Figs. 14-15", "fig14_15")
+        found.append(Report(f"lm_{budget_name}_W{window}",
+                            f"{figure} FineWeb allocation sweep: {budget_name} budget, {window}-token window",
+                            "lm_sweep", LM_SWEEP, {"budget": budget_name, "window": window}, target))
+    if runs:
+        found.append(Report("lm_depth", "Fig. 3 (right): best FineWeb validation loss with depth at most L",
+                            "lm_depth", LM_SWEEP, target="fig3_right"))
+    return found

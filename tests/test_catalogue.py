@@ -1,0 +1,61 @@
+"""The report catalogue: which pages a config defines, their targets, and that every notebook takes the
+parameters the catalogue passes it."""
+
+import ast
+import copy
+
+import nbformat
+import pytest
+
+from helpers import REPO
+from parallel_experts import catalogue, config
+
+
+def load(name):
+    return config.load([REPO / "config" / name])
+
+
+def notebook_parameters(notebook: str) -> set[str]:
+    """The names the `parameters` cell of a notebook assigns (what papermill may replace)."""
+    source = nbformat.read(REPO / "workflow/notebooks" / f"{notebook}.ipynb", as_version=4)
+    [cell] = [c for c in source.cells if "parameters" in c.metadata.get("tags", [])]
+    return {target.id for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+            for target in node.targets}
+
+
+def test_demo_reports_and_targets():
+    reports = catalogue.reports(load("config.yaml"))
+    assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_convglu_small",
+                                         "sokoban_depth", "sokoban_tables", "lm_small_W64", "lm_depth"]
+    assert catalogue.targets(reports) == {
+        "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"],
+        "fig18_20_small": ["sokoban_convglu_small"], "fig3_left": ["sokoban_depth"],
+        "tables_1_7": ["sokoban_tables"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"]}
+    sweep = next(r for r in reports if r.name == "sokoban_convglu_small")
+    assert sweep.params == {"sweep_name": "convglu", "budget": "small"} and sweep.notebook == "sokoban_sweep"
+
+
+def test_paper_scale_has_every_figure_target():
+    targets = catalogue.targets(catalogue.reports(load("paper.yaml")))
+    assert targets["fig5"] == ["lm_small_W128"]
+    assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
+    assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
+            "tables_1_7", "fig3_right", "allocations"} <= set(targets)
+
+
+def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():
+    demo = load("config.yaml")
+    second = copy.deepcopy(demo)
+    second["sokoban"]["sweeps"]["convlstm_mean"] = second["sokoban"]["sweeps"]["convlstm"] | {"aggregation": "mean"}
+    config.validate(second)
+    reports = {r.name: r for r in catalogue.reports(second)}
+    assert reports["sokoban_convlstm_small"].target == "fig2"
+    assert reports["sokoban_convlstm_mean_small"].target is None
+    assert reports["sokoban_convlstm_mean_small"].paper == "Fig. 2 Sokoban allocation sweep: convlstm_mean, small budget"
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_every_notebook_exists_and_takes_the_parameters_it_is_given(name):
+    for report in catalogue.reports(load(name)):
+        expected = set(report.inputs) | set(report.params) | {"config_path", "scale", "description"}
+        assert expected <= notebook_parameters(report.notebook), report.name
