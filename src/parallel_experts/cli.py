@@ -28,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
 
     def command(name: str, run, help: str, **options) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help, **options)
-        sub.set_defaults(run=run)
+        sub.set_defaults(handler=run)
         return sub
 
     check = command("check-config", check_config, "validate config files (merged in order) and exit")
@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(args)
+        return args.handler(args)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
