@@ -1,10 +1,10 @@
-"""Jumanji's Sokoban as the referee of move lists: levels built by hand, moves replayed in the real env."""
+"""Jumanji's Sokoban as the referee: levels built by hand, move lists replayed in the real env."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jumanji.environments import Sokoban
-from jumanji.environments.routing.sokoban.generator import Generator
+from jumanji.environments.routing.sokoban.generator import Generator, convert_level_to_array
 from jumanji.environments.routing.sokoban.types import State
 
 from parallel_experts.sokoban import boxoban, levels
@@ -62,3 +62,14 @@ def replay_in_jumanji(grids, move_lists):
 
 def hand_level(*rows):
     return levels.pad_to(boxoban.parse_levels("; 0\n" + "\n".join(rows) + "\n")[0])
+
+
+def level(*rows):
+    """A 10×10 level from text rows (padded with walls), in Jumanji's (H, W, 2) encoding."""
+    rows = [row.ljust(10, "#") for row in rows] + ["#" * 10] * (10 - len(rows))
+    fixed, variable = convert_level_to_array(rows)
+    return np.stack([np.asarray(variable), np.asarray(fixed)], axis=-1)
+
+
+ONE_BOX = level("#####", "#@$.#", "#####")
+TWO_BOXES = level("######", "#@$. #", "#  $.#", "######")

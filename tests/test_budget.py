@@ -1,11 +1,8 @@
 """Work proxies and allocation grids against the authors' published numbers and hand computations."""
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 from parallel_experts import budget, results
-from parallel_experts.benchmarking import flops_of
 from parallel_experts.budget import Allocation
 from parallel_experts.config import load
 from parallel_experts.errors import ConfigError
@@ -76,19 +73,3 @@ def test_invalid_allocations_name_their_position(allocations, tolerance, message
     with pytest.raises(ConfigError, match=message):
         budget.budgets(lm_config(allocations, tolerance), "lm")
 
-
-def test_measured_flops_of_a_matmul_are_two_m_k_n():
-    a, b = jnp.ones((32, 48)), jnp.ones((48, 16))
-    assert flops_of(jax.jit(jnp.matmul).lower(a, b).compile()) == 2 * 32 * 48 * 16
-
-
-def test_allocation_dataset_ratios_and_dims(repo):
-    config = load([repo / "config/smoke.yaml"])
-    sokoban = results.allocation_dataset(config, "sokoban")
-    # [2, 1, 8] against the anchor [1, 1, 16]: 2·8·(32+16) / (16·(32+32)) = 768/1024
-    assert sokoban["work_ratio"].values.tolist() == [1.0, 0.75]
-    assert sokoban["is_anchor"].values.tolist() == [True, False]
-    lm = results.allocation_dataset(config, "lm")
-    assert lm["work_ratio"].dims == ("allocation", "window")
-    assert lm["measured_flops"].isnull().all()  # a place for the model stages to fill in
-    assert lm.attrs["scale"] == "smoke"

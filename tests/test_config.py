@@ -94,10 +94,3 @@ def test_boxoban_levels_need_a_source(repo, tmp_path):
     with pytest.raises(ConfigError, match=r"sokoban\.boxoban: .* give `root`"):
         configuration.validate(configuration.load([path]))
 
-
-def test_cli_reports_bad_input_in_one_line(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "parallel_experts", "sokoban-levels", "--source",
-                          '{"boxoban": "unfiltered/test"}', "--boxoban", f'{{"root": "{tmp_path}"}}',
-                          "--out", str(tmp_path / "x.npz")], capture_output=True, text=True)
-    assert run.returncode == 1 and "Traceback" not in run.stderr
-    assert run.stderr.startswith(f"error: {tmp_path}/unfiltered/test: no such folder") and run.stderr.count("\n") == 1

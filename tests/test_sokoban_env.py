@@ -5,23 +5,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jumanji.environments.routing.sokoban import Sokoban as JumanjiSokoban
-from jumanji.environments.routing.sokoban.generator import convert_level_to_array
 from jumanji.environments.routing.sokoban.reward import DenseReward as JumanjiDenseReward
 
 from helpers import BOXOBAN
+from jumanji_referee import ONE_BOX, TWO_BOXES, level
 
 from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
 BOXOBAN_TEST = "unfiltered/test/000.txt"
-
-
-def level(*rows):
-    """A 10×10 level from text rows (padded with walls), in Jumanji's (H, W, 2) encoding."""
-    rows = [row.ljust(10, "#") for row in rows] + ["#" * 10] * (10 - len(rows))
-    fixed, variable = convert_level_to_array(rows)
-    return np.stack([np.asarray(variable), np.asarray(fixed)], axis=-1)
 
 
 def boxoban_levels(shared, count):
@@ -44,10 +37,6 @@ def play(env, lvl, actions):
         rewards.append(float(timestep.reward))
         timesteps.append(timestep)
     return state, rewards, timesteps
-
-
-ONE_BOX = level("#####", "#@$.#", "#####")
-TWO_BOXES = level("######", "#@$. #", "#  $.#", "######")
 
 
 def test_one_push_solves_a_one_box_level_with_the_clipped_and_dense_rewards():

@@ -1,19 +1,21 @@
-"""A2C training: learning happens, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
+"""A2C training: GAE by hand, learning happens, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
 
 import json
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import run_killed_and_resumed
 import xarray as xr
 
+from helpers import run_killed_and_resumed
 from parallel_experts import config as configuration
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.generator import generated_set
-from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, train
+from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, gae, train
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
@@ -26,8 +28,6 @@ def trainer():
 
 
 def leaves(carry):
-    import jax
-
     return [np.asarray(x) for x in jax.tree.leaves(carry)]
 
 
@@ -81,3 +81,18 @@ def test_cli_training_survives_a_kill(repo, tmp_path):
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"seed": 1, "update": 4}
+
+
+def test_gae_by_hand():
+    # One environment, three steps, the episode ends after step 1 (index 1).
+    rewards = jnp.array([[1.0], [2.0], [3.0]])
+    values = jnp.array([[0.5], [1.0], [1.5]])
+    dones = jnp.array([[0.0], [1.0], [0.0]])
+    last_value = jnp.array([2.0])
+    gamma, lam = 0.9, 0.8
+    # t=2: delta = 3 + 0.9*2 - 1.5 = 3.3; A2 = 3.3
+    # t=1: done, delta = 2 - 1 = 1; A1 = 1 (nothing flows back across the episode end)
+    # t=0: delta = 1 + 0.9*1.0 - 0.5 = 1.4; A0 = 1.4 + 0.9*0.8*1 = 2.12
+    advantages, returns = gae(rewards, values, dones, last_value, gamma, lam)
+    np.testing.assert_allclose(advantages[:, 0], [2.12, 1.0, 3.3], rtol=1e-6)
+    np.testing.assert_allclose(returns[:, 0], [2.62, 2.0, 4.8], rtol=1e-6)

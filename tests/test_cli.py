@@ -1,0 +1,32 @@
+"""The command line: one line for every expected failure, a real subparser with a handler for every command."""
+
+import subprocess
+import sys
+
+import pytest
+
+from parallel_experts import cli
+
+COMMANDS = cli.parser()._subparsers._group_actions[0].choices
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "parallel_experts", "sokoban-levels", "--source",
+                          '{"boxoban": "unfiltered/test"}', "--boxoban", f'{{"root": "{tmp_path}"}}',
+                          "--out", str(tmp_path / "x.npz")], capture_output=True, text=True)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"error: {tmp_path}/unfiltered/test: no such folder") and run.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_has_a_handler_and_its_own_help(name, capsys):
+    assert callable(COMMANDS[name].get_default("handler"))
+    with pytest.raises(SystemExit) as done:
+        cli.main([name, "--help"])
+    assert done.value.code == 0 and f"parallel_experts {name}" in capsys.readouterr().out
+
+
+def test_benchmark_options_are_parsed_before_any_work():
+    with pytest.raises(SystemExit) as done:
+        cli.main(["sokoban-bench", "--allocations", "1,2"])
+    assert done.value.code == 2

@@ -1,0 +1,13 @@
+"""Error messages name the config key: key paths written by hand."""
+
+from parallel_experts.errors import ConfigError, PipelineError, key_path
+
+
+def test_key_paths_by_hand():
+    assert key_path(["sokoban", "budgets", "small", "allocations", 3]) == "sokoban.budgets.small.allocations[3]"
+    assert key_path([]) == "(top level)"
+    assert key_path(["lm", "windows", 0]) == "lm.windows[0]"
+
+
+def test_a_config_error_is_an_expected_failure():
+    assert issubclass(ConfigError, PipelineError) and issubclass(ConfigError, ValueError)
