@@ -13,12 +13,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 install: $(STAMP)
 
-$(STAMP): requirements/$(VARIANT).txt requirements/corpus.txt pyproject.toml
+$(STAMP): requirements/$(VARIANT).txt requirements/corpus.txt requirements/build.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(None if sys.version_info[:2] == (3, 11) else "Python 3.11 is required (the lock pins cp311 wheels); set PYTHON=python3.11")'
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/$(VARIANT).txt \
-	  -r requirements/corpus.txt
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -e .
+	  -r requirements/corpus.txt -r requirements/build.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
 reports: install
@@ -35,6 +35,8 @@ lock:
 	  --generate-hashes --no-header -q -o requirements/cuda.txt
 	uv pip compile requirements/corpus.in --no-deps --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --generate-hashes --no-header -q -o requirements/corpus.txt
+	uv pip compile requirements/build.in --no-deps --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	  --generate-hashes --no-header -q -o requirements/build.txt
 	$(PYTHON) requirements/make_envs.py
 
 clean-results:
