@@ -165,7 +165,7 @@ def training_note(sweep: xr.Dataset) -> str:
             f"{sweep.attrs['test_levels']}.")
 
 
-def best_allocation(scores: pd.DataFrame) -> str:
+def best_allocation_text(scores: pd.DataFrame) -> str:
     """The configuration with the best mean of a score table, in words: "L=2 (E=4, d=64) with 13.665"."""
     row = scores.loc[scores["mean"].idxmax()]
     return f"L={row['depth']} (E={row['experts']}, d={row['width']}) with {row['mean']:.3f}"
@@ -197,10 +197,10 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
 def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
     recurrence wins, and the paper's finding."""
-    lines = [f"best {results.family(r)} allocation: {best_allocation(rows)}"
+    lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
-        lines.append(f"paper, recurrent: {best_allocation(paper)}")
+        lines.append(f"paper, recurrent: {best_allocation_text(paper)}")
     effect = recurrence_effect(scores)
     if effect is not None:
         lines.append(effect)
