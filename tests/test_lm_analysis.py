@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from parallel_experts import plots
+from parallel_experts import comparison, plots, results
 from parallel_experts.lm import analysis
 
 matplotlib.use("Agg")
@@ -95,8 +95,8 @@ def test_fewer_layers_sentence_follows_the_data(runs):
     assert analysis.fewer_layers(one_family).empty
 
 
-def test_learning_curves_keep_every_logged_point(runs):
-    curves = analysis.learning_curves(sweep())
+def test_training_losses_keep_every_logged_point(runs):
+    curves = analysis.training_losses(sweep())
     assert len(curves) == 3 * len(RUNS) - 1
     assert {"tokens", "train_ce_loss", "family", "allocation"} <= set(curves.columns)
 
@@ -136,8 +136,9 @@ def paper_config(tmp_path):
 
 
 def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
-    path, config = paper_config()
-    assert analysis.same_budget_as_paper(path, "small", 128) and analysis.same_budget_as_paper(path, "medium", 1024)
+    _, config = paper_config()
+    assert (comparison.same_budget_as_paper(config, "lm", "small", 128)
+            and comparison.same_budget_as_paper(config, "lm", "medium", 1024))
     table, reasons = analysis.paper_losses(config, "small", 128, 50304)
     assert reasons == [] and set(table["loss"]) == {3.481, 3.559, 3.51}
     assert (table["window"] == 128).all() and table["window_stated"].tolist() == [False, False, False, True]
@@ -146,11 +147,11 @@ def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     table, _ = analysis.paper_losses(config, "medium", 128, 50304)
     assert set(table["loss"]) == {3.434, 3.441, 3.511}
 
-    assert not analysis.same_budget_as_paper(path, "small", 64)  # not a paper window
+    assert not comparison.same_budget_as_paper(config, "lm", "small", 64)  # not a paper window
     assert analysis.paper_losses(config, "small", 64, 50304)[0] is None
-    assert not analysis.same_budget_as_paper(path, "large", 128)  # no such budget
-    demo_path, demo = paper_config(anchors={"small": [4, 1, 768]})
-    assert not analysis.same_budget_as_paper(demo_path, "small", 128)
+    assert not comparison.same_budget_as_paper(config, "lm", "large", 128)  # no such budget
+    _, demo = paper_config(anchors={"small": [4, 1, 768]})
+    assert not comparison.same_budget_as_paper(demo, "lm", "small", 128)
     table, reasons = analysis.paper_losses(demo, "small", 128, 50304)
     assert table is None and "anchored at L4 E1 d768" in reasons[0]
     table, reasons = analysis.paper_losses(config, "small", 128, 4096)  # reduced vocabulary: not comparable
@@ -184,10 +185,91 @@ def test_the_plots_draw_our_runs_and_the_papers_numbers(runs, paper_config):
     best = analysis.best_up_to_depth(runs.assign(window=128))
     fig = plots.lm_best_up_to_depth(best, paper, "test")
     assert any("rebuttal" in t.get_text() for t in fig.legends[0].get_texts())
-    fig = plots.lm_learning_curves(analysis.learning_curves(sweep()), "test")
+    fig = plots.lm_learning_curves(analysis.training_losses(sweep()), "test")
     assert len(fig.axes) == 2
     matplotlib.pyplot.close("all")
     assert isinstance(analysis.families_side_by_side(runs), pd.DataFrame)
     table = analysis.depth_table(best, paper).set_index("max_depth")
     assert table.loc[1, "paper best loss (rebuttal Table 1; family, window not stated)"] == pytest.approx(3.559)
     assert table.loc[2, "recurrent best loss"] == pytest.approx(2.90)
+
+
+def verdicts(*fewer: bool) -> pd.DataFrame:
+    """A hand-made `fewer_layers` table: one setting per flag."""
+    return pd.DataFrame({"budget": "small", "window": [64 * (i + 1) for i in range(len(fewer))],
+                         "fewer_layers": list(fewer), "sentence": [f"setting {i}" for i in range(len(fewer))]})
+
+
+def test_fewer_layers_overall_says_all_none_or_some():
+    assert analysis.fewer_layers_overall(verdicts(True, True)).startswith(
+        "in every setting here the recurrent family reaches its lowest loss with fewer layers")
+    none = analysis.fewer_layers_overall(verdicts(False))
+    assert "does not reach its lowest loss with fewer layers in the one setting here" in none
+    assert "in any of the 3 settings here" in analysis.fewer_layers_overall(verdicts(False, False, False))
+    some = analysis.fewer_layers_overall(verdicts(True, False, True))
+    assert "fewer layers in 2 of 3 settings here" in some and "only in part" in some
+    assert analysis.fewer_layers_overall(verdicts()).startswith("no budget and window has validation losses of both")
+
+
+def test_summaries_follow_the_data_and_end_with_the_papers_finding(runs):
+    lines = analysis.sweep_summary(runs, [])
+    assert lines[:2] == ["best recurrent allocation: L2 E2 d32 with validation loss 2.900",
+                         "best non-recurrent allocation: L4 E1 d32 with validation loss 3.200"]
+    assert "shows the paper's pattern" in lines[2] and lines[3] == analysis.PAPER_FINDING and len(lines) == 4
+    why_not = analysis.sweep_summary(runs, ["a reason", "another"])[-1]
+    assert why_not == "the paper's numbers are not shown beside ours: a reason; another."
+    one_family = analysis.run_table(sweep([(True, 1, 1, 32, 3.0)]))
+    assert analysis.sweep_summary(one_family, [])[1].startswith("only one family has a validation loss here")
+    depth = analysis.depth_summary(runs)
+    assert "shows the paper's pattern" in depth[0] and depth[1].startswith("in every setting")
+    assert depth[2] == analysis.PAPER_FINDING and analysis.PAPER_FINDING.startswith("the paper's finding (§5.2)")
+    assert analysis.depth_summary(one_family)[0].startswith("no budget and window")
+    assert comparison.bullets(["a", "b"]) == "- a\n- b"
+
+
+def test_best_allocation_table_per_depth_puts_the_recurrent_family_first(runs):
+    assert analysis.best_allocation_table(runs)["allocation"].tolist() == ["L2 E2 d32", "L4 E1 d32"]
+    table = analysis.best_allocation_table(runs, per_depth=True)
+    assert list(table.columns) == ["depth", *analysis.BEST_COLUMNS]
+    assert list(zip(table["depth"], table["family"])) == [
+        (1, "recurrent"), (1, "non-recurrent"), (2, "recurrent"), (2, "non-recurrent"), (4, "recurrent"),
+        (4, "non-recurrent")]
+
+
+def test_paper_losses_per_setting_say_why_a_setting_has_none(paper_config):
+    _, config = paper_config()
+    runs = pd.concat([analysis.run_table(sweep(window=128)), analysis.run_table(sweep(window=64))])
+    paper, not_shown = analysis.paper_losses_per_setting(config, runs, 50304)
+    assert set(paper["window"]) == {128} and set(paper["loss"]) == {3.481, 3.559, 3.51}
+    assert not_shown == ["small budget, 64-token window: the 64-token window is not one of the paper's (128, 1024)."]
+    assert analysis.paper_losses_per_setting(config, runs, 4096)[0] is None
+
+
+def test_select_setting_names_the_file_when_nothing_matches():
+    data = sweep()
+    assert analysis.select_setting(data, "small", 64, "sweep.nc").sizes["run"] == len(RUNS)
+    with pytest.raises(ValueError, match="sweep.nc: no runs of the 'small' budget at window 128"):
+        analysis.select_setting(data, "small", 128, "sweep.nc")
+
+
+def test_scale_note_lists_what_a_demo_reduced(paper_config):
+    _, config = paper_config(lm={"vocabulary": 4096})
+    note = analysis.scale_note(config, sweep())
+    assert note.startswith("What this run reduced or changed relative to the paper's FineWeb runs:\n- ")
+    assert "- vocabulary: 4,096 token ids" in note
+    _, paper = paper_config()
+    at_paper_scale = sweep([(True, 2, 8, 768, 3.5), (False, 16, 1, 768, 3.5)], window=128, vocabulary=50304)
+    at_paper_scale = at_paper_scale.assign_coords(
+        train_tokens=("run", [1_310_720_000] * 2), tokens=("update", [131_072, 262_144, 393_216]),
+        q_heads=("run", [8, 8]), kv_heads=("run", [4, 4])).assign(scored_tokens=("run", [99_614_720] * 2))
+    assert analysis.scale_note(paper, at_paper_scale) == ("Same corpus, vocabulary, budget anchors, windows and "
+                                                          "training length as the paper's FineWeb runs.")
+
+
+def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config):
+    assert [results.family(r) for r in (True, False)] == list(results.FAMILIES.values())
+    assert [results.family_id(r) for r in (True, False)] == ["recurrent", "nonrecurrent"]
+    assert set(analysis.run_table(sweep())["family"]) == set(results.FAMILIES.values())
+    _, config = paper_config()
+    grid = results.allocation_dataset(config | {"scale": "test"}, "lm")
+    assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # the order cli.allocations measures

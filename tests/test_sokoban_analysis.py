@@ -1,8 +1,15 @@
 """The paper's Sokoban statistics reproduce the authors' published summaries from their per-seed returns."""
 
+import matplotlib
+import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 
+from parallel_experts import comparison, plots
 from parallel_experts.sokoban import analysis
+
+matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +45,122 @@ def test_best_up_to_depth_is_monotone_and_finds_the_published_best(paper):
         assert group.sort_values("max_depth")["best_mean"].is_monotonic_increasing
     small = best[best["budget"] == "small"].set_index("max_depth")
     assert small.loc[8, "at"] == "L4 E1 d64" and small.loc[1, "at"] == "L1 E4 d64"
+
+
+def scores(rows) -> pd.DataFrame:
+    """A hand-made score table (the layout of `configuration_scores`): (recurrent, L, E, d, mean, stderr, seeds)."""
+    table = pd.DataFrame(rows, columns=["recurrent", *analysis.ALLOCATION, "mean", "stderr", "seeds"])
+    return table.assign(sweep="convlstm", budget="small")
+
+
+# best recurrent 10.0 ± 0.06, best non-recurrent ± 0.08: the difference has a standard error of 0.1
+NOISE = 0.1
+
+
+def two_families(gap: float) -> pd.DataFrame:
+    return scores([(True, 2, 2, 64, 10.0, 0.06, 3), (True, 1, 4, 64, 9.0, 0.01, 3),
+                   (False, 4, 1, 64, 10.0 - gap, 0.08, 4), (False, 1, 4, 64, 8.0, 0.01, 4)])
+
+
+def test_recurrence_effect_needs_more_than_two_standard_errors():
+    effect = analysis.recurrence_effect(two_families(3 * NOISE))
+    assert effect == ("this run shows the paper's effect (recurrent better): best recurrent minus best "
+                      "non-recurrent = +0.300 (± 0.100 standard error; 3 and 4 seeds)")
+    assert "shows the opposite of the paper's effect (non-recurrent better)" in analysis.recurrence_effect(
+        two_families(-3 * NOISE))
+    within = analysis.recurrence_effect(two_families(NOISE))
+    assert "does not separate recurrent from non-recurrent (difference within two standard errors)" in within
+    assert "+0.100" in within
+    assert "does not separate" in analysis.recurrence_effect(two_families(-1.9 * NOISE))
+    assert analysis.recurrence_effect(two_families(3 * NOISE).query("recurrent")) is None
+    assert analysis.recurrence_verdict(2.1, 1.0).startswith("shows the paper's effect")
+    assert analysis.recurrence_verdict(-2.1, 1.0).startswith("shows the opposite")
+    assert analysis.recurrence_verdict(2.0, 1.0).startswith("does not separate")
+
+
+def test_sweep_summary_names_each_best_allocation_and_ends_with_the_papers_finding():
+    lines = analysis.sweep_summary(two_families(3 * NOISE), None)
+    assert lines[:2] == ["best recurrent allocation: L=2 (E=2, d=64) with 10.000",
+                         "best non-recurrent allocation: L=4 (E=1, d=64) with 9.700"]
+    assert lines[2].startswith("this run shows the paper's effect") and lines[3] == analysis.PAPER_FINDING
+    paper = scores([(True, 4, 1, 64, 13.665, 0.03, 9)])
+    with_paper = analysis.sweep_summary(two_families(0), paper)
+    assert with_paper[2] == "paper, recurrent: L=4 (E=1, d=64) with 13.665" and len(with_paper) == 5
+    one = analysis.sweep_summary(two_families(0).query("not recurrent"), None)
+    assert one == ["best non-recurrent allocation: L=4 (E=1, d=64) with 10.000", analysis.PAPER_FINDING]
+
+
+def sokoban_config(**anchors) -> dict:
+    """A config of Sokoban budgets, each with only its anchor: the paper's small budget unless changed."""
+    anchors = {"small": [1, 1, 128]} | anchors
+    return {"sokoban": {"encoder_channels": 32, "budgets": {
+        name: {"anchor": anchor, "tolerance": 0.1, "allocations": [anchor]} for name, anchor in anchors.items()}}}
+
+
+def sweep(expert="convlstm", budget="small") -> xr.Dataset:
+    """The layout of `sokoban.experiment.collect`: two recurrent and one non-recurrent run of two seeds."""
+    runs = [(True, 1, 4, 64, [5.0, 6.0]), (True, 4, 1, 64, [8.0, 9.0]), (False, 2, 2, 64, [4.0, 4.5])]
+    n = len(runs)
+    returns = np.array([[[1.0, 2.0, final[0]], [1.5, 2.5, final[1]]] for *_, final in runs])
+    return xr.Dataset(
+        {"final_five": (("run", "seed"), [final for *_, final in runs]),
+         "episodic_return": (("run", "seed", "update"), returns),
+         "solve_rate": (("run", "seed", "mode"), np.full((n, 2, 2), 0.5))},
+        coords={"run": [f"{expert}/r{i}" for i in range(n)], "sweep": ("run", [expert] * n),
+                "expert": ("run", [expert] * n), "recurrent": ("run", [r for r, *_ in runs]),
+                "budget": ("run", [budget] * n), "depth": ("run", [d for _, d, *_ in runs]),
+                "experts": ("run", [e for _, _, e, *_ in runs]), "width": ("run", [w for _, _, _, w, _ in runs]),
+                "env_steps": ("run", [192_000] * n), "steps_per_update": ("run", [640] * n), "seed": [0, 1],
+                "update": [10, 20, 30], "mode": ["greedy", "sampled"]},
+        attrs={"test_levels": "200 generated levels"})
+
+
+def test_paper_scores_only_for_the_papers_budgets_and_experts():
+    config = sokoban_config(medium=[1, 1, 64])  # medium is not the paper's (anchored at width 256)
+    assert comparison.same_budget_as_paper(config, "sokoban", "small")
+    assert not comparison.same_budget_as_paper(config, "sokoban", "medium")
+    assert not comparison.same_budget_as_paper(config, "sokoban", "large")  # not in this config
+    assert "anchored at L1 E1 d64, the paper's at L1 E1 d256" in comparison.budget_differences(
+        config, "sokoban", "medium")[0]
+    assert set(analysis.paper_scores(config)["budget"]) == {"small"}
+    assert analysis.paper_scores(config, "medium").empty
+    beside = analysis.paper_scores_beside(config, sweep(), "small")
+    assert set(beside["budget"]) == {"small"} and len(beside) == len(analysis.paper_scores(config, "small"))
+    assert analysis.paper_scores_beside(config, sweep(), "medium") is None
+    assert analysis.paper_scores_beside(config, sweep(expert="convglu"), "small") is None  # no published scores
+    assert set(analysis.paper_best_up_to_depth(config, sweep())["budget"]) == {"small"}
+    assert analysis.paper_best_up_to_depth(sokoban_config(small=[1, 1, 64]), sweep()) is None
+
+
+def test_tables_of_a_sweep_set_the_papers_numbers_beside_ours():
+    data = sweep()
+    ours = analysis.configuration_scores(analysis.per_seed_scores(data))
+    paper = scores([(True, 4, 1, 64, 13.665, 0.03, 9)]).assign(variance=0.0074)
+    table = analysis.sweep_table(data, ours, paper)
+    assert list(zip(table["recurrent"], table["depth"])) == [(True, 1), (True, 4), (False, 2)]
+    assert table["paper mean"].tolist()[1] == pytest.approx(13.665) and table["paper mean"].isna().sum() == 2
+    assert {"greedy", "sampled", "mean", "stderr"} <= set(table.columns) and "sweep" not in table
+    assert "paper mean" not in analysis.sweep_table(data, ours, None)
+    table7 = analysis.scores_beside_paper(ours, paper).set_index("depth")
+    assert table7.loc[4, "paper seeds"] == 9 and table7.loc[4, "paper variance"] == pytest.approx(0.0074)
+    assert np.isnan(table7.loc[1, "paper mean"])
+    assert analysis.training_note(data) == ("Training: 192,000 environment steps per run; test levels: 200 generated "
+                                            "levels.")
+    curves = analysis.training_returns(data)
+    assert len(curves) == 3 * 2 * 3 and curves["env_steps"].max() == 30 * 640
+    assert set(curves["allocation"]) == {"L1 E4 d64", "L4 E1 d64", "L2 E2 d64"}
+
+
+def test_the_plots_draw_our_runs_and_the_papers_scores(paper):
+    data = sweep()
+    ours = analysis.configuration_scores(analysis.per_seed_scores(data))
+    published = analysis.configuration_scores(paper).query("budget == 'small'")
+    legend = [t.get_text() for t in plots.sokoban_sweep(ours, published, "test").legends[0].get_texts()]
+    assert "recurrent (best: L4 E1 d64, 8.50)" in legend and "non-recurrent (best: L2 E2 d64, 4.25)" in legend
+    assert "paper, recurrent (authors' per-seed scores)" in legend
+    fig = plots.sokoban_best_up_to_depth(analysis.best_up_to_depth(ours), analysis.best_up_to_depth(published), "t")
+    assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} == {
+        "recurrent", "non-recurrent", "paper, recurrent"}
+    fig = plots.sokoban_learning_curves(analysis.training_returns(data), "test")
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["recurrent", "non-recurrent"]
+    matplotlib.pyplot.close("all")

@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from parallel_experts import results
+
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
     """Work of each allocation relative to its budget's anchor, against depth L (one panel per budget)."""
@@ -57,7 +59,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
         frontier = rows.groupby("depth")["mean"].max()  # the best allocation at each depth
         ax.plot(frontier.index * (1 + offsets[recurrent]), frontier.values, color="k" if recurrent else "0.5",
                 ls="-" if recurrent else "--", lw=1, zorder=0,
-                label=f"{'recurrent' if recurrent else 'non-recurrent'} (best: L{best['depth']} E{best['experts']} "
+                label=f"{results.family(recurrent)} (best: L{best['depth']} E{best['experts']} "
                       f"d{best['width']}, {best['mean']:.2f})")
     if paper is not None and len(paper):
         ax.scatter(paper["depth"], paper["mean"], marker="x", color="0.45", s=30, zorder=3,
@@ -74,7 +76,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
     return fig
 
 
-def learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
+def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
     """Episodic return (mean of the last completed episodes) against environment steps, per allocation."""
     panels = sorted(curves["recurrent"].unique(), reverse=True)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), sharey=True, squeeze=False,
@@ -83,7 +85,7 @@ def learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
         rows = curves[curves["recurrent"] == recurrent]
         sns.lineplot(rows, x="env_steps", y="episodic_return", hue="allocation", ax=ax, errorbar="se",
                      legend=ax is axes[0][-1], lw=1)
-        ax.set_title("recurrent" if recurrent else "non-recurrent")
+        ax.set_title(results.family(recurrent))
         ax.set_xlabel("environment steps")
     axes[0][0].set_ylabel("episodic return")
     if axes[0][-1].get_legend():
@@ -92,7 +94,7 @@ def learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
+def sokoban_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
     """Fig. 3 (left): best mean return among allocations with depth ≤ L, per budget and recurrence."""
     budgets = list(dict.fromkeys(ours["budget"]))
     fig, axes = plt.subplots(1, len(budgets), figsize=(4.2 * len(budgets), 3.4), squeeze=False,
@@ -101,7 +103,7 @@ def best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str)
         for recurrent, rows in ours[ours["budget"] == budget].groupby("recurrent"):
             ax.errorbar(rows["max_depth"], rows["best_mean"], yerr=rows["best_stderr"].fillna(0), marker="o",
                         ls="-" if recurrent else "--", color="k" if recurrent else "0.5", capsize=2,
-                        label="recurrent" if recurrent else "non-recurrent")
+                        label=results.family(recurrent))
         if paper is not None:
             rows = paper[paper["budget"] == budget]
             if len(rows):
@@ -118,8 +120,8 @@ def best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str)
     return fig
 
 
-FAMILY_STYLE = {"recurrent": dict(color="k", ls="-", marker="o"),
-                "non-recurrent": dict(color="0.5", ls="--", marker="s")}
+FAMILY_STYLE = {results.family(True): dict(color="k", ls="-", marker="o"),
+                results.family(False): dict(color="0.5", ls="--", marker="s")}
 
 
 def _paper_losses(ax, paper: pd.DataFrame | None) -> None:

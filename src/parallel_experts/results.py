@@ -20,9 +20,20 @@ WORK_PROXY = {
     "lm": "L·E·((10 + 2K/H)·d² + 2·T·d) per token (SPEC D.2), T = attention window",
 }
 STEP = {"sokoban": "environment step", "lm": "token"}
+# The two families of every sweep: the name shown in reports for each value of `recurrent`, recurrent first.
+FAMILIES = {True: "recurrent", False: "non-recurrent"}
 # Sokoban: the recurrent agent's step. LM: the forward pass of one token with a full window, per family.
-FAMILIES = ("nonrecurrent", "recurrent")
 FLOPS_DIMS = {"sokoban": ("allocation",), "lm": ("allocation", "window", "family")}
+
+
+def family(recurrent: bool) -> str:
+    """The name of a family in reports: "recurrent" or "non-recurrent"."""
+    return FAMILIES[bool(recurrent)]
+
+
+def family_id(recurrent: bool) -> str:
+    """The name of a family on disk (run ids, the `family` coordinate): its report name without the hyphen."""
+    return family(recurrent).replace("-", "")
 
 
 def allocation_dataset(config: Mapping, domain: str,
@@ -56,7 +67,8 @@ def allocation_dataset(config: Mapping, domain: str,
             "q_heads": ("allocation", [a.q_heads for _, a, _ in rows]),
             "kv_heads": ("allocation", [a.kv_heads for _, a, _ in rows]),
             "window": ("window", list(domain_config["windows"])),
-            "family": ("family", list(FAMILIES)),
+            # in the order of the flag, as `cli.allocations` measures them: non-recurrent, then recurrent
+            "family": ("family", [family_id(recurrent) for recurrent in sorted(FAMILIES)]),
         }
     ds = xr.Dataset(
         {

@@ -13,19 +13,33 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts import budget as budgets
-from parallel_experts import results
+from parallel_experts import comparison, results
 
 ALLOCATION = ["depth", "experts", "width"]
 SETTING = ["budget", "window", "family"]
-FAMILIES = ("recurrent", "non-recurrent")
+RECURRENT, NONRECURRENT = results.family(True), results.family(False)
 # What the authors' runs used (SPEC C, D.2, E.12, F.1); a config that differs is a reduced demo of the study.
 # Scored validation tokens: 2,048 streams of the 10^8-token validation shard, less one window of warm-up (F.1).
 PAPER = {"vocabulary": 50304, "train_tokens": 10_000 * 131_072, "batch_tokens": 131_072, "scored_tokens": 97_800_000,
          "dtype": "bfloat16", "windows": tuple(results.PAPER_DOMAIN_CONFIG["lm"]["windows"])}
+# What the paper reports (§5.2), set beside every summary of our sweeps.
+PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-token window the recurrent model reaches "
+                 "a validation loss of ≈3.51 with L = 2, comparable to the best non-recurrent allocation at L = 16; "
+                 "across budgets and windows recurrent models reach their best loss at L = 2 or 4, non-recurrent ones "
+                 "keep improving up to L = 16 or 32 (about 1.31B FineWeb tokens per run: 10,000 updates of 131,072 "
+                 "tokens).")
+PAPER_NUMBERS = ("## The paper's published numbers for this budget\n\nNo per-allocation table exists in text form; "
+                 "these are every value the authors quote (SPEC G.2).")
+# What the run reports show of each family's best allocation.
+BEST_COLUMNS = ["family", "allocation", "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]
 
 
-def family(recurrent: bool) -> str:
-    return FAMILIES[0] if recurrent else FAMILIES[1]
+def select_setting(sweep: xr.Dataset, budget: str, window: int, source: str) -> xr.Dataset:
+    """The runs of one budget and attention window of `sweep` (read from `source`, named in the error)."""
+    selected = sweep.isel(run=((sweep["budget"] == budget) & (sweep["window"] == window)).values)
+    if not selected.sizes["run"]:
+        raise ValueError(f"{source}: no runs of the {budget!r} budget at window {window}")
+    return selected
 
 
 def run_table(sweep: xr.Dataset) -> pd.DataFrame:
@@ -34,12 +48,12 @@ def run_table(sweep: xr.Dataset) -> pd.DataFrame:
                "validation_loss", "scored_tokens"]
     table = pd.DataFrame({name: sweep[name].values for name in columns})
     table.insert(0, "run", sweep["run"].values)
-    table.insert(1, "family", [family(r) for r in table["recurrent"]])
+    table.insert(1, "family", [results.family(r) for r in table["recurrent"]])
     table.insert(2, "allocation", [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()])
     curves = sweep["train_ce_loss"].to_pandas()  # run × update; a run's last logged value
     table["final_train_ce_loss"] = curves.ffill(axis=1).iloc[:, -1].values
     budget_order = {name: i for i, name in enumerate(dict.fromkeys(table["budget"]))}
-    order = {"budget": budget_order, "family": {name: i for i, name in enumerate(FAMILIES)}}
+    order = {"budget": budget_order, "family": {name: i for i, name in enumerate(results.FAMILIES.values())}}
     table = table.sort_values(["budget", "window", "family", *ALLOCATION], kind="stable",
                               key=lambda column: column.map(order[column.name]) if column.name in order else column)
     return table.reset_index(drop=True)
@@ -70,9 +84,9 @@ def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
     best = best_allocation(runs).set_index(SETTING)
     rows = []
     for (name, window), group in runs.groupby(["budget", "window"], sort=False):
-        if not all((name, window, f) in best.index for f in FAMILIES):
+        if not all((name, window, f) in best.index for f in results.FAMILIES.values()):
             continue
-        rec, non = (best.loc[(name, window, f)] for f in FAMILIES)
+        rec, non = (best.loc[(name, window, f)] for f in (RECURRENT, NONRECURRENT))
         if rec["depth"] < non["depth"]:
             verdict = "shows the paper's pattern: the recurrent family reaches its lowest loss with fewer layers"
         elif rec["depth"] == non["depth"]:
@@ -92,16 +106,69 @@ def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
                      "recurrent_loss": rec["validation_loss"], "nonrecurrent_depth": non["depth"],
                      "nonrecurrent_loss": non["validation_loss"], "fewer_layers": rec["depth"] < non["depth"],
                      "sentence": sentence})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["budget", "window", "recurrent_depth", "recurrent_loss", "nonrecurrent_depth",
+                                       "nonrecurrent_loss", "fewer_layers", "sentence"])
+
+
+def best_allocation_lines(runs: pd.DataFrame) -> list[str]:
+    """Each family's best allocation of one budget and window, in words."""
+    return [f"best {row['family']} allocation: {row['allocation']} with validation loss {row['validation_loss']:.3f}"
+            for _, row in best_allocation(runs).iterrows()]
+
+
+def fewer_layers_overall(verdict: pd.DataFrame) -> str:
+    """Whether the recurrent family needs fewer layers in every, none or some of the settings of `fewer_layers`."""
+    if not len(verdict):
+        return ("no budget and window has validation losses of both families, so this sweep cannot say which needs "
+                "fewer layers.")
+    if verdict["fewer_layers"].all():
+        return ("in every setting here the recurrent family reaches its lowest loss with fewer layers, as the paper "
+                "reports.")
+    if not verdict["fewer_layers"].any():
+        where = "the one setting" if len(verdict) == 1 else f"any of the {len(verdict)} settings"
+        return (f"the recurrent family does not reach its lowest loss with fewer layers in {where} here: this run "
+                "does not show the paper's pattern.")
+    return (f"the recurrent family reaches its lowest loss with fewer layers in {int(verdict['fewer_layers'].sum())} "
+            f"of {len(verdict)} settings here, so this run shows the paper's pattern only in part.")
+
+
+def sweep_summary(runs: pd.DataFrame, why_not: list[str]) -> list[str]:
+    """The findings under one budget and window's figure: each family's best allocation, whether the recurrent
+    one needs fewer layers, the paper's finding, and why the paper's numbers are not shown (`why_not`)."""
+    lines = best_allocation_lines(runs)
+    verdict = fewer_layers(runs)
+    if len(verdict):
+        lines += list(verdict["sentence"])
+    else:
+        lines.append("only one family has a validation loss here, so this sweep cannot say which needs fewer layers.")
+    lines.append(PAPER_FINDING)
+    if why_not:
+        lines.append("the paper's numbers are not shown beside ours: " + "; ".join(why_not) + ".")
+    return lines
+
+
+def depth_summary(runs: pd.DataFrame) -> list[str]:
+    """The findings under Fig. 3 (right): per setting whether the recurrent family needs fewer layers, over all
+    settings, and the paper's finding."""
+    verdict = fewer_layers(runs)
+    return [*verdict["sentence"], fewer_layers_overall(verdict), PAPER_FINDING]
+
+
+def best_allocation_table(runs: pd.DataFrame, per_depth: bool = False) -> pd.DataFrame:
+    """What a report shows of `best_allocation`; per depth, by depth with the recurrent family first."""
+    if not per_depth:
+        return best_allocation(runs)[BEST_COLUMNS]
+    table = best_allocation(runs, per_depth=True)[["depth", *BEST_COLUMNS]]
+    return table.sort_values(["depth", "family"], ascending=[True, False])
 
 
 def families_side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     """Every allocation's validation loss, one row per allocation, the two families side by side."""
     keys = [*ALLOCATION, "q_heads", "kv_heads"]
     table = runs.pivot(index=keys, columns="family", values="validation_loss")
-    table = table.reindex(columns=[f for f in FAMILIES if f in table.columns])
+    table = table.reindex(columns=[f for f in results.FAMILIES.values() if f in table.columns])
     if len(table.columns) == 2:
-        table["recurrent − non-recurrent"] = table[FAMILIES[0]] - table[FAMILIES[1]]
+        table[f"{RECURRENT} − {NONRECURRENT}"] = table[RECURRENT] - table[NONRECURRENT]
     table.columns.name = None
     return table.reset_index()
 
@@ -112,7 +179,8 @@ def depth_table(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     keys = ["budget", "window", "max_depth"]
     table = ours.pivot(index=keys, columns="family", values=["best_loss", "at"])
     table.columns = [f"{family} {'best loss' if what == 'best_loss' else 'at'}" for what, family in table.columns]
-    columns = [f"{f} {what}" for f in FAMILIES for what in ("best loss", "at") if f"{f} {what}" in table.columns]
+    columns = [f"{f} {what}" for f in results.FAMILIES.values() for what in ("best loss", "at")
+               if f"{f} {what}" in table.columns]
     table = table[columns].astype({c: float for c in columns if c.endswith("best loss")}).reset_index()
     if paper is not None and len(paper):
         caps = paper.dropna(subset=["max_depth"])[keys + ["loss"]].astype({"max_depth": int})
@@ -123,11 +191,11 @@ def depth_table(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def learning_curves(sweep: xr.Dataset) -> pd.DataFrame:
+def training_losses(sweep: xr.Dataset) -> pd.DataFrame:
     """Long table of the logged training losses: one row per run and log point, with the tokens seen."""
     table = (sweep[["train_loss", "train_ce_loss"]].reset_coords(["recurrent", *ALLOCATION])
              .to_dataframe().reset_index().dropna(subset=["train_ce_loss"]))
-    table["family"] = [family(r) for r in table["recurrent"]]
+    table["family"] = [results.family(r) for r in table["recurrent"]]
     table["allocation"] = [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()]
     return table
 
@@ -140,39 +208,9 @@ def vocabulary(sweep: xr.Dataset, config: Mapping) -> int:
         return int(config["lm"]["vocabulary"])
 
 
-def _anchor(config: Mapping, name: str) -> budgets.Allocation | None:
-    return next((b.anchor for b in budgets.budgets(config, "lm") if b.name == name), None)
-
-
-def _paper_anchor(name: str) -> budgets.Allocation | None:
-    anchor = results.PAPER_ANCHORS["lm"].get(name)
-    return budgets.Allocation(*anchor) if anchor else None
-
-
-def budget_differences(config: Mapping, name: str, window: int) -> list[str]:
-    """Why the config's budget `name` at `window` is not the paper's (empty when it is: same anchor, paper window)."""
-    ours, paper = _anchor(config, name), _paper_anchor(name)
-    reasons = []
-    if paper is None:
-        reasons.append(f"the paper has no {name!r} budget")
-    elif ours != paper:
-        shown = ours.label() if ours else "nothing"
-        reasons.append(f"this config's {name} budget is anchored at {shown}, the paper's at {paper.label()}")
-    if int(window) not in PAPER["windows"]:
-        reasons.append(f"the {window}-token window is not one of the paper's ({', '.join(map(str, PAPER['windows']))})")
-    return reasons
-
-
-def same_budget_as_paper(config_path: str, name: str, window: int) -> bool:
-    """Whether the config's budget of this name is the paper's (same anchor) at one of the paper's windows."""
-    from parallel_experts import config as configuration
-
-    return not budget_differences(configuration.load([config_path]), name, window)
-
-
 def comparability(config: Mapping, name: str, window: int, vocab: int) -> list[str]:
     """Every reason our losses for this budget and window cannot stand beside the paper's (empty: they can)."""
-    reasons = budget_differences(config, name, window)
+    reasons = comparison.budget_differences(config, "lm", name, window)
     if vocab != PAPER["vocabulary"]:
         reasons.append(f"the models predict {vocab:,} token ids instead of GPT-2's {PAPER['vocabulary']:,}, so the "
                        "cross-entropies are over different vocabularies")
@@ -193,6 +231,20 @@ def paper_losses(config: Mapping, name: str, window: int, vocab: int) -> tuple[p
     table.insert(2, "window_stated", table["window"].notna())
     table["window"] = int(window)
     return table.reset_index(drop=True), []
+
+
+def paper_losses_per_setting(config: Mapping, runs: pd.DataFrame,
+                             vocab: int) -> tuple[pd.DataFrame | None, list[str]]:
+    """`paper_losses` for every budget and window of `runs` in one table (None where none compares), and for each
+    setting without them a line that says why."""
+    papers, not_shown = [], []
+    for name, window in dict.fromkeys(zip(runs["budget"], runs["window"])):
+        table, why_not = paper_losses(config, name, window, vocab)
+        if table is None:
+            not_shown.append(f"{name} budget, {window}-token window: " + "; ".join(why_not) + ".")
+        else:
+            papers.append(table)
+    return (pd.concat(papers, ignore_index=True) if papers else None), not_shown
 
 
 def reference_losses() -> pd.DataFrame:
@@ -220,7 +272,7 @@ def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
         found.append(f"vocabulary: {vocab:,} token ids (the most frequent training ids; all others share one id) "
                      f"instead of GPT-2's {PAPER['vocabulary']:,}, so losses are not comparable with the paper's")
     for name in dict.fromkeys(sweep["budget"].values.tolist()):
-        ours, paper = _anchor(config, name), _paper_anchor(name)
+        ours, paper = comparison.anchor(config, "lm", name), comparison.paper_anchor("lm", name)
         if ours != paper:
             target = f"the paper's {paper.label()}" if paper else "no budget of this name in the paper"
             found.append(f"{name} budget: anchored at {ours.label() if ours else '?'} instead of {target}")
@@ -242,3 +294,12 @@ def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
     if lm["dtype"] != PAPER["dtype"]:
         found.append(f"precision: {lm['dtype']} instead of {PAPER['dtype']}")
     return found
+
+
+def scale_note(config: Mapping, sweep: xr.Dataset) -> str:
+    """The paragraph under an LM report's scale banner: what this sweep reduced (Markdown), or that it is the
+    paper's setting."""
+    reduced = scale_differences(config, sweep)
+    if reduced:
+        return "What this run reduced or changed relative to the paper's FineWeb runs:\n" + comparison.bullets(reduced)
+    return "Same corpus, vocabulary, budget anchors, windows and training length as the paper's FineWeb runs."

@@ -7,25 +7,23 @@ with the best mean and apply a one-sided Welch t-test, uncorrected (the authors'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from parallel_experts import results
+from parallel_experts import comparison, results
 
 ALLOCATION = ["depth", "experts", "width"]
 DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
-
-
-def same_budget_as_paper(config_path: str, budget: str) -> bool:
-    """Whether the config's budget of this name is the paper's (same anchor), so the authors' numbers compare."""
-    import json
-
-    with open(config_path) as f:
-        config = json.load(f)
-    anchor = config["sokoban"]["budgets"].get(budget, {}).get("anchor")
-    return anchor is not None and anchor == results.PAPER_ANCHORS["sokoban"].get(budget)
+PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for their recurrent ConvLSTM sweeps
+# What the paper reports, set beside every sweep's summary.
+PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
+                 "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
+PRIOR_WORK = ("Prior work on Boxoban unfiltered test (for scale): DRC(3,3) 0.934 at 50M steps, 0.993 at 2B; "
+              "ResNet 0.775 at 50M. Demo-scale levels are smaller and easier, so these numbers do not compare.")
 
 
 def per_seed_scores(sweep: xr.Dataset) -> pd.DataFrame:
@@ -42,6 +40,30 @@ def paper_per_seed_scores() -> pd.DataFrame:
                  "final5_mean_return": "score"})
     return table.assign(sweep="convlstm", recurrent=True)[["sweep", "recurrent", "budget", *ALLOCATION, "seed",
                                                            "score"]]
+
+
+def paper_scores(config: Mapping, budget: str | None = None) -> pd.DataFrame:
+    """The authors' configuration scores (Table 7) of every budget that `config` shares with the paper (the same
+    anchor), or of `budget` only; empty where none is shared."""
+    table = configuration_scores(paper_per_seed_scores())
+    shared = [name for name in dict.fromkeys(table["budget"]) if budget in (None, name)
+              and comparison.same_budget_as_paper(config, "sokoban", name)]
+    return table[table["budget"].isin(shared)]
+
+
+def paper_scores_beside(config: Mapping, runs: xr.Dataset, budget: str | None = None) -> pd.DataFrame | None:
+    """The authors' configuration scores to draw beside the sweep `runs` (of `budget` only, where given): None
+    unless its experts are the authors' ConvLSTM and `config` shares a budget with the paper."""
+    if runs["expert"].values[0] != PAPER_EXPERT:
+        return None
+    table = paper_scores(config, budget)
+    return table if len(table) else None
+
+
+def paper_best_up_to_depth(config: Mapping, runs: xr.Dataset) -> pd.DataFrame | None:
+    """Fig. 3 (left) of the authors' scores, beside the sweep `runs` (see `paper_scores_beside`)."""
+    paper = paper_scores_beside(config, runs)
+    return None if paper is None else best_up_to_depth(paper)
 
 
 def configuration_scores(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -92,6 +114,14 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def scores_beside_paper(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 7: our configuration scores with the authors' mean, variance and seed count of the same
+    configuration beside them (NaN where the authors have none)."""
+    keys = ["sweep", "recurrent", "budget", *ALLOCATION]
+    theirs = paper.rename(columns={"mean": "paper mean", "variance": "paper variance", "seeds": "paper seeds"})
+    return scores.merge(theirs[keys + ["paper mean", "paper variance", "paper seeds"]], on=keys, how="left")
+
+
 def _seeds(per_seed: pd.DataFrame, key: tuple, config: pd.Series) -> np.ndarray:
     sweep, recurrent, budget = key
     mask = ((per_seed["sweep"] == sweep) & (per_seed["recurrent"] == recurrent) & (per_seed["budget"] == budget)
@@ -109,10 +139,69 @@ def solve_rates(sweep: xr.Dataset) -> pd.DataFrame:
     return table
 
 
-def learning_curves(sweep: xr.Dataset) -> pd.DataFrame:
+def sweep_table(runs: xr.Dataset, scores: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
+    """One sweep's configurations, recurrent first, then by depth and experts: score, solve rates and, where given,
+    the authors' mean of the same allocation."""
+    table = scores.merge(solve_rates(runs), on=["sweep", "recurrent", "budget", *ALLOCATION])
+    if paper is not None:
+        table = table.merge(paper[[*ALLOCATION, "mean"]].rename(columns={"mean": "paper mean"}), on=ALLOCATION,
+                            how="left")
+    return table.drop(columns=["sweep", "budget"]).sort_values(["recurrent", "depth", "experts"],
+                                                               ascending=[False, True, True])
+
+
+def training_returns(sweep: xr.Dataset) -> pd.DataFrame:
     """Long table of the logged episodic returns: one row per run, seed and log point."""
     table = sweep["episodic_return"].to_dataframe().reset_index().dropna(subset=["episodic_return"])
     table["env_steps"] = table["update"] * table["steps_per_update"]
     table["allocation"] = ("L" + table["depth"].astype(str) + " E" + table["experts"].astype(str)
                            + " d" + table["width"].astype(str))
     return table
+
+
+def training_note(sweep: xr.Dataset) -> str:
+    """The line under every Sokoban report's scale banner: training length and test levels."""
+    return (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
+            f"{sweep.attrs['test_levels']}.")
+
+
+def best_allocation_text(scores: pd.DataFrame) -> str:
+    """The configuration with the best mean of a score table, in words: "L=2 (E=4, d=64) with 13.665"."""
+    row = scores.loc[scores["mean"].idxmax()]
+    return f"L={row['depth']} (E={row['experts']}, d={row['width']}) with {row['mean']:.3f}"
+
+
+def recurrence_verdict(gap: float, stderr: float) -> str:
+    """Whether a difference (best recurrent minus best non-recurrent) of `gap` with standard error `stderr` shows
+    the paper's effect: it does beyond two standard errors; below minus two it shows the opposite."""
+    if gap > 2 * stderr:
+        return "shows the paper's effect (recurrent better)"
+    if gap < -2 * stderr:
+        return "shows the opposite of the paper's effect (non-recurrent better)"
+    return "does not separate recurrent from non-recurrent (difference within two standard errors)"
+
+
+def recurrence_effect(scores: pd.DataFrame) -> str | None:
+    """One sentence comparing the best recurrent with the best non-recurrent configuration of a score table
+    (one sweep and budget); None unless both recurrences are there."""
+    by_recurrence = {r: rows.loc[rows["mean"].idxmax()] for r, rows in scores.groupby("recurrent")}
+    if len(by_recurrence) != 2:
+        return None
+    rec, non = by_recurrence[True], by_recurrence[False]
+    gap = rec["mean"] - non["mean"]
+    noise = (rec["stderr"] ** 2 + non["stderr"] ** 2) ** 0.5
+    return (f"this run {recurrence_verdict(gap, noise)}: best recurrent minus best non-recurrent = {gap:+.3f} "
+            f"(± {noise:.3f} standard error; {int(rec['seeds'])} and {int(non['seeds'])} seeds)")
+
+
+def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
+    """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
+    recurrence wins, and the paper's finding."""
+    lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
+             for r, rows in scores.groupby("recurrent", sort=False)]
+    if paper is not None:
+        lines.append(f"paper, recurrent: {best_allocation_text(paper)}")
+    effect = recurrence_effect(scores)
+    if effect is not None:
+        lines.append(effect)
+    return [*lines, PAPER_FINDING]

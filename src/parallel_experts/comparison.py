@@ -1,0 +1,83 @@
+"""What every report says about how our results stand beside the paper's, in the same words for both domains.
+
+Whether a budget of the config is the paper's (so the authors' numbers may be drawn beside ours), which of the
+authors' allocations the config also runs, and the report text both domains share: the scale banner at the top
+of every page and the bulleted summaries under the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pandas as pd
+
+from parallel_experts import budget as budgets
+from parallel_experts import results
+
+# The allocation report's section titles, one per domain.
+DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
+                 "lm": "FineWeb language model (Transformer experts, per token)"}
+
+
+def scale_banner(scale: str, description: str) -> str:
+    """The first line of every report: the config's scale and what it reduced (Markdown)."""
+    return f"**Scale: {scale}.** {description}"
+
+
+def bullets(lines: Iterable[str]) -> str:
+    """A Markdown list, one item per line."""
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def check_mark(flag: bool) -> str:
+    """How a table shows a true flag (✓) and a false one (blank)."""
+    return "✓" if flag else ""
+
+
+def anchor(config: Mapping, domain: str, name: str) -> budgets.Allocation | None:
+    """The anchor of the config's budget `name` (None where the config has no such budget)."""
+    return next((b.anchor for b in budgets.budgets(config, domain) if b.name == name), None)
+
+
+def paper_anchor(domain: str, name: str) -> budgets.Allocation | None:
+    """The anchor of the paper's budget `name` (None where the paper has no such budget)."""
+    found = results.PAPER_ANCHORS[domain].get(name)
+    return budgets.Allocation(*found) if found else None
+
+
+def budget_differences(config: Mapping, domain: str, name: str, window: int | None = None) -> list[str]:
+    """Why the config's budget `name` (at attention `window`, for the LM) is not the paper's; empty when it is:
+    the same anchor and, where the domain has windows, one of the paper's."""
+    ours, paper = anchor(config, domain, name), paper_anchor(domain, name)
+    reasons = []
+    if paper is None:
+        reasons.append(f"the paper has no {name!r} budget")
+    elif ours != paper:
+        shown = ours.label() if ours else "nothing"
+        reasons.append(f"this config's {name} budget is anchored at {shown}, the paper's at {paper.label()}")
+    paper_windows = results.PAPER_DOMAIN_CONFIG[domain].get("windows")
+    if window is not None and paper_windows and int(window) not in paper_windows:
+        reasons.append(f"the {window}-token window is not one of the paper's ({', '.join(map(str, paper_windows))})")
+    return reasons
+
+
+def same_budget_as_paper(config: Mapping, domain: str, name: str, window: int | None = None) -> bool:
+    """Whether the config's budget of this name is the paper's (same anchor, and for the LM one of the paper's
+    windows), so that the authors' numbers for it compare with ours."""
+    return not budget_differences(config, domain, name, window)
+
+
+def in_this_config(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.Series:
+    """For each row of the authors' allocation table: whether this config's table has the same budget and L, E, d."""
+    def key(table: pd.DataFrame) -> pd.Series:
+        columns = [c for c in ("budget", "depth", "experts", "width") if c in table]
+        return table[columns].astype(str).agg(" ".join, axis=1)
+
+    return key(paper).isin(set(key(ours)))
+
+
+def allocations_heading(domain: str, scale: str, allocations: int, budget_count: int) -> str:
+    """The allocation report's heading of one domain and of this config's grid (Markdown)."""
+    return (f"## {DOMAIN_TITLES[domain]}\n\n### This configuration ({scale}): "
+            f"{allocations} allocations in {budget_count} budgets")
+

@@ -1,0 +1,40 @@
+"""The report text both domains share, and which of the authors' allocations a config also runs."""
+
+import pandas as pd
+
+from parallel_experts import comparison
+
+
+def test_scale_banner_and_lists_are_markdown():
+    assert comparison.scale_banner("demo", "Offline CPU demo.") == "**Scale: demo.** Offline CPU demo."
+    assert comparison.scale_banner("paper", "") == "**Scale: paper.** "
+    assert comparison.bullets(["one", "two"]) == "- one\n- two" and comparison.bullets([]) == ""
+    assert comparison.check_mark(True) == "✓" and comparison.check_mark(False) == ""
+
+
+def test_in_this_config_matches_budget_and_allocation():
+    ours = pd.DataFrame({"budget": ["small", "small"], "depth": [1, 2], "experts": [4, 2], "width": [64, 64],
+                         "q_heads": [4, 4]})
+    paper = pd.DataFrame({"budget": ["small", "small", "medium"], "depth": [1, 2, 1], "experts": [4, 1, 4],
+                          "width": [64, 64, 64], "q_heads": [8, 8, 8]})
+    # the heads do not count: our config may split the same width into other heads
+    assert comparison.in_this_config(paper, ours).tolist() == [True, False, False]
+
+
+def test_allocations_heading_names_the_domain_and_the_grid():
+    heading = comparison.allocations_heading("sokoban", "demo", 7, 1)
+    assert heading == ("## Sokoban (ConvLSTM experts, per environment step)\n\n"
+                       "### This configuration (demo): 7 allocations in 1 budgets")
+    assert comparison.allocations_heading("lm", "paper", 60, 2).startswith(
+        "## FineWeb language model (Transformer experts, per token)")
+
+
+def test_budget_differences_check_the_window_only_where_the_domain_has_one():
+    config = {"sokoban": {"encoder_channels": 32, "budgets": {
+        "small": {"anchor": [1, 1, 128], "tolerance": 0.1, "allocations": [[1, 1, 128]]}}}}
+    assert comparison.budget_differences(config, "sokoban", "small") == []
+    assert comparison.budget_differences(config, "sokoban", "small", window=64) == []  # Sokoban has no window
+    assert comparison.budget_differences(config, "sokoban", "tiny") == ["the paper has no 'tiny' budget"]
+    assert comparison.budget_differences(config, "sokoban", "medium") == [
+        "this config's medium budget is anchored at nothing, the paper's at L1 E1 d256"]
+    assert comparison.anchor(config, "sokoban", "small") == comparison.paper_anchor("sokoban", "small")
