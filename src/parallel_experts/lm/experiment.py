@@ -73,7 +73,7 @@ def runs(config: Mapping) -> list[Run]:
 
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
     """XLA-counted forward FLOPs of one token at an allocation, (window, family) for every window of the config
-    and both families in `results.FAMILIES` order, for the allocations report."""
+    and both families in the order of the datasets' `family` coordinate, for the allocations report."""
     from parallel_experts.lm.models import token_flops
     from parallel_experts.results import FAMILIES
 
@@ -81,9 +81,9 @@ def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
 
     def flops(a: budget.Allocation) -> np.ndarray:
         return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
-                                                  vocab=lm["vocabulary"], recurrent=family == "recurrent",
+                                                  vocab=lm["vocabulary"], recurrent=recurrent,
                                                   dtype=lm["dtype"]), window)
-                          for family in FAMILIES] for window in lm["windows"]])
+                          for recurrent in sorted(FAMILIES)] for window in lm["windows"]])
     return flops
 
 
