@@ -19,6 +19,7 @@ import numpy as np
 
 from parallel_experts import budget
 from parallel_experts.errors import PipelineError
+from parallel_experts.results import family_id
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
@@ -37,12 +38,10 @@ class Run:
     @property
     def id(self) -> str:
         m = self.model
-        family = "recurrent" if m.recurrent else "nonrecurrent"
-        return f"{family}/{self.budget}/W{self.window}/L{m.depth}-E{m.experts}-d{m.width}"
+        return f"{family_id(m.recurrent)}/{self.budget}/W{self.window}/L{m.depth}-E{m.experts}-d{m.width}"
 
     def to_dict(self) -> dict:
-        return {"budget": self.budget, "window": self.window, "model": dataclasses.asdict(self.model),
-                "train": dataclasses.asdict(self.train)}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Run:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from parallel_experts import budget
 from parallel_experts.errors import PipelineError
+from parallel_experts.results import family_id
 from parallel_experts.sokoban import boxoban, generator
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.levels import LevelSet
@@ -30,12 +31,10 @@ class Run:
     @property
     def id(self) -> str:
         a = self.agent
-        recurrence = "recurrent" if a.recurrent else "nonrecurrent"
-        return f"{self.sweep}/{recurrence}/{self.budget}/L{a.depth}-E{a.experts}-d{a.width}"
+        return f"{self.sweep}/{family_id(a.recurrent)}/{self.budget}/L{a.depth}-E{a.experts}-d{a.width}"
 
     def to_dict(self) -> dict:
-        return {"sweep": self.sweep, "budget": self.budget, "agent": dataclasses.asdict(self.agent),
-                "train": dataclasses.asdict(self.train), "seeds": list(self.seeds)}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Run:
