@@ -46,7 +46,8 @@ def test_paper_scale_has_every_figure_target():
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():
     demo = load("config.yaml")
     second = copy.deepcopy(demo)
-    second["sokoban"]["sweeps"]["convlstm_mean"] = second["sokoban"]["sweeps"]["convlstm"] | {"aggregation": "mean"}
+    sweeps = second["sokoban"]["sweeps"]
+    sweeps["convlstm_mean"] = sweeps["convlstm"] | {"aggregation": "mean"}
     config.validate(second)
     reports = {r.name: r for r in catalogue.reports(second)}
     assert reports["sokoban_convlstm_small"].target == "fig2"

@@ -1,4 +1,4 @@
-"""A2C training: GAE by hand, learning happens, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
+"""A2C training: GAE by hand, learning, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
 
 import json
 import subprocess

@@ -112,9 +112,9 @@ def run(args) -> int:
           f"{args.batch_tokens} tokens per update, width {args.width}, vocabulary {args.vocab}, {args.dtype}. "
           "FLOPs/token: XLA count of the whole update (forward, backward with rematerialisation, optimiser).")
     if args.json:
-        atomic.write_text(args.json, json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(args).items() if k != "handler"},
-                                         "matmul_peak_start": peak_start, "matmul_peak_end": peak_end,
-                                         "runs": runs}, indent=1))
+        settings = {k: str(v) for k, v in vars(args).items() if k != "handler"}
+        atomic.write_text(args.json, json.dumps({"machine": machine, "args": settings, "matmul_peak_start": peak_start,
+                                                 "matmul_peak_end": peak_end, "runs": runs}, indent=1))
     return 0
 
 

@@ -249,7 +249,8 @@ def run(args, config: dict) -> int:
     if args.json:
         machine["loadavg_end"] = list(os.getloadavg())
         out = {"machine": machine,
-               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v]) for k, v in vars(args).items() if k != "handler"}
+               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v])
+                            for k, v in vars(args).items() if k != "handler"}
                | {"train_config": {k: getattr(train_config, k) for k in train_config.__dataclass_fields__},
                   "anchor": anchor.as_list(), "reference": reference["allocation"]},
                "matmul_peak_start": peak_start, "matmul_peak_end": peak_end, "env_only": env,
