@@ -63,7 +63,8 @@ def _sokoban(config: Mapping) -> list[Report]:
             figure, target = SOKOBAN_FIGURES.get((sweep["expert"], budget_name), ("", None))
             if target in named:  # the first sweep of an (expert, budget) pair is the figure
                 target = None
-            named.add(target)
+            elif target:
+                named.add(target)
             found.append(Report(f"sokoban_{sweep_name}_{budget_name}",
                                 f"{figure} Sokoban allocation sweep: {sweep_name}, {budget_name} budget".strip(),
                                 "sokoban_sweep", SOKOBAN_SWEEP, {"sweep_name": sweep_name, "budget": budget_name},
