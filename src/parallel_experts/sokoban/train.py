@@ -275,10 +275,11 @@ def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> Non
     from parallel_experts import results
 
     save_weights(Path(run_dir) / "agents.eqx", carry.params)
-    results.write_netcdf(learning_curves(run, log), Path(run_dir) / "curve.nc")
+    results.write_netcdf(curve_dataset(run, log), Path(run_dir) / "curve.nc")
 
 
-def learning_curves(run, log: EpisodeLog):
+def curve_dataset(run, log: EpisodeLog):
+    """One run's learning curves (every seed, every log point) and final-five scores, as saved in curve.nc."""
     import xarray as xr
 
     curve = log.curve
