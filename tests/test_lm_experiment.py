@@ -1,0 +1,30 @@
+"""The LM runs a config defines: every budget × window × family × allocation, with the paper's sequence rules."""
+
+import json
+
+from helpers import REPO
+from parallel_experts import budget, config
+from parallel_experts.lm import experiment
+
+
+def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
+    paper = config.load([REPO / "config/paper.yaml"])
+    runs = experiment.runs(paper)
+    grids = {b.name: len(b.allocations) for b in budget.budgets(paper, "lm")}
+    assert len(runs) == sum(grids.values()) * len(paper["lm"]["windows"]) * 2 == 140
+    assert len({run.id for run in runs}) == len(runs)
+    for run in runs:
+        if run.model.recurrent:  # a W-token rolling cache, trained on segments
+            assert run.train.memory == run.window and run.id.startswith("recurrent/")
+        else:  # independent sequences of 2W tokens: 256 for W = 128, 2,048 for W = 1,024 (SPEC D.2)
+            assert run.train.sequence == 2 * run.window and run.train.memory == 0
+            assert run.id.startswith("nonrecurrent/")
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_step_flops_has_one_value_per_window_and_family():
+    smoke = config.load([REPO / "config/smoke.yaml"])
+    [anchor] = [b.anchor for b in budget.budgets(smoke, "lm")][:1]
+    flops = experiment.step_flops(smoke)(anchor)
+    assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
+    assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache

@@ -1,0 +1,22 @@
+"""The plot shared by both domains: one panel per budget, every allocation drawn at its work ratio.
+
+The domain plots are checked beside the analysis that feeds them (test_sokoban_analysis, test_lm_analysis)."""
+
+import numpy as np
+
+from helpers import REPO
+from parallel_experts import config, plots, results
+
+
+def test_work_ratios_draws_every_allocation_of_every_budget_at_its_ratio():
+    paper = config.load([REPO / "config/paper.yaml"])
+    table = results.allocation_table(results.allocation_dataset(paper, "sokoban"))
+    tolerance = {name: 0.3 for name in table["budget"].unique()}
+    fig = plots.work_ratios(table, "test", tolerance)
+    axes = fig.axes
+    assert [ax.get_title() for ax in axes] == [f"{name} budget" for name in dict.fromkeys(table["budget"])]
+    for ax, name in zip(axes, dict.fromkeys(table["budget"])):
+        drawn = np.concatenate([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+        rows = table[table["budget"] == name]
+        assert len(drawn) == len(rows)
+        np.testing.assert_allclose(sorted(drawn[:, 1]), sorted(rows["work ratio"]))
