@@ -37,6 +37,11 @@ CASES = {
                         "lm.budgets.small: give exactly one of 'allocations' or 'enumerate'"),
     "allocation off budget": (lambda c: c["sokoban"]["budgets"]["small"]["allocations"].append([4, 4, 16]),
                               "sokoban.budgets.small.allocations[2] = [4, 4, 16]: work 16× the anchor"),
+    "fewer updates than a log interval": (
+        lambda c: c["sokoban"].update(env_steps=79),
+        "sokoban.env_steps 79 is 1 update of sokoban.training.num_envs × num_steps = 8 × 5 env steps, fewer than "
+        "sokoban.training.log_interval 2: not one log point would be written; give env_steps >= 80 or a smaller "
+        "log_interval"),
 }
 
 

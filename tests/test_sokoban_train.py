@@ -7,11 +7,13 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 import xarray as xr
 
 from helpers import run_killed_and_resumed
 from parallel_experts import config as configuration
+from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.generator import generated_set
@@ -19,12 +21,22 @@ from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainCon
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
+ODD = TrainConfig(**{**TINY.__dict__, "env_steps": 8 * 5 * 7 + 39})  # 7 updates: 3 log points and 1 more update
+
+
+def tiny_trainer(config):
+    levels = generated_set(30, room_size=5, num_boxes=1, seed=3).levels
+    return Trainer(AgentConfig(depth=1, experts=2, width=4), config, levels)
 
 
 @pytest.fixture(scope="module")
 def trainer():
-    levels = generated_set(30, room_size=5, num_boxes=1, seed=3).levels
-    return Trainer(AgentConfig(depth=1, experts=2, width=4), TINY, levels)
+    return tiny_trainer(TINY)
+
+
+@pytest.fixture(scope="module")
+def odd_trainer():
+    return tiny_trainer(ODD)
 
 
 def leaves(carry):
@@ -42,6 +54,41 @@ def test_resume_reproduces_the_uninterrupted_run(trainer, tmp_path):
     assert json.dumps(resumed_log.curve) == json.dumps(whole_log.curve)  # NaN where no episode ended yet
     # Seeds differ from each other (independent keys), yet each is reproducible.
     assert whole_log.curve[-1]["loss"][0] != whole_log.curve[-1]["loss"][1]
+
+
+def test_every_update_is_trained_when_log_interval_does_not_divide_them(odd_trainer, tmp_path):
+    carry, log = train(odd_trainer, [0, 1], tmp_path)
+    assert ODD.num_updates == 7 and checkpoint_update(tmp_path) == 7
+    counts = [np.asarray(count) for _, count in optax.tree_utils.tree_get_all_with_path(carry.opt_state, "count")]
+    assert counts and all(count.tolist() == [7, 7] for count in counts)  # one Adam step per update, per seed
+    schedule = optax.linear_schedule(ODD.learning_rate, 0.0, ODD.num_updates)
+    assert schedule(6) > 0 and schedule(7) == 0  # the last update used the last non-zero rate
+    # Log points where the authors log (every log_interval updates), none for the last partial stretch.
+    assert [p["update"] for p in log.curve] == [2, 4, 6]
+
+
+@pytest.mark.parametrize("stop_after", [1, 3])  # 3: killed after the last log point, before the final update
+def test_resume_reproduces_the_uninterrupted_run_of_a_partial_last_stretch(odd_trainer, tmp_path, stop_after):
+    whole, whole_log = train(odd_trainer, [0, 1], tmp_path / "whole")
+    train(odd_trainer, [0, 1], tmp_path / "split", stop_after=stop_after)
+    assert checkpoint_update(tmp_path / "split") == 2 * stop_after
+    resumed, resumed_log = train(odd_trainer, [0, 1], tmp_path / "split")
+    for a, b in zip(leaves(whole), leaves(resumed)):
+        np.testing.assert_array_equal(a, b)
+    assert json.dumps(resumed_log.state()) == json.dumps(whole_log.state())  # the FIFOs too
+
+
+def test_the_level_table_is_an_argument_of_the_compiled_updates_not_a_constant(trainer):
+    # 100× the levels would add ~600 kB of constant to the program text if the table were embedded in it.
+    many = Trainer(trainer.agent_config, TINY, np.tile(np.asarray(trainer.levels), (100, 1, 1, 1)))
+    sizes = [len(t.run_updates.lower(t.levels, t.init([0])).as_text()) for t in (trainer, many)]
+    assert abs(sizes[1] - sizes[0]) < 100, sizes
+
+
+def test_fewer_updates_than_one_log_interval_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"sokoban\.env_steps 120 is 3 updates of sokoban\.training\.num_envs × "
+                                          r"num_steps = 8 × 5 env steps, fewer than sokoban\.training\.log_interval 4"):
+        TrainConfig(**{**TINY.__dict__, "env_steps": 120, "log_interval": 4})
 
 
 def test_non_finite_loss_stops_with_the_last_good_checkpoint_kept(trainer, tmp_path):

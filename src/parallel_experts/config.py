@@ -60,6 +60,12 @@ def validate(config: Mapping) -> None:
     for domain in budget.DOMAINS:
         budget.budgets(config, domain)
     _check_references(config)
+    # Build the Sokoban runs, so that what their TrainConfig and AgentConfig reject (e.g. fewer updates than
+    # one log interval) fails here too. A late import: sokoban.experiment loads JAX, Equinox and Jumanji
+    # (2 s), which every other importer of this module (results.digest, the CLI at startup) does not need.
+    from parallel_experts.sokoban import experiment as sokoban_experiment
+
+    sokoban_experiment.runs(config)
 
 
 def _check_references(config: Mapping) -> None:

@@ -94,7 +94,7 @@ def update_flops(trainer, carry) -> float:
     """XLA-counted FLOPs of ONE A2C update of one seed, every scan unrolled (see the module docstring)."""
     single = jax.tree.map(lambda x: x[0], carry)
     with unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
-        lowered = jax.jit(lambda c: trainer._update(c, None)).lower(single)
+        lowered = jax.jit(lambda levels, c: trainer._update(levels, c)).lower(trainer.levels, single)
     return flops_of(lowered)
 
 
@@ -110,7 +110,7 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
     trainer = Trainer(agent_config, train_config, levels)
     carry = trainer.init(list(range(seeds)))
     start = time.perf_counter()
-    compiled = trainer.run_updates.lower(carry).compile()
+    compiled = trainer.run_updates.lower(trainer.levels, carry).compile()
     compile_s = time.perf_counter() - start
     steps_per_call = seeds * train_config.log_interval * train_config.num_envs * train_config.num_steps
     naive = flops_of(compiled) / steps_per_call
@@ -118,7 +118,7 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
     holder = {"carry": carry}
 
     def call():
-        holder["carry"], metrics = compiled(holder["carry"])
+        holder["carry"], metrics = compiled(trainer.levels, holder["carry"])
         return holder["carry"], metrics
 
     warmup_times = time_calls(call, warmup) if warmup else []  # the first call also faults in fresh memory

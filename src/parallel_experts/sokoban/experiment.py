@@ -20,6 +20,9 @@ from parallel_experts.sokoban.levels import LevelSet
 from parallel_experts.sokoban.train import TrainConfig
 
 
+AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
+
+
 @dataclass(frozen=True)
 class Run:
     sweep: str
@@ -54,9 +57,8 @@ def runs(config: Mapping) -> list[Run]:
             for recurrent in sweep["recurrent"]:
                 for a in b.allocations:
                     agent = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"],
-                                        recurrent=recurrent, chaining=sweep.get("chaining", "paper"),
-                                        aggregation=sweep.get("aggregation", "sqrt_sum"),
-                                        encoder_channels=sokoban["encoder_channels"])
+                                        recurrent=recurrent, encoder_channels=sokoban["encoder_channels"],
+                                        **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
                     found.append(Run(name, budget_name, agent, train, seeds))
     return found
 

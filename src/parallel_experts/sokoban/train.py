@@ -2,7 +2,8 @@
 
 One update = a 20-step rollout of 32 environments generated inside the differentiated loss (gradients flow
 through the recurrent state across the rollout: truncated BPTT of length 20), GAE, the A2C loss, a clipped
-Adam step. `log_interval` updates run as one compiled `lax.scan`, and several seeds run together under vmap.
+Adam step. `log_interval` updates run as one compiled `lax.scan` (the last num_updates % log_interval as one
+more), several seeds run together under vmap, and the level table is an argument of the compiled call.
 The host only keeps the episode log (a FIFO of the last 400 returns per seed, logged every 200 updates),
 checkpoints and the progress bar.
 """
@@ -25,6 +26,7 @@ from tqdm.auto import tqdm
 
 from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                          save_checkpoint, save_weights)
+from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, AgentConfig, reset_where
 
@@ -50,6 +52,15 @@ class TrainConfig:
     log_interval: int = 200  # updates per log point and per compiled call
     episode_window: int = 400  # completed episodes averaged at each log point
     checkpoint_every: int = 10  # log points between checkpoints
+
+    def __post_init__(self):
+        updates = self.num_updates
+        if updates < self.log_interval:
+            raise ConfigError(
+                f"sokoban.env_steps {self.env_steps} is {updates} update{'s' * (updates != 1)} of "
+                f"sokoban.training.num_envs × num_steps = {self.num_envs} × {self.num_steps} env steps, fewer than "
+                f"sokoban.training.log_interval {self.log_interval}: not one log point would be written; give "
+                f"env_steps >= {self.log_interval * self.num_envs * self.num_steps} or a smaller log_interval")
 
     @property
     def num_updates(self) -> int:
@@ -90,14 +101,27 @@ class Trainer:
 
     def __init__(self, agent_config: AgentConfig, train_config: TrainConfig, levels: np.ndarray):
         self.agent_config, self.config = agent_config, train_config
-        self.env = sokoban_env.make_env(levels, reward=train_config.reward, time_limit=train_config.time_limit)
         sokoban_env.check_view(levels, train_config.view)
-        self.envs = sokoban_env.batched(self.env)
+        # The level table (900k levels, 180 MB at paper scale) is an argument of every compiled call, not a
+        # constant embedded in the program: `run_updates(trainer.levels, carry)`.
+        self.levels = jnp.asarray(levels, jnp.uint8)
+        self.env = sokoban_env.make_env(self.levels, reward=train_config.reward, time_limit=train_config.time_limit)
         _, self.static = eqx.partition(Agent(agent_config, jax.random.PRNGKey(0)), eqx.is_array)
-        schedule = optax.linear_schedule(train_config.learning_rate, 0.0, max(train_config.num_updates, 1))
+        schedule = optax.linear_schedule(train_config.learning_rate, 0.0, train_config.num_updates)
         self.optimizer = optax.chain(optax.clip_by_global_norm(train_config.max_grad_norm),
                                      optax.adam(schedule, eps=train_config.adam_eps))
-        self.run_updates = jax.jit(jax.vmap(self._run_updates))
+        # `log_interval` updates per call; the last num_updates % log_interval updates (if any) in one call of
+        # their own, so that every update of the schedule is trained (jit compiles lazily: only if called).
+        self.run_updates = self._compiled(train_config.log_interval)
+        self.run_last = self._compiled(train_config.num_updates % train_config.log_interval)
+
+    def _compiled(self, length: int):
+        """`length` updates of every seed: (levels, carry) -> (carry, metrics), jitted, vmapped over seeds."""
+        return jax.jit(jax.vmap(lambda levels, carry: self._run_updates(levels, carry, length), in_axes=(None, 0)))
+
+    def envs(self, levels) -> sokoban_env.VmapAutoResetWrapper:
+        """The batched environments, drawing a level of `levels` (the compiled call's argument) at every reset."""
+        return sokoban_env.batched(sokoban_env.with_levels(self.env, levels))
 
     def init(self, seeds: Sequence[int]) -> Carry:
         """Initial carries of all seeds, stacked along a leading seed axis (seed k uses PRNGKey(k))."""
@@ -108,7 +132,7 @@ class Trainer:
         key, agent_key, env_key = jax.random.split(key, 3)
         params, _ = eqx.partition(Agent(self.agent_config, agent_key), eqx.is_array)
         agent = eqx.combine(params, self.static)
-        env_state, timestep = self.envs.reset(jax.random.split(env_key, self.config.num_envs))
+        env_state, timestep = self.envs(self.levels).reset(jax.random.split(env_key, self.config.num_envs))
         grid = timestep.observation.grid
         single = agent.initial_state(self.config.view, self.config.view)
         hidden = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.config.num_envs, *x.shape)), single)
@@ -116,7 +140,7 @@ class Trainer:
         return Carry(params, self.optimizer.init(params), env_state, grid, zeros.astype(bool), hidden, zeros,
                      zeros.astype(jnp.int32), key)
 
-    def _loss(self, params, carry: Carry):
+    def _loss(self, params, carry: Carry, envs):
         agent = eqx.combine(params, self.static)
         config = self.config
 
@@ -124,13 +148,18 @@ class Trainer:
             return jax.vmap(agent)(sokoban_env.view(obs, config.view), hidden)
 
         key, rollout_key = jax.random.split(carry.key)
+        # No gradient flows through the environment, yet differentiating through Jumanji's auto-reset (a
+        # lax.cond under vmap, which JAX turns into a select over operands broadcast to every environment)
+        # keeps one copy of the level table per environment alive (5.7 GB, +50% time per update with 900k
+        # levels); under jax.checkpoint the gradient keeps only the step's inputs.
+        env_step = jax.checkpoint(envs.step)
 
         def step(state, key):
             env_state, obs, done, hidden, episode_return, episode_length = state
             hidden = reset_where(done, hidden)
             logits, value, hidden = policy(obs, hidden)
             action = jax.random.categorical(key, logits)
-            env_state, timestep = self.envs.step(env_state, action)
+            env_state, timestep = env_step(env_state, action)
             done = timestep.last()
             episode_return = episode_return + timestep.reward
             episode_length = episode_length + 1
@@ -167,15 +196,16 @@ class Trainer:
                        solved=rollout["solved"])
         return loss, (next_carry, metrics)
 
-    def _update(self, carry: Carry, _):
-        grads, (carry, metrics) = jax.grad(self._loss, has_aux=True)(carry.params, carry)
+    def _update(self, levels, carry: Carry):
+        """One A2C update of one seed."""
+        grads, (carry, metrics) = jax.grad(self._loss, has_aux=True)(carry.params, carry, self.envs(levels))
         updates, opt_state = self.optimizer.update(grads, carry.opt_state, carry.params)
         params = optax.apply_updates(carry.params, updates)
         return carry._replace(params=params, opt_state=opt_state), metrics
 
-    def _run_updates(self, carry: Carry):
-        """`log_interval` updates of one seed (vmapped over seeds and jitted in __init__)."""
-        return jax.lax.scan(self._update, carry, None, length=self.config.log_interval)
+    def _run_updates(self, levels, carry: Carry, length: int):
+        """`length` updates of one seed (vmapped over seeds and jitted by `_compiled`)."""
+        return jax.lax.scan(lambda carry, _: self._update(levels, carry), carry, None, length=length)
 
 
 
@@ -192,17 +222,23 @@ class EpisodeLog:
         # One FIFO per seed; restored ones (lists of (return, length, solved)) get their bound back.
         self.recent = [deque(map(tuple, r), maxlen=self.window) for r in self.recent or [[]] * self.seeds]
 
-    def add(self, update: int, metrics: dict) -> dict:
+    def extend(self, metrics: dict) -> None:
+        """Push the episodes that ended during a call of the compiled updates into each seed's FIFO."""
         returns = np.asarray(metrics["finished_return"])  # (seeds, K, T, B), NaN where no episode ended
         lengths = np.asarray(metrics["finished_length"])
         solved = np.asarray(metrics["solved"])
-        point = {"update": update, "episodic_return": [], "episodic_length": [], "solve_fraction": [],
-                 "loss": np.asarray(metrics["loss"])[:, -1].tolist()}
         for seed, fifo in enumerate(self.recent):
             ended = ~np.isnan(returns[seed])
             # Episodes in the order they ended: update, then step, then environment.
             fifo.extend(zip(returns[seed][ended].tolist(), lengths[seed][ended].tolist(),
                             solved[seed][ended].tolist()))
+
+    def add(self, update: int, metrics: dict) -> dict:
+        """`extend`, then a log point: the means over each seed's FIFO."""
+        self.extend(metrics)
+        point = {"update": update, "episodic_return": [], "episodic_length": [], "solve_fraction": [],
+                 "loss": np.asarray(metrics["loss"])[:, -1].tolist()}
+        for fifo in self.recent:
             window = np.array(fifo, dtype=float).reshape(-1, 3)
             means = window.mean(0) if len(window) else np.full(3, np.nan)
             point["episodic_return"].append(float(means[0]))
@@ -236,7 +272,12 @@ def train(
     """
     run_dir = Path(run_dir)
     config = trainer.config
-    total = config.num_updates // config.log_interval * config.log_interval
+    total = config.num_updates
+    # Log points every log_interval updates, none at the end of a last partial stretch: the authors log when
+    # update % 200 == 0, so of the paper's 78,125 updates the last log point is 78,000 and the final five
+    # average 77,200 ... 78,000 (SPEC B.6). The last 125 updates are trained (the learning rate reaches 0) and
+    # their episodes enter the FIFO, as in the authors' final summary, but make no point of the curve.
+    logged = total // config.log_interval * config.log_interval
     carry = trainer.init(seeds)
     log = EpisodeLog(config.episode_window, len(seeds))
     update = 0
@@ -248,20 +289,25 @@ def train(
     points = 0
     with tqdm(total=total, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
         while update < total:
-            next_carry, metrics = trainer.run_updates(carry)
+            last = update >= logged
+            run, length = (trainer.run_last, total - logged) if last else (trainer.run_updates, config.log_interval)
+            next_carry, metrics = run(trainer.levels, carry)
             losses = np.asarray(metrics["loss"])
             if not np.isfinite(losses).all():
                 seed = int(np.argwhere(~np.isfinite(losses))[0][0])
                 raise NonFiniteLossError(
-                    f"{run_dir}: non-finite loss between updates {update} and {update + config.log_interval} "
+                    f"{run_dir}: non-finite loss between updates {update} and {update + length} "
                     f"(seed {seeds[seed]}); the last good checkpoint ({checkpoint_update(run_dir)}) is kept")
-            carry, update = next_carry, update + config.log_interval
-            point = log.add(update, metrics)
-            bar.update(config.log_interval)
-            bar.set_postfix(episodic_return=f"{np.nanmean(point['episodic_return']):.2f}")
-            if on_log:
-                on_log(point)
-            points += 1
+            carry, update = next_carry, update + length
+            bar.update(length)
+            if last:
+                log.extend(metrics)
+            else:
+                point = log.add(update, metrics)
+                bar.set_postfix(episodic_return=f"{np.nanmean(point['episodic_return']):.2f}")
+                if on_log:
+                    on_log(point)
+                points += 1
             stop = stop_after is not None and points >= stop_after
             if points % config.checkpoint_every == 0 or update >= total or stop:
                 save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
