@@ -23,8 +23,8 @@ from parallel_experts.results import family_id
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
-TRAINING_DEFAULTS = {"batch_tokens": 131_072, "microbatch_tokens": 131_072, "segment": 64, "reg": 1e-4,
-                     "log_every": 10, "checkpoint_every": 100}
+SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (SPEC E.8); a run setting, not TrainConfig's
+TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every")  # omitted: TrainConfig's defaults
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
 
 
@@ -51,21 +51,21 @@ class Run:
 def runs(config: Mapping) -> list[Run]:
     """Every run of every LM budget in a validated config, in a stable order."""
     lm = config["lm"]
-    training = TRAINING_DEFAULTS | lm.get("training", {})
+    training = lm.get("training", {})
+    options = {key: training[key] for key in TRAINING_KEYS if key in training}
+    model_options = {"aggregation": lm["aggregation"]} if "aggregation" in lm else {}
     found = []
     for b in budget.budgets(config, "lm"):
         for window in lm["windows"]:
             for recurrent in (False, True):
-                sequence = training["segment"] if recurrent else 2 * window
+                sequence = training.get("segment", SEGMENT) if recurrent else 2 * window
+                if "microbatch_tokens" in training:  # the config counts tokens, TrainConfig streams
+                    options["microbatch"] = max(1, training["microbatch_tokens"] // sequence)
                 train = TrainConfig(sequence=sequence, memory=window if recurrent else 0,
-                                    batch_tokens=training["batch_tokens"],
-                                    microbatch=max(1, training["microbatch_tokens"] // sequence),
-                                    train_tokens=lm["train_tokens"], reg=training["reg"],
-                                    log_every=training["log_every"], checkpoint_every=training["checkpoint_every"])
+                                    train_tokens=lm["train_tokens"], **options)
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
-                                        recurrent=recurrent, aggregation=lm.get("aggregation", "sqrt_sum"),
-                                        dtype=lm["dtype"])
+                                        recurrent=recurrent, dtype=lm["dtype"], **model_options)
                     found.append(Run(b.name, window, model, train))
     return found
 
