@@ -1,6 +1,7 @@
 """The package stands on its own: a wheel built from the sources, installed away from the checkout, validates
 the shipped configs (schema and reference tables travel as package data)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from helpers import REPO
 
 SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]
+OUTSIDE = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing points back at the checkout
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def installed(tmp_path_factory):
 def test_the_installed_package_is_the_wheel(installed):
     python, root = installed
     where = subprocess.run([python, "-c", "import parallel_experts; print(parallel_experts.__file__)"], cwd=root,
-                           capture_output=True, text=True, check=True).stdout
+                           env=OUTSIDE, capture_output=True, text=True, check=True).stdout
     assert where.startswith(str(root / "venv")), where
 
 
@@ -46,6 +48,6 @@ def test_the_installed_package_is_the_wheel(installed):
 def test_check_config_runs_from_the_wheel_outside_the_checkout(installed, name):
     python, root = installed
     run = subprocess.run([python, "-m", "parallel_experts", "check-config", str(REPO / name)], cwd=root,
-                         capture_output=True, text=True)
+                         env=OUTSIDE, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"{REPO / name}: valid")
