@@ -35,6 +35,11 @@ class Allocation:
         return f"L{self.depth} E{self.experts} d{self.width}"
 
 
+def allocation_id(a) -> str:
+    """`L2-E4-d64`: the allocation of an `Allocation`, agent or model config, as run ids and folders name it."""
+    return f"L{a.depth}-E{a.experts}-d{a.width}"
+
+
 def sokoban_work(a: Allocation, encoder_channels: int = 32) -> float:
     """ConvLSTM expert: a 3×3 conv from z, s and h (C + 2d channels) to 4d gates; per-cell constants dropped."""
     return float(a.depth * a.experts * a.width * (encoder_channels + 2 * a.width))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Mapping
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import xarray as xr
 from parallel_experts import budget
 from parallel_experts.atomic import atomic_path
 from parallel_experts.config import digest
+from parallel_experts.errors import PipelineError
 
 WORK_PROXY = {
     "sokoban": "L·E·d·(C_enc + 2d) per environment step (ConvLSTM gate conv, constants dropped)",
@@ -34,6 +37,25 @@ def family(recurrent: bool) -> str:
 def family_id(recurrent: bool) -> str:
     """The name of a family on disk (run ids, the `family` coordinate): its report name without the hyphen."""
     return family(recurrent).replace("-", "")
+
+
+class Definition:
+    """A frozen dataclass of settings (nested dataclasses, tuples, plain values) that travels as JSON, in rule
+    params and netCDF attributes, and is rebuilt from it: a run's definition."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping):
+        types = typing.get_type_hints(cls)
+        return cls(**{f.name: _rebuilt(types[f.name], d[f.name]) for f in dataclasses.fields(cls)})
+
+
+def _rebuilt(kind, value):
+    if dataclasses.is_dataclass(kind):
+        return kind(**value)
+    return tuple(value) if typing.get_origin(kind) is tuple else value
 
 
 def allocation_dataset(config: Mapping, domain: str,
@@ -104,6 +126,17 @@ def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
 def open_dataset(path: str | Path) -> xr.Dataset:
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         return ds.load()
+
+
+def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str]
+                ) -> Iterator[tuple[Definition, xr.Dataset, xr.Dataset]]:
+    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together."""
+    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
+        curve, evaluation = open_dataset(curve_path), open_dataset(eval_path)
+        run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        if evaluation.attrs["run"] != run.id:
+            raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
+        yield run, curve, evaluation
 
 
 def reference(name: str) -> pd.DataFrame:

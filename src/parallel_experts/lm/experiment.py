@@ -10,16 +10,13 @@ update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from parallel_experts import budget
-from parallel_experts.errors import PipelineError
-from parallel_experts.results import family_id
+from parallel_experts.results import Definition, family_id, run_results
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
@@ -29,7 +26,7 @@ EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Definition):
     budget: str
     window: int
     model: ModelConfig
@@ -37,15 +34,7 @@ class Run:
 
     @property
     def id(self) -> str:
-        m = self.model
-        return f"{family_id(m.recurrent)}/{self.budget}/W{self.window}/L{m.depth}-E{m.experts}-d{m.width}"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> Run:
-        return cls(d["budget"], d["window"], ModelConfig(**d["model"]), TrainConfig(**d["train"]))
+        return f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
 
 
 def runs(config: Mapping) -> list[Run]:
@@ -94,14 +83,8 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions."""
     import xarray as xr
 
-    from parallel_experts import results
-
     per_run = []
-    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
-        curve, evaluation_ = results.open_dataset(curve_path), results.open_dataset(eval_path)
-        run = Run.from_dict(json.loads(curve.attrs["run_config"]))
-        if evaluation_.attrs["run"] != run.id:
-            raise PipelineError(f"{eval_path} evaluates {evaluation_.attrs['run']}, not {run.id} of {curve_path}")
+    for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths):
         m = run.model
         ds = xr.Dataset({name: curve[name] for name in ("train_loss", "train_ce_loss")}
                         | {name: evaluation_[name] for name in ("validation_loss", "scored_tokens")})

@@ -7,13 +7,11 @@ params, so a changed setting retrains it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from parallel_experts import budget
-from parallel_experts.errors import PipelineError
-from parallel_experts.results import family_id
+from parallel_experts.results import Definition, family_id, run_results
 from parallel_experts.sokoban import boxoban, generator
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.levels import LevelSet
@@ -24,7 +22,7 @@ AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; o
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Definition):
     sweep: str
     budget: str
     agent: AgentConfig
@@ -33,15 +31,7 @@ class Run:
 
     @property
     def id(self) -> str:
-        a = self.agent
-        return f"{self.sweep}/{family_id(a.recurrent)}/{self.budget}/L{a.depth}-E{a.experts}-d{a.width}"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> Run:
-        return cls(d["sweep"], d["budget"], AgentConfig(**d["agent"]), TrainConfig(**d["train"]), tuple(d["seeds"]))
+        return f"{self.sweep}/{family_id(self.agent.recurrent)}/{self.budget}/{budget.allocation_id(self.agent)}"
 
 
 def runs(config: Mapping) -> list[Run]:
@@ -89,18 +79,10 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
 
     Runs are indexed by id with their sweep, recurrence, budget and allocation as coordinates; budgets with
     fewer seeds are padded with NaN."""
-    import json
-
     import xarray as xr
 
-    from parallel_experts import results
-
     per_run = []
-    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
-        curve, evaluation = results.open_dataset(curve_path), results.open_dataset(eval_path)
-        run = Run.from_dict(json.loads(curve.attrs["run_config"]))
-        if evaluation.attrs["run"] != run.id:
-            raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
+    for run, curve, evaluation in run_results(Run, curve_paths, eval_paths):
         per_level = evaluation[["solved", "episode_return", "episode_length"]].astype(float).mean("level")
         ds = xr.Dataset({
             "final_five": curve["final_five"],
