@@ -48,10 +48,11 @@ def runs(config: Mapping) -> list[Run]:
         for window in lm["windows"]:
             for recurrent in (False, True):
                 sequence = training.get("segment", SEGMENT) if recurrent else 2 * window
-                if "microbatch_tokens" in training:  # the config counts tokens, TrainConfig streams
-                    options["microbatch"] = max(1, training["microbatch_tokens"] // sequence)
+                # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
+                microbatch = ({"microbatch": max(1, training["microbatch_tokens"] // sequence)}
+                              if "microbatch_tokens" in training else {})
                 train = TrainConfig(sequence=sequence, memory=window if recurrent else 0,
-                                    train_tokens=lm["train_tokens"], **options)
+                                    train_tokens=lm["train_tokens"], **options, **microbatch)
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
                                         recurrent=recurrent, dtype=lm["dtype"], **model_options)
