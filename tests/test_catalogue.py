@@ -60,3 +60,16 @@ def test_every_notebook_exists_and_takes_the_parameters_it_is_given(name):
     for report in catalogue.reports(load(name)):
         expected = set(report.inputs) | set(report.params) | {"config_path", "scale", "description"}
         assert expected <= notebook_parameters(report.notebook), report.name
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_sweep_reports_are_exactly_the_settings_that_have_runs(name):
+    from parallel_experts.lm import experiment as lm_experiment
+    from parallel_experts.sokoban import experiment as sokoban_experiment
+
+    cfg = load(name)
+    reports = catalogue.reports(cfg)
+    lm_pages = {(r.params["budget"], r.params["window"]) for r in reports if r.notebook == "lm_sweep"}
+    assert lm_pages == {(run.budget, run.window) for run in lm_experiment.runs(cfg)}
+    sokoban_pages = {(r.params["sweep_name"], r.params["budget"]) for r in reports if r.notebook == "sokoban_sweep"}
+    assert sokoban_pages == {(run.sweep, run.budget) for run in sokoban_experiment.runs(cfg)}
