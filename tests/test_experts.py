@@ -68,3 +68,31 @@ def test_stack_has_independent_experts_and_select_slices_them():
     assert isinstance(one, ConvLSTM) and one.conv.kernel.shape == (3, 3, 6, 16)
     kernels = np.asarray(stack.conv.kernel).reshape(3, -1)
     assert not np.allclose(kernels[0], kernels[1]) and not np.allclose(kernels[1], kernels[2])
+
+
+# ---------------------------------------------------------------------------------------------- communication radius
+
+def test_ring_neighbourhood_by_hand():
+    third = 1 / math.sqrt(3)
+    ring = px.ring_neighbourhood(5, 1)
+    close(ring[0], [third, third, 0, 0, third])  # expert 0 reads h_4, h_0, h_1
+    close(ring[2], [0, third, third, third, 0])
+    close(ring[4], [third, 0, 0, third, third])
+    close(px.ring_neighbourhood(4, 1)[0], [third, third, 0, third])  # E=4: the two neighbours and itself
+    close(px.ring_neighbourhood(5, 0), np.eye(5))  # radius 0: each expert reads only itself
+    h = np.random.default_rng(0).normal(size=(5, 2, 3)).astype(np.float32)
+    states = px.neighbourhood_states(jnp.asarray(h), ring)
+    close(states[0], (h[4] + h[0] + h[1]) / math.sqrt(3))
+    close(states[3], (h[2] + h[3] + h[4]) / math.sqrt(3))
+
+
+@pytest.mark.parametrize("experts", [1, 2, 3, 4, 7])
+def test_full_radius_reaches_every_expert_and_is_the_sqrt_sum(experts):
+    r = px.full_radius(experts)
+    assert r == experts // 2
+    close(px.ring_neighbourhood(experts, r), np.full((experts, experts), 1 / math.sqrt(experts)))
+    if experts > 1:  # one less leaves someone out
+        assert (px.ring_neighbourhood(experts, r - 1) == 0).any()
+    h = jnp.asarray(np.random.default_rng(1).normal(size=(experts, 3)), jnp.float32)
+    for state in px.neighbourhood_states(h, px.ring_neighbourhood(experts, r)):
+        close(state, px.aggregate(h), 1e-6)

@@ -13,7 +13,7 @@ from parallel_experts import experts as px
 from parallel_experts.budget import Allocation, sokoban_work
 from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban.agent import (
-    Agent, AgentConfig, ConvGLU, ConvLSTM, Core, Encoder, Head, agent_step_flops, parameter_count, reset_where,
+    Agent, AgentConfig, ConvGLU, ConvLSTM, Core, Encoder, Head, State, agent_step_flops, parameter_count, reset_where,
 )
 
 KEY = jax.random.PRNGKey(0)
@@ -414,3 +414,80 @@ def test_shapes_dtypes_jit_and_vmap_over_environments():
     state = random_state(agent, 4, 7, 9)
     for a, b in zip(jax.tree.leaves(eqx.filter_jit(agent)(grid, state)), jax.tree.leaves(agent(grid, state))):
         close(a, b, 1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- communication radius
+
+
+@eqx.filter_jit
+def reference_radius_core(core: Core, z, state, neighbours):
+    """ANALYSES §4 literally: expert i at level ℓ reads |N(i)|^{-1/2} Σ_{j∈N(i)} h_j of level ℓ-1 (level 0: of
+    the previous step's last level), `neighbours[i]` listed by hand; the head reads the full sqrt-sum."""
+    cfg = core.config
+    own = [state.h[-1, i] for i in range(cfg.experts)]
+    hs = []
+    for level in range(cfg.depth):
+        outputs = []
+        for i in range(cfg.experts):
+            s_i = sum(own[j] for j in neighbours[i]) / math.sqrt(len(neighbours[i]))
+            cell = px.select(core.levels[level], i)
+            outputs.append(cell(jnp.concatenate([z, s_i, own[i]], -1), state.c[level, i]))
+        own = [h for h, _ in outputs]
+        hs.append(jnp.stack(own))
+    s = sum(own) / math.sqrt(cfg.experts)
+    return core.out_norm(s), s, jnp.stack(hs)
+
+
+def test_radius_one_of_five_experts_reads_the_two_ring_neighbours():
+    core = make_agent(AgentConfig(2, 5, 4, radius=1)).core
+    neighbours = [(4, 0, 1), (0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 0)]
+    z, state = normal((10, 10, 32)), random_state(core)
+    out, new = eqx.filter_jit(Core.__call__)(core, z, state)
+    ref_out, ref_s, ref_h = reference_radius_core(core, z, state, neighbours)
+    close(new.h, ref_h, 1e-4)
+    close(new.s, ref_s, 1e-4)  # the carried s (and the head's input) is the full sqrt-sum of the last level
+    close(out, ref_out, 1e-4)
+
+
+def test_radius_zero_reads_only_the_experts_own_previous_output():
+    agent = make_agent(AgentConfig(2, 3, 8, radius=0))
+    core = agent.core
+    z, state = normal((10, 10, 32)), random_state(core)
+    _, new = eqx.filter_jit(Core.__call__)(core, z, state)
+    close(new.h, reference_radius_core(core, z, state, [(0,), (1,), (2,)])[2], 1e-4)
+    # the other experts' carried states do not reach expert 0 at any level: its outputs stay bit for bit
+    others = State(state.s * 3, state.h.at[:, 1:].multiply(-2.0), state.c.at[:, 1:].add(1.0))
+    _, moved = eqx.filter_jit(Core.__call__)(core, z, others)
+    np.testing.assert_array_equal(np.asarray(moved.h[:, 0]), np.asarray(new.h[:, 0]))
+    np.testing.assert_array_equal(np.asarray(moved.c[:, 0]), np.asarray(new.c[:, 0]))
+    assert np.abs(np.asarray(moved.h[:, 1] - new.h[:, 1])).max() > 1e-3
+
+
+@pytest.mark.parametrize("experts, radius", [(3, 1), (4, 2), (7, 3), (7, 10), (1, 0)])
+def test_full_radius_is_the_standard_agent_bit_for_bit(experts, radius):
+    standard = AgentConfig(2, experts, 4, encoder_channels=8)
+    full = AgentConfig(2, experts, 4, encoder_channels=8, radius=radius)
+    assert full.radius is None and full == standard  # one configuration, hence one code path and one run id
+    a, b = Agent(full, KEY), Agent(standard, KEY)  # the real initialisation: the same weights
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    state_a, state_b = a.initial_state(), b.initial_state()
+    for seed in range(3):
+        grid = random_grid(seed)
+        *out_a, state_a = step(a, grid, state_a)
+        *out_b, state_b = step(b, grid, state_b)
+        for x, y in zip(jax.tree.leaves((out_a, state_a)), jax.tree.leaves((out_b, state_b)), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_radius_is_defined_only_where_the_paper_chaining_and_sqrt_sum_are():
+    assert AgentConfig(2, 5, 8, radius=1).radius == 1
+    assert AgentConfig(2, 5, 8, radius=0, recurrent=False).radius == 0  # level 0 reads z only, as without one
+    for options in ({"expert": "convglu"}, {"chaining": "pre_rl"}, {"aggregation": "mean"},
+                    {"aggregation": "routed_sqrt_sum"}):
+        with pytest.raises(ConfigError, match="agent.radius"):
+            AgentConfig(2, 5, 8, radius=1, **options)
+    assert AgentConfig(2, 5, 8, radius=2, expert="convglu").radius is None  # full: the standard ConvGLU agent
+    for bad in (-1, 1.5, True, "full"):
+        with pytest.raises(ConfigError, match="agent.radius"):
+            AgentConfig(2, 5, 8, radius=bad)

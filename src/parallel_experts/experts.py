@@ -11,6 +11,11 @@ Aggregation rules (paper App. D, SPEC A.7/E.11) merge the E outputs h_i into the
     routed_sqrt_sum  Σ α_i h_i / √(ε + Σ α_i²)      ε = 1e-6 (SPEC E.11)
 with routing coefficients α_i ≥ 0 from a `Router`. (Residual groups of E.11 are not implemented: G_r = 1 in
 every documented run.)
+
+Communication radius (paper §5.3, App. E; the text does not define it, ANALYSES §4 fixes our choice): the E
+experts sit on a ring, N_r(i) = the experts within ring distance r of i, and expert i reads its own state
+s_i = |N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j, one (E, E) matrix applied to the stack. r ≥ ⌊E/2⌋ reaches every expert:
+that is the sqrt-sum, and callers treat it as "full" (no radius).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 AGGREGATIONS = ("sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum")
@@ -51,6 +57,25 @@ def aggregate(h: Array, rule: str = "sqrt_sum", alpha: Array | None = None, eps:
     if rule == "routed_mean":
         return weighted / (eps + alpha.sum(0))
     return weighted / jnp.sqrt(eps + jnp.square(alpha).sum(0))
+
+
+def full_radius(experts: int) -> int:
+    """The smallest ring radius that reaches every one of `experts` experts: ⌊E/2⌋."""
+    return experts // 2
+
+
+def ring_neighbourhood(experts: int, radius: int) -> np.ndarray:
+    """(E, E) matrix M with M[i, j] = |N_r(i)|^{-1/2} where the ring distance of i and j is at most `radius`,
+    else 0: row i gives expert i's weights on every expert's output."""
+    index = np.arange(experts)
+    gap = np.abs(index[:, None] - index[None, :])
+    within = np.minimum(gap, experts - gap) <= radius
+    return within / np.sqrt(within.sum(axis=1, keepdims=True))
+
+
+def neighbourhood_states(h: Array, neighbourhood: Array) -> Array:
+    """Each expert's own state from the stack `h` (E, ...): s_i = Σ_j M[i, j] h_j, shape (E, ...)."""
+    return jnp.einsum("ij,j...->i...", jnp.asarray(neighbourhood, h.dtype), h)
 
 
 class Router(eqx.Module):

@@ -12,6 +12,9 @@ One environment step with the paper's chaining (`RL/`, SPEC A.4), for ConvLSTM e
 `chaining="pre_rl"` instead feeds s_{t-1} to every level and aggregates only the last one (SPEC A.4, PRE_RL/).
 `recurrent=False` (SPEC A.5) zeroes the incoming state and level 0 reads z only. ConvGLU experts (SPEC A.6)
 read concat(z, s) and carry only s.
+`radius=r` (Fig. 11, ANALYSES §4) puts the experts on a ring: expert i reads s_i = |N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j
+of the previous level (level 0: of the previous step's last level) instead of s; the head still reads the full
+sqrt-sum. A radius ≥ ⌊E/2⌋ reaches every expert and is stored as None, so it IS the standard agent.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class AgentConfig:
     recurrent: bool = True
     chaining: str = "paper"
     aggregation: str = "sqrt_sum"
+    radius: int | None = None  # communication radius on the ring of experts; None (or ≥ ⌊E/2⌋): full
     encoder_channels: int = 32
     head_hidden: int = 256
     num_actions: int = 4
@@ -69,6 +73,23 @@ class AgentConfig:
         if self.chaining == "pre_rl" and (self.expert != "convlstm" or not self.recurrent):
             # PRE_RL/ has neither ConvGLU nor a non-recurrent mode; the combination would silently drop depth.
             raise ConfigError("agent.chaining: 'pre_rl' exists only for recurrent ConvLSTM experts")
+        self._check_radius()
+
+    def _check_radius(self):
+        r = self.radius
+        if r is None:
+            return
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
+            raise ConfigError(f"agent.radius: expected a non-negative integer or null (full), got {r!r}")
+        if r >= px.full_radius(self.experts):  # reaches every expert: the standard agent, one config for both
+            object.__setattr__(self, "radius", None)
+            return
+        object.__setattr__(self, "radius", int(r))
+        if (self.expert, self.chaining, self.aggregation) != ("convlstm", "paper", "sqrt_sum"):
+            # Defined (ANALYSES §4) for ConvLSTM experts chained level by level with the sqrt-sum only.
+            raise ConfigError(f"agent.radius: a radius below ⌊E/2⌋ = {px.full_radius(self.experts)} needs convlstm "
+                              f"experts, chaining 'paper' and aggregation 'sqrt_sum', got {self.expert}, "
+                              f"{self.chaining!r}, {self.aggregation!r}")
 
 
 # ---------------------------------------------------------------------------------------------- layers
@@ -264,19 +285,24 @@ class Core(eqx.Module):
             return self.out_norm(s), State(s)
 
         own = state.h[-1]  # each expert's own last-level hidden from the previous step
+        local = self._local(own)  # radius only: each expert's own s_i, in place of the shared s
         hs, cs = [], []
         for level, experts in enumerate(self.levels):
             shared = self._shared(z, s, level)
-            if _level_inputs(cfg, level)[1]:
+            if not _level_inputs(cfg, level)[1]:
+                h, c = px.apply(experts, shared, state.c[level], in_axes=(None, 0))
+            elif local is None:
                 h, c = px.apply(experts, shared, own, state.c[level], in_axes=(None, 0, 0),
                                 call=lambda cell, x, h, c: cell((x, h), c))
-            else:
-                h, c = px.apply(experts, shared, state.c[level], in_axes=(None, 0))
+            else:  # channels in the order of concat(z, s_i, h_i); z stays unbatched over experts
+                h, c = px.apply(experts, z, local, own, state.c[level], in_axes=(None, 0, 0, 0),
+                                call=lambda cell, z, s, h, c: cell((z, s, h), c))
             hs.append(h)
             cs.append(c)
             own = h
             if cfg.chaining == "paper":
-                s = self._aggregate(level, shared, h)
+                s = self._aggregate(level, shared, h)  # the head reads the full sqrt-sum of the last level
+                local = self._local(h)
         if cfg.chaining == "pre_rl":
             s = self._aggregate(0, shared, own)  # every level read s_{t-1}; only the last one is merged
         return self.out_norm(s), State(s, jnp.stack(hs), jnp.stack(cs))
@@ -284,6 +310,12 @@ class Core(eqx.Module):
     def _shared(self, z: Array, s: Array, level: int) -> Array:
         """What every expert of the level reads: concat(z, s^{ℓ-1}), or z alone at a non-recurrent level 0."""
         return z if level == 0 and not self.config.recurrent else jnp.concatenate([z, s], axis=-1)
+
+    def _local(self, h: Array) -> Array | None:
+        """Under a communication radius, what each expert reads next: s_i over its ring neighbourhood N_r(i)."""
+        if self.config.radius is None:
+            return None
+        return px.neighbourhood_states(h, px.ring_neighbourhood(self.config.experts, self.config.radius))
 
     def _aggregate(self, index: int, shared: Array, h: Array) -> Array:
         # Routing for Sokoban is unspecified (SPEC H.3). Our choice: one α per expert and environment, from the
