@@ -12,7 +12,7 @@ from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     demo = config.load([REPO / "config/config.yaml"])
-    runs = experiment.runs(demo)
+    runs = experiment.sweep_runs(demo)
     allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())

@@ -12,8 +12,14 @@ from dataclasses import dataclass, field
 
 ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
 SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
+SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
 
+# Each Sokoban ablation (sokoban.ablations.<setting>): report and notebook name, the paper's figure, the target.
+SOKOBAN_ABLATION_FIGURES = {
+    "aggregation": ("sokoban_aggregation", "Fig. 10 (left): Sokoban aggregation rules", "fig10_left"),
+    "radius": ("sokoban_radius", "Fig. 11: Sokoban communication radius", "fig11"),
+}
 # The paper's figure and our named target for each (expert, budget) Sokoban sweep.
 SOKOBAN_FIGURES = {
     ("convlstm", "small"): ("Fig. 2", "fig2"),
@@ -36,10 +42,12 @@ class Report:
 
 
 def reports(config: Mapping) -> list[Report]:
-    """Every report of a validated config, in index order: allocation grids, Sokoban, language model."""
+    """Every report of a validated config, in index order: allocation grids, Sokoban, its ablations, language
+    model."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
+    found += _sokoban_ablations(config)
     found += _lm(config)
     return found
 
@@ -73,6 +81,13 @@ def _sokoban(config: Mapping) -> list[Report]:
                             "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
                             "sokoban_tables", SOKOBAN_SWEEP, target="tables_1_7"))
     return found
+
+
+def _sokoban_ablations(config: Mapping) -> list[Report]:
+    # One report per ablation the config trains; it reads the ablations dataset (rule sokoban_ablations).
+    return [Report(name, paper, name, SOKOBAN_ABLATIONS, target=target)
+            for setting, (name, paper, target) in SOKOBAN_ABLATION_FIGURES.items()
+            if setting in config["sokoban"].get("ablations", {})]
 
 
 def _lm(config: Mapping) -> list[Report]:

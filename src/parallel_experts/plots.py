@@ -238,3 +238,49 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
     fig.legend(handles.values(), handles.keys(), loc="outside right center", frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig
+
+
+def _score_range(ax, means, errors, extra=()) -> None:
+    """A y-range that shows differences of a few standard errors between bars (not a baseline at 0)."""
+    low = min([*(means - errors), *extra])
+    high = max([*(means + errors), *extra])
+    pad = 0.15 * (high - low) + 0.05
+    ax.set_ylim(low - pad, high + pad)
+
+
+def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
+    """Fig. 10 (left): mean final-five return ± 1 standard error over seeds for each aggregation rule; the
+    authors' sqrt-sum value, where comparable, as a hatched bar beside them."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    errors = scores["stderr"].fillna(0)
+    colours = ["k" if rule == "sqrt_sum" else "0.6" for rule in scores["aggregation"]]
+    ax.bar(scores["aggregation"], scores["mean"], yerr=errors, color=colours, capsize=4, label="ours")
+    if paper is not None:
+        ax.bar(["paper:\nsqrt_sum"], [paper], color="white", edgecolor="tab:red", hatch="//",
+               label=f"paper, sqrt-sum ({paper:.3f})")
+    _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
+    ax.set_ylabel("mean return (final five logs)")
+    ax.set_xlabel(f"aggregation rule (seeds per bar: {', '.join(map(str, scores['seeds']))})")
+    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig
+
+
+def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
+    """Fig. 11: mean final-five return ± 1 standard error over seeds against the communication radius r (the
+    last tick is the full radius); the authors' full-radius value, where comparable, as a red cross."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), layout="constrained")
+    errors = scores["stderr"].fillna(0)
+    ax.errorbar(scores["radius"], scores["mean"], yerr=errors, marker="o", color="k", capsize=4, label="ours")
+    ticks = [f"full\n(r={r})" if full else str(r) for r, full in zip(scores["radius"], scores["full"])]
+    ax.set_xticks(scores["radius"], ticks)
+    if paper is not None:
+        full = scores.loc[scores["full"], "radius"]
+        ax.scatter(full if len(full) else [scores["radius"].max()], [paper], marker="x", s=60, color="tab:red",
+                   zorder=3, label=f"paper, full radius ({paper:.3f})")
+    _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
+    ax.set_xlabel("communication radius r on the ring of experts")
+    ax.set_ylabel("mean return (final five logs)")
+    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig

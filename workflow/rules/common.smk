@@ -79,6 +79,9 @@ def one_of(names):
 
 
 SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
+# The sweep dataset holds the allocation sweeps; the ablations (sokoban.ablations) have their own.
+SOKOBAN_SWEEP_RUNS = [run_id for run_id, run in SOKOBAN_RUNS.items() if not run.ablation]
+SOKOBAN_ABLATION_RUNS = [run_id for run_id, run in SOKOBAN_RUNS.items() if run.ablation]
 LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 
 

@@ -1,4 +1,5 @@
-# Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and the sweep table.
+# Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, the sweep table and
+# the ablations table.
 
 rule sokoban_levels:
     """Training or test levels, from the config's source (generated offline, or a Boxoban split)."""
@@ -76,12 +77,31 @@ rule sokoban_evaluate:
 rule sokoban_sweep:
     """Every run's learning curve, final-five score and solve rate in one dataset."""
     input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_RUNS),
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_SWEEP_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_SWEEP_RUNS),
     output:
         "results/sokoban/sweep.nc",
     log:
         "results/logs/sokoban/sweep.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
+        "--evals {input.evals} > {log} 2>&1"
+
+
+rule sokoban_ablations:
+    """Every ablation run (Figs. 10 left, 11) in one dataset, laid out as the sweep dataset."""
+    input:
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_ABLATION_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_ABLATION_RUNS),
+    output:
+        "results/sokoban/ablations.nc",
+    log:
+        "results/logs/sokoban/ablations.log",
     threads: threads()
     resources:
         **resources(),

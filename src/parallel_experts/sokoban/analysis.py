@@ -7,7 +7,7 @@ with the best mean and apply a one-sided Welch t-test, uncorrected (the authors'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,10 +26,11 @@ PRIOR_WORK = ("Prior work on Boxoban unfiltered test (for scale): DRC(3,3) 0.934
               "ResNet 0.775 at 50M. Demo-scale levels are smaller and easier, so these numbers do not compare.")
 
 
-def per_seed_scores(sweep: xr.Dataset) -> pd.DataFrame:
-    """One row per run and seed: sweep, recurrent, budget, L, E, d, seed, final-five score."""
+def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per run and seed: sweep, recurrent, budget, L, E, d, the `variants` coordinates (e.g. an
+    ablation's `radius`), seed, final-five score."""
     table = sweep["final_five"].to_dataframe().reset_index()
-    keep = ["sweep", "recurrent", "budget", *ALLOCATION, "seed", "final_five"]
+    keep = ["sweep", "recurrent", "budget", *ALLOCATION, *variants, "seed", "final_five"]
     return table.dropna(subset=["final_five"])[keep].rename(columns={"final_five": "score"})
 
 
@@ -66,9 +67,10 @@ def paper_best_up_to_depth(config: Mapping, runs: xr.Dataset) -> pd.DataFrame | 
     return None if paper is None else best_up_to_depth(paper)
 
 
-def configuration_scores(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """Mean, sample variance, standard error and seed count of every configuration (Table 7)."""
-    keys = ["sweep", "recurrent", "budget", *ALLOCATION]
+def configuration_scores(per_seed: pd.DataFrame, variants: Sequence[str] = ()) -> pd.DataFrame:
+    """Mean, sample variance, standard error and seed count of every configuration (Table 7); configurations
+    differ also by the `variants` columns where given."""
+    keys = ["sweep", "recurrent", "budget", *ALLOCATION, *variants]
     grouped = per_seed.groupby(keys, sort=False)["score"]
     table = grouped.agg(mean="mean", variance=lambda s: s.var(ddof=1), seeds="count").reset_index()
     table["stderr"] = np.sqrt(table["variance"] / table["seeds"])

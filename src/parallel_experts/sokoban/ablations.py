@@ -1,0 +1,127 @@
+"""Figs. 10 (left) and 11: the Sokoban ablations, scored as the sweeps are (final-five return, mean ± 1 standard
+error over seeds), beside the authors' value of the same configuration, with a verdict on the paper's pattern.
+
+Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
+(`sokoban.ablations`, see sokoban/experiment.py); its runs carry the setting as a coordinate of the ablations
+dataset. The paper: the sqrt-sum is the best aggregation rule (App. D); full shared-state access is best and
+narrower radii lower the return monotonically (§5.3, App. E).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+import xarray as xr
+
+from parallel_experts import comparison
+from parallel_experts import experts as px
+from parallel_experts.sokoban import analysis
+from parallel_experts.sokoban.experiment import ABLATIONS
+
+# The paper's run of each ablation (ANALYSES §3-4): budget and allocation; its value is the authors' mean
+# final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
+PAPER_RUNS = {"aggregation": ("medium", (1, 4, 128)), "radius": ("medium", (2, 7, 64))}
+PAPER_SEEDS = 3
+PAPER_FINDINGS = {
+    "aggregation": "the paper's finding (App. D): the sqrt-sum is the best of the four rules.",
+    "radius": "the paper's finding (§5.3): full shared-state access is best, and narrower radii lower the return "
+              "monotonically.",
+}
+
+
+def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
+    """One row per value of the ablation's `setting`: mean, variance, stderr and seeds of the final-five score,
+    aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
+    runs = data.where(data["sweep"] == ABLATIONS[setting], drop=True)
+    table = analysis.configuration_scores(analysis.per_seed_scores(runs, [setting]), [setting])
+    if setting == "aggregation":
+        table = table.sort_values("aggregation", key=lambda rule: rule.map(px.AGGREGATIONS.index))
+    else:
+        table["radius"] = table["radius"].astype(int)
+        table["full"] = table["radius"] >= table["experts"] // 2
+        table = table.sort_values("radius")
+    return table.reset_index(drop=True)
+
+
+def paper_value(setting: str) -> float:
+    """The authors' mean final-five return of the configuration the paper's ablation varies (the sqrt-sum, the
+    full radius): their medium-budget sweep's score of that allocation."""
+    budget, (depth, experts, width) = PAPER_RUNS[setting]
+    table = analysis.configuration_scores(analysis.paper_per_seed_scores())
+    row = table[(table["budget"] == budget) & (table["depth"] == depth) & (table["experts"] == experts)
+                & (table["width"] == width)]
+    return float(row["mean"].iloc[0])
+
+
+def is_paper_run(config: Mapping, setting: str, table: pd.DataFrame) -> bool:
+    """Whether the ablation runs the paper's configuration (its budget, as the paper anchors it, and allocation),
+    so that the authors' value compares with ours."""
+    budget, allocation = PAPER_RUNS[setting]
+    ours = tuple(int(table[column].iloc[0]) for column in analysis.ALLOCATION)
+    return (table["budget"].iloc[0] == budget and ours == allocation
+            and comparison.same_budget_as_paper(config, "sokoban", budget))
+
+
+def label(setting: str, row: pd.Series) -> str:
+    """How a value is named in text and on the axis: the rule, or `r = 1` / `full (r = 3)`."""
+    if setting == "aggregation":
+        return row["aggregation"]
+    return f"full (r = {row['radius']})" if row["full"] else f"r = {row['radius']}"
+
+
+def _gap(a: pd.Series, b: pd.Series) -> str:
+    noise = (a["stderr"] ** 2 + b["stderr"] ** 2) ** 0.5
+    resolved = "" if abs(a["mean"] - b["mean"]) > 2 * noise else ", within two standard errors"
+    return f"{a['mean'] - b['mean']:+.3f} ± {noise:.3f} s.e.{resolved}"
+
+
+def aggregation_verdict(table: pd.DataFrame) -> str:
+    """Whether the sqrt-sum has the best mean of the rules in `table` (Fig. 10 left), and by how much."""
+    if "sqrt_sum" not in set(table["aggregation"]) or len(table) < 2:
+        return "the paper's pattern cannot be checked: it needs the sqrt-sum and at least one other rule."
+    ranked = table.sort_values("mean", ascending=False)
+    best, sqrt_sum = ranked.iloc[0], ranked[ranked["aggregation"] == "sqrt_sum"].iloc[0]
+    if best["aggregation"] == "sqrt_sum":
+        runner_up = ranked.iloc[1]
+        return (f"the paper's pattern shows: the sqrt-sum has the best mean ({sqrt_sum['mean']:.3f}), ahead of "
+                f"{runner_up['aggregation']} by {_gap(sqrt_sum, runner_up)}.")
+    return (f"the paper's pattern does not show: {best['aggregation']} has the best mean ({best['mean']:.3f}), "
+            f"above the sqrt-sum by {_gap(best, sqrt_sum)}.")
+
+
+def radius_verdict(table: pd.DataFrame) -> str:
+    """Whether the mean rises with the radius at every step of `table` (Fig. 11), the full radius last."""
+    if len(table) < 2:
+        return "the paper's pattern cannot be checked: it needs at least two radii."
+    steps = [(table.iloc[i], table.iloc[i + 1]) for i in range(len(table) - 1)]
+    path = " → ".join(f"{label('radius', row)}: {row['mean']:.3f}" for _, row in table.iterrows())
+    falls = [f"{label('radius', a)} to {label('radius', b)} ({_gap(b, a)})" for a, b in steps if b["mean"] <= a["mean"]]
+    if not falls:
+        return f"the paper's pattern shows: the mean return rises with r at every step ({path})."
+    return f"the paper's pattern does not show: the mean return does not rise from {'; '.join(falls)} ({path})."
+
+
+def seeds_note(table: pd.DataFrame, paper_run: bool) -> str | None:
+    """At small scale, or with fewer seeds than the paper's three, a warning that the seeds are few."""
+    seeds = int(table["seeds"].min())
+    if paper_run and seeds >= PAPER_SEEDS:
+        return None
+    return (f"seeds are few: {seeds} per setting (the paper: {PAPER_SEEDS}), at {'this' if paper_run else 'a small'} "
+            f"scale, so the standard errors are rough and an ordering within them may be chance.")
+
+
+def summary(config: Mapping, setting: str, table: pd.DataFrame) -> list[str]:
+    """The lines under an ablation's figure: the verdict, the authors' value, the paper's finding, the seeds."""
+    verdict = aggregation_verdict(table) if setting == "aggregation" else radius_verdict(table)
+    budget, allocation = PAPER_RUNS[setting]
+    which = "sqrt-sum" if setting == "aggregation" else "full radius"
+    paper_run = is_paper_run(config, setting, table)
+    where = ("the same configuration" if paper_run else
+             "not comparable: this config runs another budget or allocation")
+    lines = [f"this run: {verdict}",
+             f"paper, {which}: {paper_value(setting):.3f} (the authors' {budget} L{allocation[0]} E{allocation[1]} "
+             f"d{allocation[2]}, 50M steps; {where})",
+             PAPER_FINDINGS[setting]]
+    note = seeds_note(table, paper_run)
+    return lines + ([note] if note else [])

@@ -1,0 +1,223 @@
+"""The Sokoban ablations (Figs. 10 left, 11): the runs `sokoban.ablations` defines, its errors, their reports, and
+the scores, verdicts and plots against hand computations."""
+
+import copy
+import json
+import math
+
+import matplotlib.pyplot
+import numpy as np
+import pytest
+import xarray as xr
+
+from helpers import REPO
+from parallel_experts import catalogue, config, plots
+from parallel_experts.errors import ConfigError
+from parallel_experts.sokoban import ablations, experiment
+from parallel_experts.sokoban.agent import AgentConfig
+
+
+def load(name):
+    return config.load([REPO / "config" / name])
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def test_paper_ablations_are_the_papers_settings():
+    runs = experiment.ablation_runs(load("paper.yaml"))
+    by_setting = {s: [r for r in runs if r.ablation == s] for s in experiment.ABLATIONS}
+    rules = [r.agent.aggregation for r in by_setting["aggregation"]]
+    assert rules == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
+    assert [r.agent.radius for r in by_setting["radius"]] == [0, 1, 2, None]  # None: full
+    for run in runs:
+        a = run.agent
+        assert run.budget == "medium" and run.seeds == (0, 1, 2) and run.train.env_steps == 50_000_000
+        assert (a.expert, a.recurrent, a.chaining) == ("convlstm", True, "paper")
+    assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["aggregation"]} == {(1, 4, 128)}
+    assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["radius"]} == {(2, 7, 64)}
+    assert [r.id for r in by_setting["radius"]] == [
+        "radius_ablation/recurrent/medium/L2-E7-d64-r0", "radius_ablation/recurrent/medium/L2-E7-d64-r1",
+        "radius_ablation/recurrent/medium/L2-E7-d64-r2", "radius_ablation/recurrent/medium/L2-E7-d64"]
+    assert by_setting["aggregation"][1].id == "aggregation_ablation/recurrent/medium/L1-E4-d128-mean"
+
+
+def test_run_ids_and_params_of_the_sweeps_do_not_change():
+    # A run without a radius has the id and the JSON definition (Snakemake params) it had before radii existed.
+    run = experiment.sweep_runs(load("paper.yaml"))[0]
+    assert run.id == "convlstm/recurrent/small/L1-E1-d128" and run.ablation is None
+    assert "radius" not in run.to_dict()["agent"]
+    for run in experiment.runs(load("paper.yaml")):
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_an_ablation_takes_the_budgets_seeds_unless_it_lists_its_own():
+    demo = load("config.yaml")
+    assert {r.seeds for r in experiment.ablation_runs(demo)} == {tuple(demo["seeds"])}
+    demo["sokoban"]["budgets"]["small"]["seeds"] = [4]
+    demo["sokoban"]["ablations"]["radius"]["seeds"] = [7, 8, 9]
+    seeds = {r.ablation: r.seeds for r in experiment.ablation_runs(demo)}
+    assert seeds == {"aggregation": (4,), "radius": (7, 8, 9)}
+
+
+def with_ablation(**changes):
+    demo = load("config.yaml")
+    demo["sokoban"]["ablations"]["radius"].update(changes)
+    return demo
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"allocation": [1, 1, 8]}, "sokoban.ablations.radius.allocation: [1, 1, 8] is not an allocation of budget 'small'"),
+    ({"budget": "huge"}, "sokoban.ablations.radius.budget: unknown budget 'huge' (defined: small)"),
+    ({"values": [0, 1, "full"]}, "sokoban.ablations.radius.values[2]: 'full' is the same agent as 1 (every radius "
+                                 ">= E//2 = 1 is full)"),
+])
+def test_ablation_errors_name_the_key(changes, message):
+    with pytest.raises(ConfigError) as error:
+        config.validate(with_ablation(**changes))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda a: a["radius"].update(values=[-1]), "sokoban.ablations.radius.values[0]"),
+    (lambda a: a["radius"].update(values=["half"]), "sokoban.ablations.radius.values[0]"),
+    (lambda a: a["aggregation"].update(values=["max"]), "sokoban.ablations.aggregation.values[0]"),
+    (lambda a: a["radius"].update(allocation=[1, 3, 8, 2]), "sokoban.ablations.radius.allocation"),
+    (lambda a: a["radius"].update(experts=3), "sokoban.ablations.radius: unknown key 'experts'"),
+    (lambda a: a.update(chaining={}), "sokoban.ablations: unknown key 'chaining' (expected one of: aggregation, "
+                                      "radius)"),
+])
+def test_the_schema_keeps_ablations_closed(edit, message):
+    demo = load("config.yaml")
+    edit(demo["sokoban"]["ablations"])
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
+                       .replace(")", r"\)")):
+        config.validate(demo)
+
+
+def test_a_sweep_cannot_take_an_ablations_name():
+    demo = load("config.yaml")
+    demo["sokoban"]["sweeps"]["radius_ablation"] = demo["sokoban"]["sweeps"]["convlstm"]
+    with pytest.raises(ConfigError, match="sokoban.sweeps.radius_ablation: the name is kept"):
+        config.validate(demo)
+
+
+# ---------------------------------------------------------------------------------------------- reports
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(name):
+    cfg = load(name)
+    reports = {r.name: r for r in catalogue.reports(cfg) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
+    trained = {run.ablation for run in experiment.ablation_runs(cfg)}
+    assert {catalogue.SOKOBAN_ABLATION_FIGURES[s][0] for s in trained} == set(reports)
+    targets = catalogue.targets(reports.values())
+    assert targets == {catalogue.SOKOBAN_ABLATION_FIGURES[s][2]: [catalogue.SOKOBAN_ABLATION_FIGURES[s][0]]
+                       for s in trained}
+    for setting in experiment.ABLATIONS:  # and each one goes when its ablation does
+        fewer = copy.deepcopy(cfg)
+        fewer["sokoban"].get("ablations", {}).pop(setting, None)
+        assert catalogue.SOKOBAN_ABLATION_FIGURES[setting][0] not in {r.name for r in catalogue.reports(fewer)}
+
+
+# ---------------------------------------------------------------------------------------------- scores
+
+
+def ablation_data(setting, values, finals, experts=7, sweep_runs=0):
+    """The layout of `sokoban.experiment.collect` for one ablation (plus `sweep_runs` runs of a sweep)."""
+    n = len(values) + sweep_runs
+    seeds = max(len(f) for f in finals)
+    final = [list(f) + [np.nan] * (seeds - len(f)) for f in finals] + [[1.0] * seeds] * sweep_runs
+    varied = {"aggregation": [v if setting == "aggregation" else "sqrt_sum" for v in values],
+              "radius": [v if setting == "radius" else experts // 2 for v in values]}
+    return xr.Dataset(
+        {"final_five": (("run", "seed"), final)},
+        coords={"run": [f"run{i}" for i in range(n)],
+                "sweep": ("run", [experiment.ABLATIONS[setting]] * len(values) + ["convlstm"] * sweep_runs),
+                "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
+                "experts": ("run", [experts] * n), "width": ("run", [64] * n),
+                "aggregation": ("run", varied["aggregation"] + ["sqrt_sum"] * sweep_runs),
+                "radius": ("run", varied["radius"] + [experts // 2] * sweep_runs), "seed": list(range(seeds))})
+
+
+def test_scores_are_the_mean_and_standard_error_over_seeds_by_hand():
+    finals = [[13.0, 14.0, 15.0], [12.0, 12.5], [11.0, 13.0, 12.0]]
+    table = ablations.scores(ablation_data("radius", [3, 0, 1], finals, sweep_runs=2), "radius")
+    assert list(table["radius"]) == [0, 1, 3] and list(table["full"]) == [False, False, True]
+    assert list(table["seeds"]) == [2, 3, 3]
+    np.testing.assert_allclose(table["mean"], [12.25, 12.0, 14.0])
+    # s.e. = sample standard deviation / √n: [12, 12.5] → 0.3536/√2 = 0.25; [11, 13, 12] → 1/√3
+    np.testing.assert_allclose(table["stderr"], [0.25, 1 / math.sqrt(3), 1 / math.sqrt(3)])
+
+
+def test_paper_values_are_the_authors_scores_of_the_papers_runs():
+    assert round(ablations.paper_value("aggregation"), 3) == 13.738
+    assert round(ablations.paper_value("radius"), 3) == 13.866
+
+
+def rows(setting, means, stderr=0.01, seeds=3):
+    return ablations.scores(ablation_data(setting, list(means), [[m - stderr * math.sqrt(seeds), m,
+                                                                  m + stderr * math.sqrt(seeds)][:seeds]
+                                                                 for m in means.values()]), setting)
+
+
+def test_aggregation_verdict_says_whether_the_sqrt_sum_is_best():
+    best = rows("aggregation", {"sqrt_sum": 13.7, "mean": 13.5, "routed_mean": 13.2, "routed_sqrt_sum": 13.6})
+    assert list(best["aggregation"]) == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
+    assert ablations.aggregation_verdict(best).startswith(
+        "the paper's pattern shows: the sqrt-sum has the best mean (13.700), ahead of routed_sqrt_sum by +0.100")
+    worse = rows("aggregation", {"sqrt_sum": 13.7, "mean": 13.71}, stderr=0.05)
+    verdict = ablations.aggregation_verdict(worse)
+    assert verdict.startswith("the paper's pattern does not show: mean has the best mean (13.710)")
+    assert verdict.endswith("within two standard errors.")
+
+
+def test_radius_verdict_says_whether_the_return_rises_with_r():
+    rising = rows("radius", {0: 13.1, 1: 13.4, 2: 13.5, 3: 13.9})
+    assert ablations.radius_verdict(rising).startswith("the paper's pattern shows: the mean return rises with r")
+    assert "full (r = 3): 13.900" in ablations.radius_verdict(rising)
+    dip = rows("radius", {0: 13.1, 1: 13.6, 2: 13.5, 3: 13.9})
+    assert ablations.radius_verdict(dip).startswith(
+        "the paper's pattern does not show: the mean return does not rise from r = 1 to r = 2 (-0.100")
+
+
+def test_summary_compares_with_the_paper_only_on_its_run_and_warns_of_few_seeds():
+    paper_cfg, demo_cfg = load("paper.yaml"), load("config.yaml")
+    at_paper = rows("radius", {0: 13.1, 1: 13.4, 2: 13.5, 3: 13.9})
+    assert ablations.is_paper_run(paper_cfg, "radius", at_paper)
+    lines = ablations.summary(paper_cfg, "radius", at_paper)
+    assert len(lines) == 3 and "13.866" in lines[1] and "the same configuration" in lines[1]
+    few = rows("radius", {0: 13.1, 3: 13.9}, seeds=2)
+    assert not ablations.is_paper_run(demo_cfg, "radius", few)
+    lines = ablations.summary(demo_cfg, "radius", few)
+    assert "not comparable" in lines[1] and lines[-1].startswith("seeds are few: 2 per setting (the paper: 3)")
+
+
+def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():
+    table = rows("aggregation", {"sqrt_sum": 13.7, "mean": 13.5, "routed_mean": 13.2}, stderr=0.02)
+    fig = plots.aggregation_ablation(table, 13.738, "test")
+    bars = [p for p in fig.axes[0].patches]
+    np.testing.assert_allclose([b.get_height() for b in bars], [13.7, 13.5, 13.2, 13.738])
+    [errors] = [c for c in fig.axes[0].collections if len(c.get_segments())]
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in errors.get_segments()], 2 * table["stderr"])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][-1] == "paper:\nsqrt_sum"
+
+    table = rows("radius", {0: 13.1, 1: 13.4, 3: 13.9}, stderr=0.03)
+    fig = plots.radius_ablation(table, 13.866, "test")
+    ax = fig.axes[0]
+    line = ax.lines[0]
+    np.testing.assert_allclose(np.asarray(line.get_xdata(), float), [0, 1, 3])
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), float), [13.1, 13.4, 13.9])
+    [errors] = [c for c in ax.collections if hasattr(c, "get_segments") and len(c.get_segments())]
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in errors.get_segments()], 2 * table["stderr"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "full\n(r=3)"]
+    paper = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    np.testing.assert_allclose(paper[0].get_offsets(), [[3, 13.866]])
+    matplotlib.pyplot.close("all")
+
+
+def test_run_ids_name_an_ablations_setting_only_where_it_is_not_the_default():
+    run = experiment.ablation_runs(load("paper.yaml"))[-1]
+    assert run.agent == AgentConfig(2, 7, 64) and experiment.variant_id(run.agent) == ""
+    assert experiment.variant_id(AgentConfig(2, 7, 64, aggregation="routed_mean")) == "-routed_mean"
+    assert experiment.variant_id(AgentConfig(2, 7, 64, radius=1)) == "-r1"
