@@ -134,6 +134,7 @@ def ablation_data(setting, values, finals, experts=7, sweep_runs=0):
         {"final_five": (("run", "seed"), final)},
         coords={"run": [f"run{i}" for i in range(n)],
                 "sweep": ("run", [experiment.ABLATIONS[setting]] * len(values) + ["convlstm"] * sweep_runs),
+                "ablation": ("run", [setting] * len(values) + [""] * sweep_runs),
                 "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
                 "experts": ("run", [experts] * n), "width": ("run", [64] * n),
                 "aggregation": ("run", varied["aggregation"] + ["sqrt_sum"] * sweep_runs),
@@ -170,6 +171,9 @@ def test_aggregation_verdict_says_whether_the_sqrt_sum_is_best():
     verdict = ablations.aggregation_verdict(worse)
     assert verdict.startswith("the paper's pattern does not show: mean has the best mean (13.710)")
     assert verdict.endswith("within two standard errors.")
+    one_seed = rows("aggregation", {"sqrt_sum": 13.7, "mean": 13.5}, seeds=1)
+    assert one_seed["stderr"].isna().all()
+    assert ablations.aggregation_verdict(one_seed).endswith("by +0.200 (no standard error from one seed).")
 
 
 def test_radius_verdict_says_whether_the_return_rises_with_r():
@@ -221,3 +225,12 @@ def test_run_ids_name_an_ablations_setting_only_where_it_is_not_the_default():
     assert run.agent == AgentConfig(2, 7, 64) and experiment.variant_id(run.agent) == ""
     assert experiment.variant_id(AgentConfig(2, 7, 64, aggregation="routed_mean")) == "-routed_mean"
     assert experiment.variant_id(AgentConfig(2, 7, 64, radius=1)) == "-r1"
+
+
+def test_the_report_module_does_not_load_jumanji():
+    # Jumanji switches an IPython kernel's matplotlib backend on import, which fails under papermill.
+    import subprocess
+    import sys
+
+    check = "import sys, parallel_experts.sokoban.ablations; assert 'jumanji' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", check]).returncode == 0

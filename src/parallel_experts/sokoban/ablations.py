@@ -2,8 +2,8 @@
 error over seeds), beside the authors' value of the same configuration, with a verdict on the paper's pattern.
 
 Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
-(`sokoban.ablations`, see sokoban/experiment.py); its runs carry the setting as a coordinate of the ablations
-dataset. The paper: the sqrt-sum is the best aggregation rule (App. D); full shared-state access is best and
+(`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each run's `ablation` and holds
+its `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D); full shared-state access is best and
 narrower radii lower the return monotonically (§5.3, App. E).
 """
 
@@ -16,8 +16,7 @@ import xarray as xr
 
 from parallel_experts import comparison
 from parallel_experts import experts as px
-from parallel_experts.sokoban import analysis
-from parallel_experts.sokoban.experiment import ABLATIONS
+from parallel_experts.sokoban import analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
 
 # The paper's run of each ablation (ANALYSES §3-4): budget and allocation; its value is the authors' mean
 # final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
@@ -33,7 +32,7 @@ PAPER_FINDINGS = {
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`: mean, variance, stderr and seeds of the final-five score,
     aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
-    runs = data.where(data["sweep"] == ABLATIONS[setting], drop=True)
+    runs = data.where(data["ablation"] == setting, drop=True)
     table = analysis.configuration_scores(analysis.per_seed_scores(runs, [setting]), [setting])
     if setting == "aggregation":
         table = table.sort_values("aggregation", key=lambda rule: rule.map(px.AGGREGATIONS.index))
@@ -72,6 +71,8 @@ def label(setting: str, row: pd.Series) -> str:
 
 def _gap(a: pd.Series, b: pd.Series) -> str:
     noise = (a["stderr"] ** 2 + b["stderr"] ** 2) ** 0.5
+    if pd.isna(noise):
+        return f"{a['mean'] - b['mean']:+.3f} (no standard error from one seed)"
     resolved = "" if abs(a["mean"] - b["mean"]) > 2 * noise else ", within two standard errors"
     return f"{a['mean'] - b['mean']:+.3f} ± {noise:.3f} s.e.{resolved}"
 

@@ -165,6 +165,7 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         radius = px.full_radius(a.experts) if a.radius is None else a.radius
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
+            ablation=("run", [run.ablation or ""], {"long_name": "the agent setting the run's ablation varies"}),
             aggregation=("run", [a.aggregation]),
             radius=("run", [radius], {"long_name": "communication radius on the ring of experts (E//2: full)"}),
             budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
