@@ -67,7 +67,8 @@ def with_ablation(**changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"allocation": [1, 1, 8]}, "sokoban.ablations.radius.allocation: [1, 1, 8] is not an allocation of budget 'small'"),
+    ({"allocation": [1, 1, 8]},
+     "sokoban.ablations.radius.allocation: [1, 1, 8] is not an allocation of budget 'small'"),
     ({"budget": "huge"}, "sokoban.ablations.radius.budget: unknown budget 'huge' (defined: small)"),
     ({"values": [0, 1, "full"]}, "sokoban.ablations.radius.values[2]: 'full' is the same agent as 1 (every radius "
                                  ">= E//2 = 1 is full)"),

@@ -3,8 +3,8 @@ error over seeds), beside the authors' value of the same configuration, with a v
 
 Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
 (`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each run's `ablation` and holds
-its `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D); full shared-state access is best and
-narrower radii lower the return monotonically (§5.3, App. E).
+its `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D);
+full shared-state access is best and narrower radii lower the return monotonically (§5.3, App. E).
 """
 
 from __future__ import annotations
