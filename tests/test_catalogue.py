@@ -73,3 +73,18 @@ def test_sweep_reports_are_exactly_the_settings_that_have_runs(name):
     assert lm_pages == {(run.budget, run.window) for run in lm_experiment.runs(cfg)}
     sokoban_pages = {(r.params["sweep_name"], r.params["budget"]) for r in reports if r.notebook == "sokoban_sweep"}
     assert sokoban_pages == {(run.sweep, run.budget) for run in sokoban_experiment.runs(cfg)}
+
+
+def test_probe_reports_exist_exactly_where_the_config_probes():
+    smoke = load("smoke.yaml")
+    reports = {r.name: r for r in catalogue.reports(smoke)}
+    probes = smoke["sokoban"]["probes"]
+    assert reports["sokoban_probe_recall"].target == "fig4"
+    assert reports["sokoban_probe_recall"].params == {"compare": ",".join(probes["compare"])}
+    assert reports["sokoban_probe_depth"].target == "fig12"
+    assert reports["sokoban_plans"].params == {"run": probes["picture"]["run"]}
+    fewer = copy.deepcopy(smoke)
+    del fewer["sokoban"]["probes"]["compare"], fewer["sokoban"]["probes"]["picture"]
+    assert [r.name for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES] == ["sokoban_probe_depth"]
+    del fewer["sokoban"]["probes"]
+    assert not [r for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
 SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
+SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
 
 # The paper's figure and our named target for each (expert, budget) Sokoban sweep.
@@ -36,10 +37,11 @@ class Report:
 
 
 def reports(config: Mapping) -> list[Report]:
-    """Every report of a validated config, in index order: allocation grids, Sokoban, language model."""
+    """Every report of a validated config, in index order: allocation grids, Sokoban, its probes, language model."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
+    found += _probes(config)
     found += _lm(config)
     return found
 
@@ -72,6 +74,22 @@ def _sokoban(config: Mapping) -> list[Report]:
         found.append(Report("sokoban_tables",
                             "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
                             "sokoban_tables", SOKOBAN_SWEEP, target="tables_1_7"))
+    return found
+
+
+def _probes(config: Mapping) -> list[Report]:
+    probes = config["sokoban"].get("probes")
+    if not probes:
+        return []
+    found = [Report("sokoban_probe_depth", "Fig. 12: planning-probe recall of every probed run, C_A and C_B, macro-F1",
+                    "sokoban_probe_depth", SOKOBAN_PROBES, target="fig12")]
+    if "compare" in probes:
+        found.insert(0, Report("sokoban_probe_recall", "Fig. 4: planning-probe recall by step, two depths compared",
+                               "sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(probes["compare"])},
+                               "fig4"))
+    if "picture" in probes:
+        found.append(Report("sokoban_plans", "Fig. 13: an agent's plan over its first steps, read by the probe",
+                            "sokoban_plans", SOKOBAN_PROBES, {"run": probes["picture"]["run"]}, "fig13"))
     return found
 
 

@@ -66,6 +66,7 @@ def validate(config: Mapping) -> None:
     from parallel_experts.sokoban import experiment as sokoban_experiment
 
     sokoban_experiment.runs(config)
+    sokoban_experiment.probed_runs(config)
 
 
 def _check_references(config: Mapping) -> None:

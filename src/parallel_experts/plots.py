@@ -238,3 +238,86 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
     fig.legend(handles.values(), handles.keys(), loc="outside right center", frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig
+
+
+def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-", controls: bool = True) -> None:
+    """One run's state recall with its shaded 95 % interval, and (thin, dotted) the same probe on its controls."""
+    rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
+    ax.plot(rows["step"], rows["recall"], color=color, ls=ls, lw=1.5, label=f"{label}: final state")
+    ax.fill_between(rows["step"], rows["recall_low"], rows["recall_high"], color=color, alpha=0.2, lw=0)
+    if controls:
+        for representation, marker in (("encoder", "."), ("control", "x")):
+            rows = curves[(curves["label"] == label) & (curves["representation"] == representation)]
+            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8, marker=marker, ms=3,
+                    label=f"{label}: {'encoder output' if representation == 'encoder' else 'untrained control'}")
+
+
+def probe_recall(curves: pd.DataFrame, labels: list[str], title: str) -> plt.Figure:
+    """Fig. 4: probe recall by step of the compared agents with 95 % intervals, precision dashed, the controls
+    dotted; below, the test episodes still running."""
+    fig, (ax, below) = plt.subplots(2, 1, figsize=(7.5, 5.2), sharex=True, height_ratios=[3, 1], layout="constrained")
+    for label, color in zip(labels, sns.color_palette("deep", len(labels))):
+        _recall_lines(ax, curves, label, color)
+        rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
+        ax.plot(rows["step"], rows["precision"], color=color, ls="--", lw=0.9, label=f"{label}: precision")
+        below.plot(rows["step"], rows["episodes"], color=color, lw=1)
+    ax.set_ylabel("recall (precision dashed)")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    below.set_ylabel("episodes\nrunning")
+    below.set_xlabel("environment step")
+    fig.suptitle(title)
+    return fig
+
+
+def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """Fig. 12: state recall by step of every probed run, one panel per target; colour = depth, dashed =
+    non-recurrent; the untrained control of each run dotted."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax, (target, table) in zip(axes[0], curves.items()):
+        runs = table.drop_duplicates("label").sort_values(["recurrent", "depth"], ascending=[False, True])
+        depths = sorted(runs["depth"].unique())
+        colors = dict(zip(depths, sns.color_palette("viridis", len(depths))))
+        for _, run in runs.iterrows():
+            color = colors[run["depth"]]
+            _recall_lines(ax, table, run["label"], color, ls="-" if run["recurrent"] else "--", controls=False)
+            rows = table[(table["label"] == run["label"]) & (table["representation"] == "control")]
+            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8)
+        ax.set_title(target)
+        ax.set_xlabel("environment step")
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("recall (dotted: untrained control)")
+    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+ARROWS = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}  # class → (dx, dy) with rows growing downwards
+
+
+def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
+    """Fig. 13: the level at each pictured step with an arrow on every square the probe reads as positive, in
+    its direction ĉ. `picture` (steps, H, W, 2) in Jumanji's codes, `plan` (steps, H, W) classes."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Circle, Rectangle
+
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.4), squeeze=False, layout="constrained")
+    for ax, grid, arrows, step in zip(axes[0], picture, plan, steps):
+        variable, fixed = grid[..., 0], grid[..., 1]
+        ax.imshow(fixed == 1, cmap=ListedColormap(["white", "0.35"]), vmin=0, vmax=1)
+        for row, col in zip(*(fixed == 2).nonzero()):
+            ax.add_patch(Rectangle((col - 0.35, row - 0.35), 0.7, 0.7, fill=False, ec="tab:red", lw=1.5))
+        for row, col in zip(*(variable == 4).nonzero()):
+            ax.add_patch(Rectangle((col - 0.3, row - 0.3), 0.6, 0.6, color="tab:brown"))
+        for row, col in zip(*(variable == 3).nonzero()):
+            ax.add_patch(Circle((col, row), 0.28, color="tab:blue"))
+        for row, col in zip(*arrows.nonzero()):
+            dx, dy = ARROWS[int(arrows[row, col])]
+            ax.annotate("", xy=(col + 0.38 * dx, row + 0.38 * dy), xytext=(col - 0.38 * dx, row - 0.38 * dy),
+                        arrowprops=dict(arrowstyle="->", color="tab:green", lw=1.8))
+        ax.set_title(f"t = {step}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title)
+    return fig

@@ -79,6 +79,7 @@ def one_of(names):
 
 
 SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
+PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 
 

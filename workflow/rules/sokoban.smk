@@ -1,11 +1,11 @@
 # Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and the sweep table.
 
 rule sokoban_levels:
-    """Training or test levels, from the config's source (generated offline, or a Boxoban split)."""
+    """Training, test or probe-calibration levels, from the config's source (generated offline, or a Boxoban split)."""
     output:
         "results/sokoban/levels/{set}.npz",
     wildcard_constraints:
-        set="train|test",
+        set="train|test|valid",
     params:
         source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
         boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),

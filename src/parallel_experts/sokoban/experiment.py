@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from parallel_experts import budget
+from parallel_experts.errors import ConfigError
 from parallel_experts.results import Definition, family_id, run_results
 from parallel_experts.sokoban import boxoban, generator
 from parallel_experts.sokoban.agent import AgentConfig
@@ -51,6 +52,41 @@ def runs(config: Mapping) -> list[Run]:
                                         **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
                     found.append(Run(name, budget_name, agent, train, seeds))
     return found
+
+
+# Probe data per split, and the level set each split plays: probe training, threshold calibration, scores.
+PROBE_SPLITS = {"train": "train", "calibration": "valid", "test": "test"}
+
+
+def probed_runs(config: Mapping) -> list[Run]:
+    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps and the probed seed."""
+    probes = config["sokoban"].get("probes")
+    if not probes:
+        return []
+    if "valid" not in config["sokoban"]["levels"]:
+        raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
+    by_id = {run.id: run for run in runs(config)}
+
+    def check(where: str, name: str, allowed, what: str) -> None:
+        if name not in allowed:
+            raise ConfigError(f"sokoban.probes.{where}: {name!r} is not {what} (expected one of: {', '.join(allowed)})")
+
+    for index, name in enumerate(probes["runs"]):
+        check(f"runs[{index}]", name, by_id, "a run of the sweeps")
+    for index, name in enumerate(probes.get("compare", [])):
+        check(f"compare[{index}]", name, probes["runs"], "a probed run")
+    if "picture" in probes:
+        check("picture.run", probes["picture"]["run"], probes["runs"], "a probed run")
+    found = [by_id[name] for name in probes["runs"]]
+    for run in found:
+        if probes.get("seed", run.seeds[0]) not in run.seeds:
+            raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} (seeds {list(run.seeds)})")
+    return found
+
+
+def probe_seed(config: Mapping, run: Run) -> int:
+    """The training seed whose agent the probes read: `sokoban.probes.seed`, or the run's first."""
+    return config["sokoban"]["probes"].get("seed", run.seeds[0])
 
 
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
