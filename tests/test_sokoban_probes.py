@@ -108,7 +108,8 @@ def test_a_probe_recovers_a_linear_code_and_finds_nothing_in_noise(linear_code):
     test = test.assign_coords(level=test["level"] - 250)  # test levels 0..49
     test.attrs["levels"] = 50
     # A larger learning rate than EP's 1e-3 only to keep the test short: 4 epochs instead of many.
-    result = probe_scores.score(train, calibration, test, probe_scores.ProbeConfig(seeds=2, epochs=4, learning_rate=3e-2))
+    config = probe_scores.ProbeConfig(seeds=2, epochs=4, learning_rate=3e-2)
+    result = probe_scores.score(train, calibration, test, config)
     code, noise = result.sel(representation="state", target="agent_onto"), result.sel(representation="state",
                                                                                        target="box_pushed")
     assert code["recall"].sel(estimate="value").min() > 0.85
@@ -142,7 +143,7 @@ def test_threshold_is_the_smallest_value_reaching_the_precision():
 
 
 def test_macro_f1_follows_sklearn():
-    # Class 0: F1 1; class 1: TP 1, FP 1 → 2/3; class 2: TP 1, FN 1 → 2/3; classes 3, 4 absent → 1 (zero_division).
+    # Class 0: F1 1; class 1: TP 1, FP 1 → 2/3; class 2: TP 1, FN 1 → 2/3; classes 3, 4 absent: 1 (zero_division).
     assert probe_scores.macro_f1(np.array([0, 1, 1, 2]), np.array([0, 1, 2, 2])) == pytest.approx((3 + 4 / 3) / 5)
 
 

@@ -80,7 +80,8 @@ def probed_runs(config: Mapping) -> list[Run]:
     found = [by_id[name] for name in probes["runs"]]
     for run in found:
         if probes.get("seed", run.seeds[0]) not in run.seeds:
-            raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} (seeds {list(run.seeds)})")
+            raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} "
+                              f"(seeds {list(run.seeds)})")
     return found
 
 

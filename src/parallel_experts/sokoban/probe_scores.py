@@ -142,7 +142,7 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: 
             "precision": (grid + ("step", "estimate"), out["precision"], {"long_name": "probe precision"}),
             "macro_f1": (grid, out["macro_f1"], {"long_name": "EP's macro-F1 of the 5-class argmax (test levels)"}),
             "macro_f1_by_step": (grid + ("step",), out["macro_f1_by_step"], {"long_name": "macro-F1 at each step"}),
-            "threshold": (grid + ("probe_seed",), out["threshold"], {"long_name": f"τ at {config.precision} precision"}),
+            "threshold": (grid + ("probe_seed",), out["threshold"], {"long_name": f"τ at precision {config.precision}"}),
             "calibration_precision": (grid + ("probe_seed",), out["calibration_precision"],
                                       {"long_name": "precision at τ on the calibration levels"}),
             "loss": (grid + ("probe_seed", "epoch"), out["loss"], {"long_name": "mean training cross-entropy"}),

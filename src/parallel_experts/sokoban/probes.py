@@ -101,28 +101,31 @@ def collect(agent, control, env: sokoban_env.Sokoban, levels: np.ndarray, view: 
     for c, start in enumerate(range(0, len(levels), chunk)):
         played = evaluate.PLAY(agent, env, levels[start:start + chunk], greedy=jnp.array(True),
                                key=jax.random.fold_in(jax.random.PRNGKey(seed), c), view=view, record=True)
-        seen = jax.device_get(played["trajectory"]) | {"control": np.asarray(CONTROL_STATES(control, played["trajectory"]["grid"]))}
-        seen |= labels(seen["grid"], seen["next_grid"], seen["action"], seen["active"])
-        step, episode = np.nonzero(seen["active"])
+        seen = jax.device_get(played["trajectory"])
+        seen["control"] = np.asarray(CONTROL_STATES(control, seen["grid"]))
+        seen |= labels(seen["grid"], seen.pop("next_grid"), seen["action"], seen["active"])
+        step, episode = np.nonzero(seen.pop("active"))
         order = np.lexsort((step, episode))  # episode-major: all of level 0's steps, then level 1's, ...
         step, episode = step[order], episode[order]
-        parts.append({name: value[step, episode] for name, value in seen.items() if name not in ("next_grid", "active")}
+        parts.append({name: value[step, episode] for name, value in seen.items()}
                      | {"step": step, "level": episode + start})
-    data = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-    space = ("sample", "row", "col")
+    data = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+    square = ("sample", "row", "col")
+    classes = ", ".join(CLASSES)
     return xr.Dataset(
         {
-            "state": (space + ("width",), data["s"], {"long_name": "final aggregated state s_t (before the head's RMSNorm)"}),
-            "encoder": (space + ("channel",), data["z"], {"long_name": "encoder output z_t"}),
-            "control": (space + ("width",), data["control"], {"long_name": "s_t of the untrained agent of the same seed"}),
-            "agent_onto": (space, data["agent_onto"], {"long_name": "C_A: direction the agent next enters the square by",
-                                                      "classes": ", ".join(CLASSES)}),
-            "box_pushed": (space, data["box_pushed"], {"long_name": "C_B: direction a box is next pushed off the square",
-                                                      "classes": ", ".join(CLASSES)}),
-            "grid": (space + ("layer",), data["grid"], {"long_name": "observation (variable, fixed) in Jumanji's codes"}),
-            "action": ("sample", data["action"].astype(np.int8), {"long_name": "greedy action (Jumanji's order)"}),
+            "state": (square + ("width",), data["s"], {"long_name": "final aggregated state s_t (pre-RMSNorm)"}),
+            "encoder": (square + ("channel",), data["z"], {"long_name": "encoder output z_t"}),
+            "control": (square + ("width",), data["control"], {"long_name": "s_t of the seed's untrained agent"}),
+            "agent_onto": (square, data["agent_onto"], {"long_name": "C_A: move the agent next enters by",
+                                                        "classes": classes}),
+            "box_pushed": (square, data["box_pushed"], {"long_name": "C_B: push a box next leaves by",
+                                                        "classes": classes}),
+            "grid": (square + ("layer",), data["grid"], {"long_name": "observation, Jumanji's codes"}),
+            "action": ("sample", data["action"].astype(np.int8), {"long_name": "greedy action, Jumanji's order"}),
         },
-        coords={"level": ("sample", data["level"].astype(np.int32)), "step": ("sample", data["step"].astype(np.int32))},
+        coords={"level": ("sample", data["level"].astype(np.int32)),
+                "step": ("sample", data["step"].astype(np.int32))},
         attrs={"seed": seed, "time_limit": env.time_limit, "levels": len(levels)},
     )
 
