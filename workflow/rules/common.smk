@@ -78,7 +78,11 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
+# Every Sokoban run trains and is evaluated alike; the budget sweeps' runs make sweep.nc, the expert-count
+# sweep's (no budget) expert_count.nc.
+SWEEP_RUNS = [run.id for run in sokoban_experiment.runs(config)]
+EXPERT_COUNT_RUNS = [run.id for run in sokoban_experiment.expert_count_runs(config)]
+SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config) + sokoban_experiment.expert_count_runs(config)}
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 

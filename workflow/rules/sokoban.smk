@@ -74,14 +74,33 @@ rule sokoban_evaluate:
 
 
 rule sokoban_sweep:
-    """Every run's learning curve, final-five score and solve rate in one dataset."""
+    """Every budget sweep run's learning curve, final-five score and solve rate in one dataset."""
     input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_RUNS),
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SWEEP_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SWEEP_RUNS),
     output:
         "results/sokoban/sweep.nc",
     log:
         "results/logs/sokoban/sweep.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
+        "--evals {input.evals} > {log} 2>&1"
+
+
+rule sokoban_expert_count:
+    """The expert-count sweep's runs (sokoban.expert_count: fixed L and d, E varied) in one dataset, as sweep.nc."""
+    input:
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=EXPERT_COUNT_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=EXPERT_COUNT_RUNS),
+    output:
+        "results/sokoban/expert_count.nc",
+    log:
+        "results/logs/sokoban/expert_count.log",
     threads: threads()
     resources:
         **resources(),

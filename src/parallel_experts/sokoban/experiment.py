@@ -1,8 +1,10 @@
-"""The Sokoban runs a config asks for: every sweep × budget × allocation × recurrence, each with its seeds.
+"""The Sokoban runs a config asks for: every sweep × budget × allocation × recurrence, each with its seeds, and
+the optional expert-count sweep (fixed depth and width, E varied; no budget, so its work grows with E).
 
-A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`), so its files sit in a readable
-folder and rerunning the same config recomputes nothing; its full definition travels as JSON in the rule's
-params, so a changed setting retrains it.
+A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`; `expert_count/recurrent/L2-E4-d8` for
+the expert-count sweep, which has no budget), so its files sit in a readable folder and rerunning the same
+config recomputes nothing; its full definition travels as JSON in the rule's params, so a changed setting
+retrains it.
 """
 
 from __future__ import annotations
@@ -20,25 +22,27 @@ from parallel_experts.sokoban.train import TrainConfig
 
 
 AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
+EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
 
 
 @dataclass(frozen=True)
 class Run(Definition):
     sweep: str
-    budget: str
+    budget: str | None  # None: the expert-count sweep, whose allocations spend no common budget
     agent: AgentConfig
     train: TrainConfig
     seeds: tuple[int, ...]
 
     @property
     def id(self) -> str:
-        return f"{self.sweep}/{family_id(self.agent.recurrent)}/{self.budget}/{budget.allocation_id(self.agent)}"
+        where = [family_id(self.agent.recurrent)] + ([self.budget] if self.budget is not None else [])
+        return "/".join([self.sweep, *where, budget.allocation_id(self.agent)])
 
 
 def runs(config: Mapping) -> list[Run]:
     """Every run of every Sokoban sweep in a validated config, in a stable order."""
     sokoban = config["sokoban"]
-    train = TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
+    train = _train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for name, sweep in sokoban.get("sweeps", {}).items():
@@ -47,10 +51,7 @@ def runs(config: Mapping) -> list[Run]:
             seeds = tuple(sokoban["budgets"][budget_name].get("seeds", config["seeds"]))
             for recurrent in sweep["recurrent"]:
                 for a in b.allocations:
-                    agent = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"],
-                                        recurrent=recurrent, encoder_channels=sokoban["encoder_channels"],
-                                        **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
-                    found.append(Run(name, budget_name, agent, train, seeds))
+                    found.append(Run(name, budget_name, _agent(sokoban, sweep, a, recurrent), train, seeds))
     return found
 
 
@@ -90,6 +91,30 @@ def probe_seed(config: Mapping, run: Run) -> int:
     return config["sokoban"]["probes"].get("seed", run.seeds[0])
 
 
+def expert_count_runs(config: Mapping) -> list[Run]:
+    """The runs of `sokoban.expert_count` (Fig. 6 where the budgets' grids hold no fixed-width family): every
+    depth × width × expert count × recurrence, with the top-level seeds; empty where the config has none."""
+    sokoban = config["sokoban"]
+    sweep = sokoban.get(EXPERT_COUNT)
+    if sweep is None:
+        return []
+    train = _train_config(sokoban)
+    return [Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
+                train, tuple(config["seeds"]))
+            for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
+            for experts in sweep["experts"]]
+
+
+def _train_config(sokoban: Mapping) -> TrainConfig:
+    return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
+
+
+def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bool) -> AgentConfig:
+    return AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"], recurrent=recurrent,
+                       encoder_channels=sokoban["encoder_channels"],
+                       **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
+
+
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
     """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
     at an allocation, for the allocations report."""
@@ -114,8 +139,8 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
 def collect(curve_paths: list[str], eval_paths: list[str]):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 
-    Runs are indexed by id with their sweep, recurrence, budget and allocation as coordinates; budgets with
-    fewer seeds are padded with NaN."""
+    Runs are indexed by id with their sweep, recurrence, budget ("" for the expert-count sweep) and allocation
+    as coordinates; budgets with fewer seeds are padded with NaN."""
     import xarray as xr
 
     per_run = []
@@ -131,7 +156,7 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         a = run.agent
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
-            budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
+            budget=("run", [run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
     # Every run plays the same test set, so the last one read names it.
