@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import pandas as pd
+
+from parallel_experts import budget, expert_count
+
 ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
 SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
 SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
+EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
 
 # The paper's figure and our named target for each (expert, budget) Sokoban sweep.
 SOKOBAN_FIGURES = {
@@ -43,6 +48,7 @@ def reports(config: Mapping) -> list[Report]:
     found += _sokoban(config)
     found += _probes(config)
     found += _lm(config)
+    found += _expert_count(config)
     return found
 
 
@@ -74,6 +80,8 @@ def _sokoban(config: Mapping) -> list[Report]:
         found.append(Report("sokoban_tables",
                             "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
                             "sokoban_tables", SOKOBAN_SWEEP, target="tables_1_7"))
+        found.append(Report("sokoban_table2", "Table 2: solve rates of the best Sokoban agents beside earlier DRC "
+                            "agents", "sokoban_table2", SOKOBAN_SWEEP, target="table2"))
     return found
 
 
@@ -109,3 +117,33 @@ def _lm(config: Mapping) -> list[Report]:
         found.append(Report("lm_depth", "Fig. 3 (right): best FineWeb validation loss with depth at most L",
                             "lm_depth", LM_SWEEP, target="fig3_right"))
     return found
+
+
+def _expert_count(config: Mapping) -> list[Report]:
+    """Fig. 6, where the config's runs hold a family (fixed L and d, at least two E): its inputs are exactly the
+    result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
+    sokoban, window = config["sokoban"], config["lm"]["windows"][0]
+    by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
+    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, by_name[budget_name].allocations)
+              for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]
+    dedicated = sokoban.get("expert_count")
+    extra = [] if dedicated is None else [
+        (expert_count.sokoban_panel("expert_count"), dedicated["recurrent"], "",
+         [budget.Allocation(L, E, d) for L in dedicated["depths"] for d in dedicated["widths"]
+          for E in dedicated["experts"]])]
+    lm = [(expert_count.lm_panel(window), [False, True], b.name, b.allocations) for b in budget.budgets(config, "lm")]
+    sources = {"sweep": (SOKOBAN_SWEEP["sweep"], sweeps), "expert_count": (EXPERT_COUNT, extra),
+               "lm_sweep": (LM_SWEEP["sweep"], lm)}
+    inputs = {name: path for name, (path, planned) in sources.items() if len(expert_count.families(_planned(planned)))}
+    if not inputs:
+        return []
+    return [Report("expert_count", "Fig. 6: score against the number of experts E at fixed depth and width",
+                   "expert_count", inputs, {"window": window}, target="fig6")]
+
+
+def _planned(planned: Iterable[tuple]) -> pd.DataFrame:
+    """The allocations a config will train, in the layout of `expert_count` points (without scores)."""
+    rows = [{"panel": panel, "recurrent": recurrent, "budget": name, "depth": a.depth, "experts": a.experts,
+             "width": a.width} for panel, recurrences, name, allocations in planned
+            for recurrent in recurrences for a in allocations]
+    return pd.DataFrame(rows, columns=expert_count.POINT)

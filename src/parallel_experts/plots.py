@@ -321,3 +321,56 @@ def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
         ax.set_yticks([])
     fig.suptitle(title)
     return fig
+
+
+def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 6: score against the number of experts E (log 2) of each family at fixed L and d, one panel per Sokoban
+    sweep (mean final-five return ± 1 s.e. over seeds) and for FineWeb (validation loss), Sokoban left.
+
+    Colour is depth L, solid lines recurrent, dashed non-recurrent (open markers)."""
+    order = families.sort_values(["sign", "panel"], ascending=[False, True])
+    panels = list(dict.fromkeys(order["panel"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False, layout="constrained")
+    depths = sorted(families["depth"].unique())
+    palette = dict(zip(depths, sns.color_palette("viridis", len(depths))))
+    for ax, panel in zip(axes[0], panels):
+        here = families[families["panel"] == panel]
+        for (recurrent, depth), rows in here.groupby(["recurrent", "depth"], sort=False):
+            rows = rows.sort_values("experts")
+            style = FAMILY_STYLE[results.family(recurrent)]
+            ax.errorbar(rows["experts"], rows["score"], yerr=rows["stderr"].fillna(0), color=palette[depth],
+                        ls=style["ls"], marker=style["marker"], mfc=palette[depth] if recurrent else "white",
+                        capsize=2, lw=1.2)
+        experts = sorted(here["experts"].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(experts, [str(e) for e in experts])
+        ax.minorticks_off()
+        ax.set_xlabel("experts per level E")
+        ax.set_ylabel("mean return (final five logs)" if here["sign"].iloc[0] > 0
+                      else "validation loss (lower is better)")
+        ax.set_title(f"{panel}, d={here['width'].iloc[0]}")
+    handles = [plt.Line2D([], [], color=palette[d], lw=2, label=f"L={d}") for d in depths]
+    handles += [plt.Line2D([], [], color="0.3", ls=FAMILY_STYLE[f]["ls"], marker=FAMILY_STYLE[f]["marker"],
+                           mfc="0.3" if f == results.family(True) else "white", label=f) for f in FAMILY_STYLE]
+    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title: str) -> plt.Figure:
+    """Table 2 as bars: greedy and sampled solve rate of each budget's best agents, the earlier agents' published
+    rates as horizontal lines."""
+    labels = [f"{row['budget']}\n{row['family']}" for _, row in ours.iterrows()]
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(labels) + 2.5), 3.6), layout="constrained")
+    x = range(len(labels))
+    for offset, mode, color in ((-0.2, "greedy", "tab:blue"), (0.2, "sampled", "tab:orange")):
+        ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
+    for (_, row), ls in zip(prior.iterrows(), ["--", ":", "-."]):
+        ax.axhline(row["solve rate"], color="0.3", ls=ls, lw=1,
+                   label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
+    ax.set_xticks(list(x), labels, fontsize="small")
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("solve rate on the test levels")
+    fig.legend(loc="outside right center", frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig

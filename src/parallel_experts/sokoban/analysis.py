@@ -22,8 +22,13 @@ PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for thei
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
                  "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
-PRIOR_WORK = ("Prior work on Boxoban unfiltered test (for scale): DRC(3,3) 0.934 at 50M steps, 0.993 at 2B; "
-              "ResNet 0.775 at 50M. Demo-scale levels are smaller and easier, so these numbers do not compare.")
+# Table 2's earlier agents (the paper's Table 2 cites Chung et al. 2023 and Taufeeque et al. 2024): solve rate
+# on Boxoban's unfiltered test levels (ANALYSES §5) as (agent, environment steps, solve rate). The one place
+# these numbers live.
+PRIOR_WORK = (("DRC(3,3)", 50_000_000, 0.934), ("DRC(3,3)", 2_000_000_000, 0.993), ("ResNet", 50_000_000, 0.775))
+PRIOR_WORK_LEVELS = {"boxoban": "unfiltered/test"}
+PRIOR_WORK_SOURCE = ("Taufeeque et al. (2024), Planning in a recurrent neural network that plays Sokoban "
+                     "(arXiv:2407.15421): the public evaluation data of AlignmentResearch/learned-planner")
 
 
 def per_seed_scores(sweep: xr.Dataset) -> pd.DataFrame:
@@ -205,3 +210,58 @@ def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]
     if effect is not None:
         lines.append(effect)
     return [*lines, PAPER_FINDING]
+
+
+def best_agents(sweep: xr.Dataset) -> pd.DataFrame:
+    """Table 2: per budget, the best recurrent and the best non-recurrent configuration by mean final-five return
+    over seeds, among every sweep of that budget, with its greedy and sampled solve rate (mean over seeds)."""
+    scores = configuration_scores(per_seed_scores(sweep))
+    table = scores.merge(solve_rates(sweep), on=["sweep", "recurrent", "budget", *ALLOCATION])
+    best = table.loc[table.groupby(["budget", "recurrent"], sort=False)["mean"].idxmax()]
+    best = best.sort_values("recurrent", ascending=False, kind="stable")
+    best = best.sort_values("budget", key=lambda b: b.map(list(dict.fromkeys(scores["budget"])).index), kind="stable")
+    best.insert(0, "family", [results.family(r) for r in best["recurrent"]])
+    return best.drop(columns=["recurrent", "variance"]).rename(columns={"mean": "final-five mean"}).reset_index(drop=True)
+
+
+def prior_work() -> pd.DataFrame:
+    """The earlier agents' published solve rates (`PRIOR_WORK`), one row each."""
+    table = pd.DataFrame(PRIOR_WORK, columns=["agent", "env_steps", "solve rate"])
+    return table.assign(trained=table["env_steps"].map(steps_text), levels=describe_levels(PRIOR_WORK_LEVELS),
+                        source=PRIOR_WORK_SOURCE)
+
+
+def describe_levels(source: Mapping) -> str:
+    """A `sokoban.levels` entry in words: "Boxoban unfiltered/test", "200 generated 5×5 rooms with 1 box"."""
+    if "boxoban" in source:
+        return f"Boxoban {source['boxoban']}"
+    g = source["generate"]
+    return f"{g['count']} generated {g['room_size']}×{g['room_size']} rooms with {g['boxes']} box{'es' * (g['boxes'] > 1)}"
+
+
+def prior_work_comparison(config: Mapping) -> str:
+    """Whether the config's solve rates compare like for like with `PRIOR_WORK`: the same test levels, and which
+    published rows were trained for as many environment steps as this config."""
+    test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
+    if test != PRIOR_WORK_LEVELS:
+        return (f"Not like for like: the published solve rates are on {describe_levels(PRIOR_WORK_LEVELS)}, this "
+                f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
+    matched = [f"{agent} at {steps_text(n)}" for agent, n, _ in PRIOR_WORK if n == steps]
+    length = (f"trained as long as ours ({steps_text(steps)} environment steps): {', '.join(matched)}"
+              if matched else f"no published row was trained for {steps_text(steps)} environment steps, as ours were")
+    return f"Like for like in levels: ours are also {describe_levels(test)}; {length}."
+
+
+def steps_text(steps: int) -> str:
+    """50M, 2B, 192k: a step count as the literature writes it."""
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if steps >= size:
+            return f"{steps / size:g}{unit}"
+    return str(steps)
+
+
+def prior_work_note(config: Mapping) -> str:
+    """The earlier agents' solve rates in one sentence, and whether they compare with this config's."""
+    rates = "; ".join(f"{agent} {rate:.3f} at {steps_text(steps)} steps" for agent, steps, rate in PRIOR_WORK)
+    return (f"Earlier agents on {describe_levels(PRIOR_WORK_LEVELS)}: {rates} ({PRIOR_WORK_SOURCE}). "
+            f"{prior_work_comparison(config)}")
