@@ -26,11 +26,13 @@ def notebook_parameters(notebook: str) -> set[str]:
 def test_demo_reports_and_targets():
     reports = catalogue.reports(load("config.yaml"))
     assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_convglu_small",
-                                         "sokoban_depth", "sokoban_tables", "lm_small_W64", "lm_depth"]
+                                         "sokoban_depth", "sokoban_tables", "sokoban_table2", "lm_small_W64",
+                                         "lm_depth", "expert_count"]
     assert catalogue.targets(reports) == {
         "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"],
         "fig18_20_small": ["sokoban_convglu_small"], "fig3_left": ["sokoban_depth"],
-        "tables_1_7": ["sokoban_tables"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"]}
+        "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig5": ["lm_small_W64"],
+        "fig3_right": ["lm_depth"], "fig6": ["expert_count"]}
     sweep = next(r for r in reports if r.name == "sokoban_convglu_small")
     assert sweep.params == {"sweep_name": "convglu", "budget": "small"} and sweep.notebook == "sokoban_sweep"
 
@@ -40,7 +42,7 @@ def test_paper_scale_has_every_figure_target():
     assert targets["fig5"] == ["lm_small_W128"]
     assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
     assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
-            "tables_1_7", "fig3_right", "allocations"} <= set(targets)
+            "tables_1_7", "fig3_right", "allocations", "fig6", "table2"} <= set(targets)
 
 
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():

@@ -74,11 +74,16 @@ def _points(table: pd.DataFrame, sign: int) -> pd.DataFrame:
 
 
 def families(points: pd.DataFrame) -> pd.DataFrame:
-    """The points of every (panel, recurrence, L, d) with at least two values of E, sorted by family and E."""
+    """The points of every (panel, recurrence, L, d) with at least two values of E, sorted by family and E,
+    Sokoban panels first."""
     distinct = points.groupby(FAMILY)["experts"].transform("nunique")
     kept = points[distinct >= 2]
     return kept.sort_values([*FAMILY, "experts", "budget"], ascending=[True, False, True, True, True, True],
-                            kind="stable").reset_index(drop=True)
+                            key=_sokoban_first, kind="stable").reset_index(drop=True)
+
+
+def _sokoban_first(column: pd.Series) -> pd.Series:
+    return column.map(lambda panel: (not panel.startswith("Sokoban"), panel)) if column.name == "panel" else column
 
 
 def figure_width(found: pd.DataFrame) -> pd.DataFrame:

@@ -367,7 +367,7 @@ def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title
         ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
     for (_, row), ls in zip(prior.iterrows(), ["--", ":", "-."]):
         ax.axhline(row["solve rate"], color="0.3", ls=ls, lw=1,
-                   label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
+                   label=f"published ({row['levels']}):\n{row['agent']}, {row['trained']} steps, {row['solve rate']:.3f}")
     ax.set_xticks(list(x), labels, fontsize="small")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("solve rate on the test levels")
