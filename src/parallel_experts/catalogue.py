@@ -124,13 +124,19 @@ def _expert_count(config: Mapping) -> list[Report]:
     result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
     sokoban, window = config["sokoban"], config["lm"]["windows"][0]
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, by_name[budget_name].allocations)
+
+    def trained(sweep: Mapping, budget_name: str) -> list[budget.Allocation]:  # a sweep may list a subset
+        listed = sweep.get("allocations")
+        return [a for a in by_name[budget_name].allocations if listed is None or a.as_list() in listed]
+
+    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, trained(sweep, budget_name))
               for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]
     dedicated = sokoban.get("expert_count")
     extra = [] if dedicated is None else [
         (expert_count.sokoban_panel("expert_count"), dedicated["recurrent"], "",
          [budget.Allocation(L, E, d) for L in dedicated["depths"] for d in dedicated["widths"]
           for E in dedicated["experts"]])]
+    # Every LM budget trains both families at every window (lm.experiment.runs).
     lm = [(expert_count.lm_panel(window), [False, True], b.name, b.allocations) for b in budget.budgets(config, "lm")]
     sources = {"sweep": (SOKOBAN_SWEEP["sweep"], sweeps), "expert_count": (EXPERT_COUNT, extra),
                "lm_sweep": (LM_SWEEP["sweep"], lm)}
