@@ -107,7 +107,9 @@ def test_saturation_depth_is_the_shallowest_within_noise_of_the_best():
     assert row["verdict"] == "recurrent saturates at shallower depth"
     assert list(saturation.index) == [("small budget", 64)]  # medium has no non-recurrent runs
     lines = expert_count.summary(expert_count.expert_trends(expert_count.families(points)), saturation.reset_index())
-    assert "Sokoban, convlstm sweep, recurrent: more experts help in 1 of 3 families (L, d)" in lines
+    assert lines[0] == "FineWeb: no (L, d) with two or more values of E in this config's runs"
+    assert ("Sokoban, convlstm sweep, recurrent: more experts help beyond 2 standard errors in 1 of 3 families (L, d); "
+            "the score improves at every step of E in 3") in lines
     assert "Sokoban, convlstm sweep: recurrent saturates at shallower depth in 1 of 1 budget and width comparisons" in lines
     assert lines[-1] == expert_count.PAPER_FINDING
 

@@ -30,6 +30,7 @@ PAPER_FINDING = ("the paper's finding (§5.3, Fig. 6): more experts per level im
                  "non-recurrent models, recurrent models saturate at shallower depth, and Sokoban keeps improving "
                  "beyond 8 experts.")
 NOISE = 2  # standard errors: a difference within this many is "no clear change"
+DOMAINS = ("Sokoban", "FineWeb")  # how panel names begin
 
 
 def sokoban_panel(sweep: str) -> str:
@@ -51,7 +52,7 @@ def load_points(sokoban_paths: Iterable[str], lm_path: str, window: int) -> pd.D
 def sokoban_points(sweep: xr.Dataset) -> pd.DataFrame:
     """Points of a Sokoban dataset (`sokoban.experiment.collect`): mean final-five return over seeds (higher is
     better) ± its standard error, one panel per sweep."""
-    from parallel_experts.sokoban import analysis
+    from parallel_experts.sokoban import analysis  # late: SciPy, which the catalogue's importers do not need
 
     table = analysis.configuration_scores(analysis.per_seed_scores(sweep))
     table = table.assign(panel=[sokoban_panel(s) for s in table["sweep"]]).rename(columns={"mean": "score"})
@@ -150,13 +151,15 @@ def _saturation_depth(rows: pd.DataFrame) -> int:
 def summary(trends: pd.DataFrame, saturation: pd.DataFrame) -> list[str]:
     """The findings under the figure, per panel: in how many families more experts help, in how many
     comparisons recurrent saturates at shallower depth; then the paper's finding."""
-    lines = []
+    lines = [f"{domain}: no (L, d) with two or more values of E in this config's runs" for domain in DOMAINS
+             if not any(panel.startswith(domain) for panel in trends["panel"])]
     for panel in dict.fromkeys([*trends["panel"], *saturation["panel"]]):
         here = trends[trends["panel"] == panel]
         for recurrent, rows in here.groupby("recurrent", sort=False):
             helped = (rows["verdict"] == "more experts help").sum()
-            lines.append(f"{panel}, {results.family(recurrent)}: more experts help in {helped} of {len(rows)} "
-                         f"families (L, d)")
+            lines.append(f"{panel}, {results.family(recurrent)}: more experts help beyond {NOISE} standard errors "
+                         f"in {helped} of {len(rows)} families (L, d); the score improves at every step of E in "
+                         f"{rows['every_step_better'].sum()}")
         sat = saturation[saturation["panel"] == panel]
         if len(sat):
             shallower = (sat["verdict"] == "recurrent saturates at shallower depth").sum()
