@@ -146,6 +146,10 @@ def test_tables_of_a_sweep_set_the_papers_numbers_beside_ours():
     assert np.isnan(table7.loc[1, "paper mean"])
     assert analysis.training_note(data) == ("Training: 192,000 environment steps per run; test levels: 200 generated "
                                             "levels.")
+    solved = data.assign_attrs(test_mean_optimal_pushes=10 / 3, test_optimal_pushes_levels=3)
+    assert analysis.training_note(solved) == (
+        "Training: 192,000 environment steps per run; test levels: 200 generated levels. A push-optimal solution "
+        "of a test level takes 3.33 pushes on average (3 levels solved).")
     curves = analysis.training_returns(data)
     assert len(curves) == 3 * 2 * 3 and curves["env_steps"].max() == 30 * 640
     assert set(curves["allocation"]) == {"L1 E4 d64", "L4 E1 d64", "L2 E2 d64"}

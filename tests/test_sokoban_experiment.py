@@ -8,7 +8,7 @@ import pytest
 from helpers import REPO
 from parallel_experts import budget, config
 from parallel_experts.errors import ConfigError
-from parallel_experts.sokoban import experiment, generator
+from parallel_experts.sokoban import experiment, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 
 
@@ -37,6 +37,15 @@ def test_a_generated_source_is_the_generators_level_set():
     source = {"generate": {"count": 6, "room_size": 6, "boxes": 1, "seed": 5}}
     made = experiment.level_set(source, {})
     np.testing.assert_array_equal(made.levels, generator.generated_set(6, room_size=6, num_boxes=1, seed=5).levels)
+    assert made.pushes is None
+
+
+def test_a_source_with_pushes_solves_its_first_levels():
+    source = {"generate": {"count": 6, "room_size": 6, "boxes": 2, "seed": 5}, "pushes": 4}
+    made = experiment.level_set(source, {})
+    assert len(made) == 6 and len(made.pushes) == 4
+    np.testing.assert_array_equal(made.pushes, solver.push_counts(made.levels[:4]))
+    assert (made.pushes >= 2).all()  # no box starts on a target, so each of the two is pushed at least once
 
 
 def probing(edit):

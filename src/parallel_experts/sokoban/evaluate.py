@@ -93,4 +93,12 @@ def evaluate_run(run, agents, test) -> xr.Dataset:
     result = xr.concat(per_seed, dim=xr.DataArray(list(run.seeds), dims="seed", name="seed"))
     files = np.array(test.files)[test.file]
     return result.assign_coords(level_file=("level", files), level_index=("level", test.index)).assign_attrs(
-        run=run.id, levels=test.source)
+        run=run.id, levels=test.source, **push_attrs(test))
+
+
+def push_attrs(test) -> dict:
+    """What a level set's push counts say (none where it has none): the mean pushes of a push-optimal solution
+    and how many levels were solved for it."""
+    if test.pushes is None or not len(test.pushes):
+        return {}
+    return {"mean_optimal_pushes": float(np.mean(test.pushes)), "optimal_pushes_levels": len(test.pushes)}
