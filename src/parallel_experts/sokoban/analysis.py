@@ -22,6 +22,9 @@ PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for thei
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
                  "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
+PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
+               "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
+ALPHA = 0.05  # the significance level of the depth verdicts
 PRIOR_WORK = ("Prior work on Boxoban unfiltered test (for scale): DRC(3,3) 0.934 at 50M steps, 0.993 at 2B; "
               "ResNet 0.775 at 50M. Demo-scale levels are smaller and easier, so these numbers do not compare.")
 
@@ -114,6 +117,41 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+    """One sentence per row of `welch_depth_tests`: whether the deeper configuration is better at level `alpha`."""
+    lines = []
+    for _, row in tests.iterrows():
+        holds = "holds" if row["p"] < alpha else f"is not shown (p ≥ {alpha})"
+        lines.append(f"{row['sweep']}, {results.family(row['recurrent'])}, {row['budget']} budget: {row['test']} "
+                     f"{holds}: best {row['deeper']} minus best {row['shallower']} = {row['difference']:+.3f}, "
+                     f"one-sided Welch p = {row['p']:.4f}")
+    return lines
+
+
+def depth_pattern(tests: pd.DataFrame, alpha: float = ALPHA) -> str:
+    """Whether the recurrent rows of `welch_depth_tests` show the paper's depth pattern, L=4 > L=2 > L=1 with both
+    steps significant (as the authors' small and medium ConvLSTM budgets do)."""
+    recurrent = tests[tests["recurrent"].astype(bool)] if len(tests) else tests
+    if not len(recurrent):
+        return ("this run cannot test the paper's depth pattern (L=4 > L=2 > L=1): it needs recurrent runs at L=1, 2 "
+                "and 4 with at least two seeds each.")
+    significant = int((recurrent["p"] < alpha).sum())
+    if significant == len(recurrent):
+        verdict = "shows the paper's depth pattern: every deeper recurrent configuration tested is significantly better"
+    elif significant == 0:
+        verdict = "does not show the paper's depth pattern: no deeper recurrent configuration is significantly better"
+    else:
+        verdict = (f"shows the paper's depth pattern only in part: {significant} of {len(recurrent)} depth tests of "
+                   f"the recurrent runs are significant")
+    return f"this run {verdict} (one-sided Welch, p < {alpha}, uncorrected). {PAPER_DEPTH}"
+
+
+def depth_findings(per_seed: pd.DataFrame) -> list[str]:
+    """The depth tests of a report in words: each test, then whether the paper's depth pattern shows."""
+    tests = welch_depth_tests(per_seed)
+    return [*depth_verdicts(tests), depth_pattern(tests)]
+
+
 def scores_beside_paper(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Table 7: our configuration scores with the authors' mean, variance and seed count of the same
     configuration beside them (NaN where the authors have none)."""
@@ -199,9 +237,9 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
             f"(± {noise:.3f} standard error; {int(rec['seeds'])} and {int(non['seeds'])} seeds)")
 
 
-def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
+def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
-    recurrence wins, and the paper's finding."""
+    recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding."""
     lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
@@ -209,4 +247,6 @@ def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]
     effect = recurrence_effect(scores)
     if effect is not None:
         lines.append(effect)
+    if per_seed is not None:
+        lines += depth_findings(per_seed)
     return [*lines, PAPER_FINDING]
