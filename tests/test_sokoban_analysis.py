@@ -150,6 +150,10 @@ def test_tables_of_a_sweep_set_the_papers_numbers_beside_ours():
     assert analysis.training_note(solved) == (
         "Training: 192,000 environment steps per run; test levels: 200 generated levels. A push-optimal solution "
         "of a test level takes 3.33 pushes on average (3 levels solved).")
+    chance = data.assign_attrs(test_random_solve_rate=0.06, test_time_limit=60)
+    assert analysis.training_note(chance).endswith(
+        "A uniformly random policy solves 0.060 of the test levels within the 60-step time limit; the best "
+        "allocation here solves 0.500 greedily and 0.500 with sampled actions (mean over seeds).")
     curves = analysis.training_returns(data)
     assert len(curves) == 3 * 2 * 3 and curves["env_steps"].max() == 30 * 640
     assert set(curves["allocation"]) == {"L1 E4 d64", "L4 E1 d64", "L2 E2 d64"}

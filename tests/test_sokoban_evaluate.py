@@ -53,3 +53,9 @@ def test_push_attrs_state_the_mean_push_count_of_the_solved_levels():
     assert evaluate.push_attrs(plain) == {}
     assert evaluate.push_attrs(plain.with_pushes(np.array([2, 3, 5]))) == {
         "mean_optimal_pushes": pytest.approx(10 / 3), "optimal_pushes_levels": 3}
+
+
+def test_a_uniformly_random_policy_solves_a_one_push_level_a_quarter_of_the_time():
+    levels = np.stack([ONE_BOX] * 800)  # one step: only "right" (1 of 4 actions) solves it
+    env = sokoban_env.make_env(levels, reward="clipped", time_limit=1)
+    assert evaluate.chance_solve_rate(env, levels) == pytest.approx(0.25, abs=0.05)  # 4.6 standard errors

@@ -18,7 +18,9 @@ def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())
-    assert len(runs) == expected == 12 and len({run.id for run in runs}) == len(runs)
+    assert len(runs) == expected == 6 and len({run.id for run in runs}) == len(runs)  # 3 allocations × 2 recurrences
+    assert sorted({run.agent.depth for run in runs}) == [1, 2, 4]  # the depths of the authors' L=4 > L=2 > L=1 tests
+    assert {run.train.view for run in runs} == {demo["sokoban"]["levels"]["train"]["generate"]["room_size"]}
     assert {run.train.env_steps for run in runs} == {demo["sokoban"]["env_steps"]}
     for run in runs:
         assert run.seeds == tuple(demo["seeds"])

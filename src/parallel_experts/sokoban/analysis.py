@@ -205,6 +205,12 @@ def training_note(sweep: xr.Dataset) -> str:
     if "test_mean_optimal_pushes" in sweep.attrs:
         note += (f" A push-optimal solution of a test level takes {sweep.attrs['test_mean_optimal_pushes']:.2f} "
                  f"pushes on average ({int(sweep.attrs['test_optimal_pushes_levels']):,} levels solved).")
+    if "test_random_solve_rate" in sweep.attrs:
+        rates = sweep["solve_rate"].mean("seed")
+        note += (f" A uniformly random policy solves {sweep.attrs['test_random_solve_rate']:.3f} of the test levels "
+                 f"within the {int(sweep.attrs['test_time_limit'])}-step time limit; the best allocation here solves "
+                 f"{float(rates.sel(mode='greedy').max()):.3f} greedily and {float(rates.sel(mode='sampled').max()):.3f}"
+                 " with sampled actions (mean over seeds).")
     return note
 
 

@@ -145,8 +145,9 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
             budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
-    # Every run plays the same test set, so the last one read names it and carries its push counts.
-    pushes = {f"test_{key}": evaluation.attrs[key] for key in ("mean_optimal_pushes", "optimal_pushes_levels")
+    # Every run plays the same test set, so the last one read names it and carries its push counts and chance level.
+    pushes = {f"test_{key}": evaluation.attrs[key]
+              for key in ("mean_optimal_pushes", "optimal_pushes_levels", "random_solve_rate", "time_limit")
               if key in evaluation.attrs}
     return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
                                                                     **pushes)
