@@ -25,16 +25,20 @@ def notebook_parameters(notebook: str) -> set[str]:
 
 def test_demo_reports_and_targets():
     reports = catalogue.reports(load("config.yaml"))
-    assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_convglu_small",
-                                         "sokoban_depth", "sokoban_tables", "sokoban_table2", "lm_small_W64",
-                                         "lm_depth", "expert_count"]
+    assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_depth", "sokoban_tables",
+                                         "sokoban_table2", "sokoban_probe_recall", "sokoban_probe_depth",
+                                         "sokoban_plans", "lm_small_W64", "lm_depth", "expert_count"]
     assert catalogue.targets(reports) == {
-        "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"],
-        "fig18_20_small": ["sokoban_convglu_small"], "fig3_left": ["sokoban_depth"],
-        "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig5": ["lm_small_W64"],
+        "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"], "fig3_left": ["sokoban_depth"],
+        "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig4": ["sokoban_probe_recall"],
+        "fig12": ["sokoban_probe_depth"], "fig13": ["sokoban_plans"], "fig5": ["lm_small_W64"],
         "fig3_right": ["lm_depth"], "fig6": ["expert_count"]}
-    sweep = next(r for r in reports if r.name == "sokoban_convglu_small")
-    assert sweep.params == {"sweep_name": "convglu", "budget": "small"} and sweep.notebook == "sokoban_sweep"
+    sweep = next(r for r in reports if r.name == "sokoban_convlstm_small")
+    assert sweep.params == {"sweep_name": "convlstm", "budget": "small"} and sweep.notebook == "sokoban_sweep"
+    with_convglu = load("config.yaml")
+    with_convglu["sokoban"]["sweeps"]["convglu"] = {"expert": "convglu", "recurrent": [True], "budgets": ["small"]}
+    convglu = next(r for r in catalogue.reports(with_convglu) if r.name == "sokoban_convglu_small")
+    assert convglu.target == "fig18_20_small" and convglu.params == {"sweep_name": "convglu", "budget": "small"}
 
 
 def test_paper_scale_has_every_figure_target():

@@ -8,7 +8,7 @@ import pytest
 from helpers import REPO
 from parallel_experts import budget, config
 from parallel_experts.errors import ConfigError
-from parallel_experts.sokoban import experiment, generator
+from parallel_experts.sokoban import experiment, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 
 
@@ -18,7 +18,9 @@ def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())
-    assert len(runs) == expected == 12 and len({run.id for run in runs}) == len(runs)
+    assert len(runs) == expected == 6 and len({run.id for run in runs}) == len(runs)  # 3 allocations × 2 recurrences
+    assert sorted({run.agent.depth for run in runs}) == [1, 2, 4]  # the depths of the authors' L=4 > L=2 > L=1 tests
+    assert {run.train.view for run in runs} == {demo["sokoban"]["levels"]["train"]["generate"]["room_size"]}
     assert {run.train.env_steps for run in runs} == {demo["sokoban"]["env_steps"]}
     for run in runs:
         assert run.seeds == tuple(demo["seeds"])
@@ -37,6 +39,15 @@ def test_a_generated_source_is_the_generators_level_set():
     source = {"generate": {"count": 6, "room_size": 6, "boxes": 1, "seed": 5}}
     made = experiment.level_set(source, {})
     np.testing.assert_array_equal(made.levels, generator.generated_set(6, room_size=6, num_boxes=1, seed=5).levels)
+    assert made.pushes is None
+
+
+def test_a_source_with_pushes_solves_its_first_levels():
+    source = {"generate": {"count": 6, "room_size": 6, "boxes": 2, "seed": 5}, "pushes": 4}
+    made = experiment.level_set(source, {})
+    assert len(made) == 6 and len(made.pushes) == 4
+    np.testing.assert_array_equal(made.pushes, solver.push_counts(made.levels[:4]))
+    assert (made.pushes >= 2).all()  # no box starts on a target, so each of the two is pushed at least once
 
 
 def probing(edit):

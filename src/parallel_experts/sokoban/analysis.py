@@ -29,6 +29,9 @@ PRIOR_WORK = (("DRC(3,3)", 50_000_000, 0.934), ("DRC(3,3)", 2_000_000_000, 0.993
 PRIOR_WORK_LEVELS = {"boxoban": "unfiltered/test"}
 PRIOR_WORK_SOURCE = ("Taufeeque et al. (2024), Planning in a recurrent neural network that plays Sokoban "
                      "(arXiv:2407.15421): the public evaluation data of AlignmentResearch/learned-planner")
+PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
+               "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
+ALPHA = 0.05  # the significance level of the depth verdicts
 
 
 def per_seed_scores(sweep: xr.Dataset) -> pd.DataFrame:
@@ -119,6 +122,41 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+    """One sentence per row of `welch_depth_tests`: whether the deeper configuration is better at level `alpha`."""
+    lines = []
+    for _, row in tests.iterrows():
+        holds = "holds" if row["p"] < alpha else f"is not shown (p ≥ {alpha})"
+        lines.append(f"{row['sweep']}, {results.family(row['recurrent'])}, {row['budget']} budget: {row['test']} "
+                     f"{holds}: best {row['deeper']} minus best {row['shallower']} = {row['difference']:+.3f}, "
+                     f"one-sided Welch p = {row['p']:.4f}")
+    return lines
+
+
+def depth_pattern(tests: pd.DataFrame, alpha: float = ALPHA) -> str:
+    """Whether the recurrent rows of `welch_depth_tests` show the paper's depth pattern, L=4 > L=2 > L=1 with both
+    steps significant (as the authors' small and medium ConvLSTM budgets do)."""
+    recurrent = tests[tests["recurrent"].astype(bool)] if len(tests) else tests
+    if not len(recurrent):
+        return ("this run cannot test the paper's depth pattern (L=4 > L=2 > L=1): it needs recurrent runs at L=1, 2 "
+                "and 4 with at least two seeds each.")
+    significant = int((recurrent["p"] < alpha).sum())
+    if significant == len(recurrent):
+        verdict = "shows the paper's depth pattern: every deeper recurrent configuration tested is significantly better"
+    elif significant == 0:
+        verdict = "does not show the paper's depth pattern: no deeper recurrent configuration is significantly better"
+    else:
+        verdict = (f"shows the paper's depth pattern only in part: {significant} of {len(recurrent)} depth tests of "
+                   f"the recurrent runs are significant")
+    return f"this run {verdict} (one-sided Welch, p < {alpha}, uncorrected). {PAPER_DEPTH}"
+
+
+def depth_findings(per_seed: pd.DataFrame) -> list[str]:
+    """The depth tests of a report in words: each test, then whether the paper's depth pattern shows."""
+    tests = welch_depth_tests(per_seed)
+    return [*depth_verdicts(tests), depth_pattern(tests)]
+
+
 def scores_beside_paper(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Table 7: our configuration scores with the authors' mean, variance and seed count of the same
     configuration beside them (NaN where the authors have none)."""
@@ -165,9 +203,20 @@ def training_returns(sweep: xr.Dataset) -> pd.DataFrame:
 
 
 def training_note(sweep: xr.Dataset) -> str:
-    """The line under every Sokoban report's scale banner: training length and test levels."""
-    return (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
+    """The line under every Sokoban report's scale banner: training length, test levels and how many pushes a
+    push-optimal solution of them needs on average (where the level set was solved)."""
+    note = (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
             f"{sweep.attrs['test_levels']}.")
+    if "test_mean_optimal_pushes" in sweep.attrs:
+        note += (f" A push-optimal solution of a test level takes {sweep.attrs['test_mean_optimal_pushes']:.2f} "
+                 f"pushes on average ({int(sweep.attrs['test_optimal_pushes_levels']):,} levels solved).")
+    if "test_random_solve_rate" in sweep.attrs:
+        rates = sweep["solve_rate"].mean("seed")
+        note += (f" A uniformly random policy solves {sweep.attrs['test_random_solve_rate']:.3f} of the test levels "
+                 f"within the {int(sweep.attrs['test_time_limit'])}-step time limit; the best allocation here solves "
+                 f"{float(rates.sel(mode='greedy').max()):.3f} greedily and {float(rates.sel(mode='sampled').max()):.3f}"
+                 " with sampled actions (mean over seeds).")
+    return note
 
 
 def best_allocation_text(scores: pd.DataFrame) -> str:
@@ -199,9 +248,9 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
             f"(± {noise:.3f} standard error; {int(rec['seeds'])} and {int(non['seeds'])} seeds)")
 
 
-def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
+def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
-    recurrence wins, and the paper's finding."""
+    recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding."""
     lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
@@ -209,6 +258,8 @@ def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]
     effect = recurrence_effect(scores)
     if effect is not None:
         lines.append(effect)
+    if per_seed is not None:
+        lines += depth_findings(per_seed)
     return [*lines, PAPER_FINDING]
 
 
@@ -243,7 +294,7 @@ def prior_work_comparison(config: Mapping) -> str:
     """Whether the config's solve rates compare like for like with `PRIOR_WORK`: the same test levels, and which
     published rows were trained for as many environment steps as this config."""
     test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
-    if test != PRIOR_WORK_LEVELS:
+    if test.get("boxoban") != PRIOR_WORK_LEVELS["boxoban"]:
         return (f"Not like for like: the published solve rates are on {describe_levels(PRIOR_WORK_LEVELS)}, this "
                 f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
     matched = [f"{agent} at {steps_text(n)}" for agent, n, _ in PRIOR_WORK if n == steps]

@@ -84,6 +84,21 @@ def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0,
                       attrs={"time_limit": env.time_limit, "seed": seed})
 
 
+class UniformPolicy(eqx.Module):
+    """The chance level: every action equally likely in every state (sampled play), no state."""
+
+    def initial_state(self, height, width):
+        return jnp.zeros(())
+
+    def __call__(self, grid, hidden):
+        return jnp.zeros(4), jnp.zeros(()), hidden
+
+
+def chance_solve_rate(env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, view: int = 10) -> float:
+    """The fraction of `levels` a uniformly random policy solves within the time limit (each played once)."""
+    return float(evaluate(UniformPolicy(), env, levels, seed=seed, view=view).sel(mode="sampled")["solved"].mean())
+
+
 def evaluate_run(run, agents, test) -> xr.Dataset:
     """Every seed's agent of a run on every level of `test` (a LevelSet), with the levels' provenance."""
     env = sokoban_env.make_env(test.levels, reward=run.train.reward, time_limit=run.train.time_limit)
@@ -92,5 +107,14 @@ def evaluate_run(run, agents, test) -> xr.Dataset:
         per_seed.append(evaluate(train.one_seed(agents, i), env, test.levels, seed=seed, view=run.train.view))
     result = xr.concat(per_seed, dim=xr.DataArray(list(run.seeds), dims="seed", name="seed"))
     files = np.array(test.files)[test.file]
+    chance = chance_solve_rate(env, test.levels, seed=run.seeds[0], view=run.train.view)
     return result.assign_coords(level_file=("level", files), level_index=("level", test.index)).assign_attrs(
-        run=run.id, levels=test.source)
+        run=run.id, levels=test.source, random_solve_rate=chance, **push_attrs(test))
+
+
+def push_attrs(test) -> dict:
+    """What a level set's push counts say (none where it has none): the mean pushes of a push-optimal solution
+    and how many levels were solved for it."""
+    if test.pushes is None or not len(test.pushes):
+        return {}
+    return {"mean_optimal_pushes": float(np.mean(test.pushes)), "optimal_pushes_levels": len(test.pushes)}

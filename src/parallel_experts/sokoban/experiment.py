@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tqdm.auto import tqdm
+
 from parallel_experts import budget
-from parallel_experts.errors import ConfigError
+from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.results import Definition, family_id, run_results
-from parallel_experts.sokoban import boxoban, generator
+from parallel_experts.sokoban import boxoban, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig
-from parallel_experts.sokoban.levels import LevelSet
+from parallel_experts.sokoban.levels import LevelError, LevelSet
 from parallel_experts.sokoban.train import TrainConfig
 
 
@@ -128,12 +130,21 @@ def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
 
 def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
-    from `boxoban_source` (`sokoban.boxoban`: a local copy or a download)."""
+    from `boxoban_source` (`sokoban.boxoban`: a local copy or a download); with `pushes: N`, the push-optimal
+    push counts of its first N levels (all, where it has fewer)."""
     if "generate" in source:
         g = source["generate"]
-        return generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
-    return boxoban.load_split(source["boxoban"], boxoban_source.get("root"), cache_dir=boxoban_source.get("cache"),
-                              download=boxoban_source.get("download", False))
+        found = generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
+    else:
+        found = boxoban.load_split(source["boxoban"], boxoban_source.get("root"),
+                                   cache_dir=boxoban_source.get("cache"), download=boxoban_source.get("download", False))
+    if "pushes" not in source:
+        return found
+    try:
+        return found.with_pushes(solver.push_counts(tqdm(found.levels[:source["pushes"]], desc="push-optimal solutions",
+                                                         unit="level", mininterval=5)))
+    except PipelineError as error:
+        raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
 def collect(curve_paths: list[str], eval_paths: list[str]):
@@ -159,5 +170,9 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
             budget=("run", [run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
-    # Every run plays the same test set, so the last one read names it.
-    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""))
+    # Every run plays the same test set, so the last one read names it and carries its push counts and chance level.
+    pushes = {f"test_{key}": evaluation.attrs[key]
+              for key in ("mean_optimal_pushes", "optimal_pushes_levels", "random_solve_rate", "time_limit")
+              if key in evaluation.attrs}
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
+                                                                    **pushes)
