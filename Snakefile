@@ -20,6 +20,7 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/allocations.smk"
 include: "workflow/rules/sokoban.smk"
+include: "workflow/rules/probes.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/reports.smk"
 

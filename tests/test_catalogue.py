@@ -25,15 +25,21 @@ def notebook_parameters(notebook: str) -> set[str]:
 
 def test_demo_reports_and_targets():
     reports = catalogue.reports(load("config.yaml"))
-    assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_convglu_small",
-                                         "sokoban_depth", "sokoban_tables", "sokoban_aggregation", "sokoban_radius",
-                                         "lm_small_W64", "lm_depth"]
+    assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_depth", "sokoban_tables",
+                                         "sokoban_table2", "sokoban_probe_recall", "sokoban_probe_depth",
+                                         "sokoban_plans", "sokoban_aggregation", "sokoban_radius", "lm_small_W64",
+                                         "lm_depth", "expert_count"]
     assert catalogue.targets(reports) == {
-        "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"],
-        "fig18_20_small": ["sokoban_convglu_small"], "fig3_left": ["sokoban_depth"],
-        "tables_1_7": ["sokoban_tables"], "fig10_left": ["sokoban_aggregation"], "fig11": ["sokoban_radius"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"]}
-    sweep = next(r for r in reports if r.name == "sokoban_convglu_small")
-    assert sweep.params == {"sweep_name": "convglu", "budget": "small"} and sweep.notebook == "sokoban_sweep"
+        "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"], "fig3_left": ["sokoban_depth"],
+        "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig4": ["sokoban_probe_recall"],
+        "fig12": ["sokoban_probe_depth"], "fig13": ["sokoban_plans"], "fig10_left": ["sokoban_aggregation"],
+        "fig11": ["sokoban_radius"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"], "fig6": ["expert_count"]}
+    sweep = next(r for r in reports if r.name == "sokoban_convlstm_small")
+    assert sweep.params == {"sweep_name": "convlstm", "budget": "small"} and sweep.notebook == "sokoban_sweep"
+    with_convglu = load("config.yaml")
+    with_convglu["sokoban"]["sweeps"]["convglu"] = {"expert": "convglu", "recurrent": [True], "budgets": ["small"]}
+    convglu = next(r for r in catalogue.reports(with_convglu) if r.name == "sokoban_convglu_small")
+    assert convglu.target == "fig18_20_small" and convglu.params == {"sweep_name": "convglu", "budget": "small"}
 
 
 def test_paper_scale_has_every_figure_target():
@@ -41,7 +47,7 @@ def test_paper_scale_has_every_figure_target():
     assert targets["fig5"] == ["lm_small_W128"]
     assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
     assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
-            "tables_1_7", "fig3_right", "allocations", "fig10_left", "fig11"} <= set(targets)
+            "tables_1_7", "fig3_right", "allocations", "fig6", "table2", "fig10_left", "fig11"} <= set(targets)
 
 
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():
@@ -73,4 +79,19 @@ def test_sweep_reports_are_exactly_the_settings_that_have_runs(name):
     lm_pages = {(r.params["budget"], r.params["window"]) for r in reports if r.notebook == "lm_sweep"}
     assert lm_pages == {(run.budget, run.window) for run in lm_experiment.runs(cfg)}
     sokoban_pages = {(r.params["sweep_name"], r.params["budget"]) for r in reports if r.notebook == "sokoban_sweep"}
-    assert sokoban_pages == {(run.sweep, run.budget) for run in sokoban_experiment.sweep_runs(cfg)}
+    assert sokoban_pages == {(run.sweep, run.budget) for run in sokoban_experiment.runs(cfg)}
+
+
+def test_probe_reports_exist_exactly_where_the_config_probes():
+    smoke = load("smoke.yaml")
+    reports = {r.name: r for r in catalogue.reports(smoke)}
+    probes = smoke["sokoban"]["probes"]
+    assert reports["sokoban_probe_recall"].target == "fig4"
+    assert reports["sokoban_probe_recall"].params == {"compare": ",".join(probes["compare"])}
+    assert reports["sokoban_probe_depth"].target == "fig12"
+    assert reports["sokoban_plans"].params == {"run": probes["picture"]["run"]}
+    fewer = copy.deepcopy(smoke)
+    del fewer["sokoban"]["probes"]["compare"], fewer["sokoban"]["probes"]["picture"]
+    assert [r.name for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES] == ["sokoban_probe_depth"]
+    del fewer["sokoban"]["probes"]
+    assert not [r for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES]

@@ -27,7 +27,7 @@ def broken(repo, tmp_path, edit):
 
 CASES = {
     "unknown key": (lambda c: c["sokoban"].update(env_stepz=5),
-                    "sokoban: unknown key 'env_stepz' (expected one of: ablations, boxoban, budgets, encoder_channels, env_steps, levels, sweeps, training)"),
+                    "sokoban: unknown key 'env_stepz' (expected one of: ablations, boxoban, budgets, encoder_channels, env_steps, expert_count, levels, probes, sweeps, training)"),
     "wrong type": (lambda c: c["lm"].update(windows="128"), "lm.windows: expected array, got \"128\""),
     "bad value": (lambda c: c.update(accelerator="tpu"), "accelerator: expected one of cpu, cuda, got \"tpu\""),
     "below minimum": (lambda c: c["sokoban"]["budgets"]["small"]["anchor"].__setitem__(2, 0),

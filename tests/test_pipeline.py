@@ -7,6 +7,7 @@ from helpers import snakemake
 from slurm_cluster import submitted_job_ids
 
 from parallel_experts import reports, results
+from parallel_experts.sokoban.levels import LevelSet
 
 SMOKE = "config/smoke.yaml"
 LOCAL_RULES = {"all", "config_snapshot", "index"}  # run by Snakemake itself, never submitted
@@ -35,6 +36,10 @@ def check_outputs(workdir):
     for run in sweep["run"].values:  # every test level played exactly once per seed and mode
         evaluation = results.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
         assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
+    test_levels = LevelSet.load(workdir / "results/sokoban/levels/test.npz")  # `pushes: 20`: every test level solved
+    assert len(test_levels.pushes) == 20 and sweep.attrs["test_optimal_pushes_levels"] == 20
+    assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
+    assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "lm_small_W16", "lm_depth"):
         assert f'href="{name}.html"' in index
     lm = results.open_dataset(workdir / "results/lm/sweep.nc")

@@ -44,15 +44,27 @@ def test_paper_ablations_are_the_papers_settings():
 
 def test_run_ids_and_params_of_the_sweeps_do_not_change():
     # A run without a radius has the id and the JSON definition (Snakemake params) it had before radii existed.
-    run = experiment.sweep_runs(load("paper.yaml"))[0]
+    paper = load("paper.yaml")
+    run = experiment.runs(paper)[0]
     assert run.id == "convlstm/recurrent/small/L1-E1-d128" and run.ablation is None
     assert "radius" not in run.to_dict()["agent"]
-    for run in experiment.runs(load("paper.yaml")):
+    for run in experiment.runs(paper) + experiment.ablation_runs(paper):
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
+    runs = experiment.ablation_runs(load("config.yaml"))
+    assert {(r.budget, r.agent.depth, r.agent.experts, r.agent.width, r.seeds) for r in runs} == {
+        ("small", 1, 4, 8, (0,))}
+    assert [r.agent.radius for r in runs if r.ablation == "radius"] == [0, None]  # E = 4: r = 2 is already full
+    assert [r.id for r in runs if r.ablation == "radius"] == [
+        "radius_ablation/recurrent/small/L1-E4-d8-r0", "radius_ablation/recurrent/small/L1-E4-d8"]
 
 
 def test_an_ablation_takes_the_budgets_seeds_unless_it_lists_its_own():
     demo = load("config.yaml")
+    for spec in demo["sokoban"]["ablations"].values():
+        del spec["seeds"]
     assert {r.seeds for r in experiment.ablation_runs(demo)} == {tuple(demo["seeds"])}
     demo["sokoban"]["budgets"]["small"]["seeds"] = [4]
     demo["sokoban"]["ablations"]["radius"]["seeds"] = [7, 8, 9]
@@ -70,8 +82,8 @@ def with_ablation(**changes):
     ({"allocation": [1, 1, 8]},
      "sokoban.ablations.radius.allocation: [1, 1, 8] is not an allocation of budget 'small'"),
     ({"budget": "huge"}, "sokoban.ablations.radius.budget: unknown budget 'huge' (defined: small)"),
-    ({"values": [0, 1, "full"]}, "sokoban.ablations.radius.values[2]: 'full' is the same agent as 1 (every radius "
-                                 ">= E//2 = 1 is full)"),
+    ({"values": [0, 2, "full"]}, "sokoban.ablations.radius.values[2]: 'full' is the same agent as 2 (every radius "
+                                 ">= E//2 = 2 is full)"),
 ])
 def test_ablation_errors_name_the_key(changes, message):
     with pytest.raises(ConfigError) as error:
@@ -83,7 +95,7 @@ def test_ablation_errors_name_the_key(changes, message):
     (lambda a: a["radius"].update(values=[-1]), "sokoban.ablations.radius.values[0]"),
     (lambda a: a["radius"].update(values=["half"]), "sokoban.ablations.radius.values[0]"),
     (lambda a: a["aggregation"].update(values=["max"]), "sokoban.ablations.aggregation.values[0]"),
-    (lambda a: a["radius"].update(allocation=[1, 3, 8, 2]), "sokoban.ablations.radius.allocation"),
+    (lambda a: a["radius"].update(allocation=[1, 4, 8, 2]), "sokoban.ablations.radius.allocation"),
     (lambda a: a["radius"].update(experts=3), "sokoban.ablations.radius: unknown key 'experts'"),
     (lambda a: a.update(chaining={}), "sokoban.ablations: unknown key 'chaining' (expected one of: aggregation, "
                                       "radius)"),

@@ -146,6 +146,14 @@ def test_tables_of_a_sweep_set_the_papers_numbers_beside_ours():
     assert np.isnan(table7.loc[1, "paper mean"])
     assert analysis.training_note(data) == ("Training: 192,000 environment steps per run; test levels: 200 generated "
                                             "levels.")
+    solved = data.assign_attrs(test_mean_optimal_pushes=10 / 3, test_optimal_pushes_levels=3)
+    assert analysis.training_note(solved) == (
+        "Training: 192,000 environment steps per run; test levels: 200 generated levels. A push-optimal solution "
+        "of a test level takes 3.33 pushes on average (3 levels solved).")
+    chance = data.assign_attrs(test_random_solve_rate=0.06, test_time_limit=60)
+    assert analysis.training_note(chance).endswith(
+        "A uniformly random policy solves 0.060 of the test levels within the 60-step time limit; the best "
+        "allocation here solves 0.500 greedily and 0.500 with sampled actions (mean over seeds).")
     curves = analysis.training_returns(data)
     assert len(curves) == 3 * 2 * 3 and curves["env_steps"].max() == 30 * 640
     assert set(curves["allocation"]) == {"L1 E4 d64", "L4 E1 d64", "L2 E2 d64"}
@@ -164,3 +172,29 @@ def test_the_plots_draw_our_runs_and_the_papers_scores(paper):
     fig = plots.sokoban_learning_curves(analysis.training_returns(data), "test")
     assert [ax.get_title() for ax in fig.axes[:2]] == ["recurrent", "non-recurrent"]
     matplotlib.pyplot.close("all")
+
+
+def test_depth_findings_state_each_test_and_whether_the_papers_pattern_shows(paper):
+    lines = analysis.depth_findings(paper)  # the authors' own scores: 4 of their 6 tests are significant
+    assert len(lines) == 7
+    small = [line for line in lines if "small budget: L=4 > L=2" in line]
+    assert small[0].startswith("convlstm, recurrent, small budget: L=4 > L=2 holds: best L4 E1 d64 minus best L2 ")
+    assert "p = 0.01" in small[0]
+    assert sum("is not shown (p ≥ 0.05)" in line for line in lines) == 2  # the large budget's two tests
+    assert lines[-1].startswith("this run shows the paper's depth pattern only in part: 4 of 6 depth tests")
+    assert lines[-1].endswith(analysis.PAPER_DEPTH)
+
+    def seeds(depth_scores, recurrent=True):
+        rows = [("convlstm", recurrent, "small", depth, 4 // depth, 8, seed, score)
+                for depth, values in depth_scores.items() for seed, score in enumerate(values)]
+        return pd.DataFrame(rows, columns=["sweep", "recurrent", "budget", *analysis.ALLOCATION, "seed", "score"])
+
+    deeper_better = analysis.depth_findings(seeds({1: [1.0, 1.1], 2: [2.0, 2.1], 4: [3.0, 3.1]}))
+    assert deeper_better[-1].startswith("this run shows the paper's depth pattern: every deeper recurrent")
+    assert "best L4 E1 d8 minus best L2 E2 d8 = +1.000" in deeper_better[0]
+    flat = analysis.depth_findings(seeds({1: [2.0, 2.1], 2: [2.0, 2.1], 4: [1.0, 1.1]}))
+    assert flat[-1].startswith("this run does not show the paper's depth pattern")
+    non_recurrent = analysis.depth_findings(seeds({1: [1.0, 1.1], 2: [2.0, 2.1], 4: [3.0, 3.1]}, recurrent=False))
+    assert len(non_recurrent) == 3 and non_recurrent[-1].startswith("this run cannot test")  # the pattern is recurrent
+    assert analysis.depth_findings(seeds({1: [1.0], 2: [2.0], 4: [3.0]}))[-1].startswith(
+        "this run cannot test the paper's depth pattern")

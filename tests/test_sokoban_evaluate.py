@@ -4,10 +4,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jumanji_referee import ONE_BOX, TWO_BOXES, level
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate
+from parallel_experts.sokoban.levels import LevelSet
 
 
 class AlwaysRight(eqx.Module):
@@ -43,3 +45,17 @@ def test_sampled_mode_uses_the_policy_distribution():
     # A uniform policy plays different moves on identical levels; greedy plays the same everywhere.
     assert len(set(result.sel(mode="sampled")["episode_return"].values.round(3))) > 1
     assert len(set(result.sel(mode="greedy")["episode_return"].values.round(3))) == 1
+
+
+def test_push_attrs_state_the_mean_push_count_of_the_solved_levels():
+    levels = np.stack([ONE_BOX] * 4)
+    plain = LevelSet(levels, "four levels", ("f",), np.zeros(4, np.int32), np.arange(4, dtype=np.int32))
+    assert evaluate.push_attrs(plain) == {}
+    assert evaluate.push_attrs(plain.with_pushes(np.array([2, 3, 5]))) == {
+        "mean_optimal_pushes": pytest.approx(10 / 3), "optimal_pushes_levels": 3}
+
+
+def test_a_uniformly_random_policy_solves_a_one_push_level_a_quarter_of_the_time():
+    levels = np.stack([ONE_BOX] * 800)  # one step: only "right" (1 of 4 actions) solves it
+    env = sokoban_env.make_env(levels, reward="clipped", time_limit=1)
+    assert evaluate.chance_solve_rate(env, levels) == pytest.approx(0.25, abs=0.05)  # 4.6 standard errors

@@ -3,20 +3,24 @@
 import json
 
 import numpy as np
+import pytest
 
 from helpers import REPO
 from parallel_experts import budget, config
-from parallel_experts.sokoban import experiment, generator
+from parallel_experts.errors import ConfigError
+from parallel_experts.sokoban import experiment, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 
 
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     demo = config.load([REPO / "config/config.yaml"])
-    runs = experiment.sweep_runs(demo)
+    runs = experiment.runs(demo)
     allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())
-    assert len(runs) == expected == 12 and len({run.id for run in runs}) == len(runs)
+    assert len(runs) == expected == 6 and len({run.id for run in runs}) == len(runs)  # 3 allocations × 2 recurrences
+    assert sorted({run.agent.depth for run in runs}) == [1, 2, 4]  # the depths of the authors' L=4 > L=2 > L=1 tests
+    assert {run.train.view for run in runs} == {demo["sokoban"]["levels"]["train"]["generate"]["room_size"]}
     assert {run.train.env_steps for run in runs} == {demo["sokoban"]["env_steps"]}
     for run in runs:
         assert run.seeds == tuple(demo["seeds"])
@@ -35,3 +39,41 @@ def test_a_generated_source_is_the_generators_level_set():
     source = {"generate": {"count": 6, "room_size": 6, "boxes": 1, "seed": 5}}
     made = experiment.level_set(source, {})
     np.testing.assert_array_equal(made.levels, generator.generated_set(6, room_size=6, num_boxes=1, seed=5).levels)
+    assert made.pushes is None
+
+
+def test_a_source_with_pushes_solves_its_first_levels():
+    source = {"generate": {"count": 6, "room_size": 6, "boxes": 2, "seed": 5}, "pushes": 4}
+    made = experiment.level_set(source, {})
+    assert len(made) == 6 and len(made.pushes) == 4
+    np.testing.assert_array_equal(made.pushes, solver.push_counts(made.levels[:4]))
+    assert (made.pushes >= 2).all()  # no box starts on a target, so each of the two is pushed at least once
+
+
+def probing(edit):
+    cfg = config.load([REPO / "config/smoke.yaml"])
+    edit(cfg["sokoban"])
+    return cfg
+
+
+def test_probed_runs_are_the_named_runs_in_order():
+    cfg = probing(lambda s: s["probes"].update(runs=list(reversed(s["probes"]["runs"]))))
+    assert [run.id for run in experiment.probed_runs(cfg)] == cfg["sokoban"]["probes"]["runs"]
+    assert experiment.probe_seed(cfg, experiment.probed_runs(cfg)[0]) == 0  # the run's first seed by default
+    assert experiment.probed_runs(probing(lambda s: s.pop("probes"))) == []
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["probes"]["runs"].append("convlstm/recurrent/small/L9-E1-d1"),
+     r"sokoban\.probes\.runs\[3\]: 'convlstm/recurrent/small/L9-E1-d1' is not a run of the sweeps \(expected one of: "
+     r"convlstm/recurrent/small/L1-E1-d16, "),
+    (lambda s: s["probes"]["compare"].__setitem__(1, "convlstm/nonrecurrent/small/L1-E1-d16"),
+     r"sokoban\.probes\.compare\[1\]: 'convlstm/nonrecurrent/small/L1-E1-d16' is not a probed run"),
+    (lambda s: s["probes"]["picture"].update(run="convlstm/nonrecurrent/small/L1-E1-d16"),
+     r"sokoban\.probes\.picture\.run: 'convlstm/nonrecurrent/small/L1-E1-d16' is not a probed run"),
+    (lambda s: s["levels"].pop("valid"), r"sokoban\.levels\.valid: the probes calibrate on these levels"),
+    (lambda s: s["probes"].update(seed=7), r"sokoban\.probes\.seed: 7 is not a seed of convlstm/recurrent/small/L1-E1-d16"),
+])
+def test_probes_must_name_runs_of_the_sweeps(edit, message):
+    with pytest.raises(ConfigError, match=message):
+        config.validate(probing(edit))

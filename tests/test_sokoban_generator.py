@@ -1,57 +1,11 @@
 """Generated levels, checked by an independent solver with Jumanji as the referee."""
 
-import jax
 import numpy as np
 import pytest
-from jumanji.environments import Sokoban
 
-import sokoban_solver as solver
-from helpers import BOXOBAN
-from jumanji_referee import FixedLevel, hand_level, replay_in_jumanji
-from parallel_experts.sokoban import boxoban, generator, levels
+from jumanji_referee import replay_in_jumanji
+from parallel_experts.sokoban import boxoban, generator, levels, solver
 from parallel_experts.sokoban.levels import LevelError
-
-TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"
-needs_boxoban = pytest.mark.skipif(not TEST_FILE.exists(), reason=f"{TEST_FILE} not present")
-
-
-def test_solver_on_hand_made_levels():
-    right = hand_level("#####", "#@$.#", "#####")
-    up = hand_level("###", "#.#", "#$#", "#@#", "###")
-    assert solver.solve(right) == [1] and solver.solve(up) == [0]
-    walk_then_push = hand_level("######", "#   .#", "# $  #", "#@   #", "######")
-    moves = solver.solve(walk_then_push)
-    assert solver.solved(solver.play(walk_then_push, moves)) and not solver.solved(walk_then_push)
-    # Jumanji agrees on what the actions mean: the box ends on the target.
-    final, on_targets, _ = replay_in_jumanji(np.stack([right, up, walk_then_push]), [[1], [0], moves])
-    assert on_targets.tolist() == [1, 1, 1]
-    np.testing.assert_array_equal(final[0], solver.play(right, [1])[..., 0])
-
-    # The generator plugs into the real env: reset shows the level as the observation.
-    state, timestep = Sokoban(generator=FixedLevel(walk_then_push)).reset(jax.random.key(1))
-    np.testing.assert_array_equal(timestep.observation.grid, walk_then_push)
-    assert state.agent_location.tolist() == [3, 1]
-
-    corner = hand_level("#####", "#$ .#", "# @ #", "#####")  # a box in a corner never moves again
-    frozen = hand_level("#######", "#  @  #", "#.$$ .#", "#######")  # two boxes block each other on a wall
-    assert solver.solve(corner) is None and solver.solve(frozen) is None
-
-
-@needs_boxoban
-def test_solver_solves_boxoban_levels_and_jumanji_agrees():
-    first_six = boxoban.read_levels(TEST_FILE)[:6]
-    moves = [solver.solve(level, max_nodes=100_000) for level in first_six]
-    assert all(m is not None for m in moves)
-    final, on_targets, solved = replay_in_jumanji(first_six, moves)
-    assert on_targets.tolist() == [4] * 6 and solved.all()
-    for level, m, grid in zip(first_six, moves, final):  # the solver's own rules give the same end position
-        np.testing.assert_array_equal(solver.play(level, m)[..., 0], grid)
-    with pytest.raises(solver.SearchLimit):
-        solver.solve(first_six[0], max_nodes=3)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The generator
 
 
 CASES = [(5, 1, 20), (6, 1, 30), (7, 1, 20), (7, 2, 30), (7, 3, 20), (8, 3, 10), (10, 4, 12)]  # size, boxes, n

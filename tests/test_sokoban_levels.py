@@ -29,3 +29,15 @@ def test_level_set_saves_and_loads_with_its_provenance(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a level set")
     with pytest.raises(levels.LevelError, match="bad.npz: not a saved level set"):
         levels.LevelSet.load(tmp_path / "bad.npz")
+
+
+def test_push_counts_travel_with_the_level_set(tmp_path):
+    level_set = generator.generated_set(5, room_size=5, num_boxes=1, seed=4)
+    assert level_set.pushes is None
+    with_pushes = level_set.with_pushes(np.array([2, 3]))  # counts of the first two levels only
+    with_pushes.save(tmp_path / "set.npz")
+    assert levels.LevelSet.load(tmp_path / "set.npz").pushes.tolist() == [2, 3]
+    level_set.save(tmp_path / "plain.npz")
+    assert levels.LevelSet.load(tmp_path / "plain.npz").pushes is None
+    with pytest.raises(LevelError, match="6 push counts for a set of 5 levels"):
+        level_set.with_pushes(np.ones(6))

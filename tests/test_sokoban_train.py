@@ -17,7 +17,8 @@ from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.generator import generated_set
-from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, gae, train
+from parallel_experts.sokoban.train import (NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, gae,
+                                            initial_agent, train)
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
@@ -83,6 +84,15 @@ def test_the_level_table_is_an_argument_of_the_compiled_updates_not_a_constant(t
     many = Trainer(trainer.agent_config, TINY, np.tile(np.asarray(trainer.levels), (100, 1, 1, 1)))
     sizes = [len(t.run_updates.lower(t.levels, t.init([0])).as_text()) for t in (trainer, many)]
     assert abs(sizes[1] - sizes[0]) < 100, sizes
+
+
+def test_the_initial_agent_of_a_seed_is_the_one_training_starts_from(trainer):
+    import equinox as eqx
+
+    started = trainer.init([3]).params
+    untrained = eqx.filter(initial_agent(trainer.agent_config, 3), eqx.is_array)
+    for ours, theirs in zip(jax.tree.leaves(untrained), jax.tree.leaves(started), strict=True):
+        np.testing.assert_array_equal(ours, theirs[0])
 
 
 def test_fewer_updates_than_one_log_interval_is_a_config_error():

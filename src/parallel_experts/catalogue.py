@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import pandas as pd
+
+from parallel_experts import budget, expert_count
+
 ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
 SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
+SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
 SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
+EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
 
 # Each Sokoban ablation (sokoban.ablations.<setting>): report and notebook name, the paper's figure, the target.
 SOKOBAN_ABLATION_FIGURES = {
@@ -42,13 +48,15 @@ class Report:
 
 
 def reports(config: Mapping) -> list[Report]:
-    """Every report of a validated config, in index order: allocation grids, Sokoban, its ablations, language
-    model."""
+    """Every report of a validated config, in index order: allocation grids, Sokoban, its probes, its ablations,
+    language model, number of experts."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
+    found += _probes(config)
     found += _sokoban_ablations(config)
     found += _lm(config)
+    found += _expert_count(config)
     return found
 
 
@@ -80,6 +88,24 @@ def _sokoban(config: Mapping) -> list[Report]:
         found.append(Report("sokoban_tables",
                             "Tables 1 and 7, depth tests: Sokoban solve rates and final-five scores",
                             "sokoban_tables", SOKOBAN_SWEEP, target="tables_1_7"))
+        found.append(Report("sokoban_table2", "Table 2: solve rates of the best Sokoban agents beside earlier DRC "
+                            "agents", "sokoban_table2", SOKOBAN_SWEEP, target="table2"))
+    return found
+
+
+def _probes(config: Mapping) -> list[Report]:
+    probes = config["sokoban"].get("probes")
+    if not probes:
+        return []
+    found = [Report("sokoban_probe_depth", "Fig. 12: planning-probe recall of every probed run, C_A and C_B, macro-F1",
+                    "sokoban_probe_depth", SOKOBAN_PROBES, target="fig12")]
+    if "compare" in probes:
+        found.insert(0, Report("sokoban_probe_recall", "Fig. 4: planning-probe recall by step, two depths compared",
+                               "sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(probes["compare"])},
+                               "fig4"))
+    if "picture" in probes:
+        found.append(Report("sokoban_plans", "Fig. 13: an agent's plan over its first steps, read by the probe",
+                            "sokoban_plans", SOKOBAN_PROBES, {"run": probes["picture"]["run"]}, "fig13"))
     return found
 
 
@@ -106,3 +132,39 @@ def _lm(config: Mapping) -> list[Report]:
         found.append(Report("lm_depth", "Fig. 3 (right): best FineWeb validation loss with depth at most L",
                             "lm_depth", LM_SWEEP, target="fig3_right"))
     return found
+
+
+def _expert_count(config: Mapping) -> list[Report]:
+    """Fig. 6, where the config's runs hold a family (fixed L and d, at least two E): its inputs are exactly the
+    result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
+    sokoban, window = config["sokoban"], config["lm"]["windows"][0]
+    by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
+
+    def trained(sweep: Mapping, budget_name: str) -> list[budget.Allocation]:  # a sweep may list a subset
+        listed = sweep.get("allocations")
+        return [a for a in by_name[budget_name].allocations if listed is None or a.as_list() in listed]
+
+    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, trained(sweep, budget_name))
+              for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]
+    dedicated = sokoban.get("expert_count")
+    extra = [] if dedicated is None else [
+        (expert_count.sokoban_panel("expert_count"), dedicated["recurrent"], "",
+         [budget.Allocation(L, E, d) for L in dedicated["depths"] for d in dedicated["widths"]
+          for E in dedicated["experts"]])]
+    # Every LM budget trains both families at every window (lm.experiment.runs).
+    lm = [(expert_count.lm_panel(window), [False, True], b.name, b.allocations) for b in budget.budgets(config, "lm")]
+    sources = {"sweep": (SOKOBAN_SWEEP["sweep"], sweeps), "expert_count": (EXPERT_COUNT, extra),
+               "lm_sweep": (LM_SWEEP["sweep"], lm)}
+    inputs = {name: path for name, (path, planned) in sources.items() if len(expert_count.families(_planned(planned)))}
+    if not inputs:
+        return []
+    return [Report("expert_count", "Fig. 6: score against the number of experts E at fixed depth and width",
+                   "expert_count", inputs, {"window": window}, target="fig6")]
+
+
+def _planned(planned: Iterable[tuple]) -> pd.DataFrame:
+    """The allocations a config will train, in the layout of `expert_count` points (without scores)."""
+    rows = [{"panel": panel, "recurrent": recurrent, "budget": name, "depth": a.depth, "experts": a.experts,
+             "width": a.width} for panel, recurrences, name, allocations in planned
+            for recurrent in recurrences for a in allocations]
+    return pd.DataFrame(rows, columns=expert_count.POINT)

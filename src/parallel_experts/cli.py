@@ -77,6 +77,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", required=True, help="test level set from sokoban-levels")
     p.add_argument("--out", required=True)
 
+    p = command("sokoban-probe-data", sokoban_probe_data,
+                "greedy episodes of one trained agent as probe data: states, encoder outputs, control, labels")
+    p.add_argument("--run", required=True, help="JSON definition of the run")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--seed", type=int, required=True, help="the training seed whose agent plays")
+    p.add_argument("--levels", required=True, help="level set from sokoban-levels")
+    p.add_argument("--count", type=int, default=None, help="play the first COUNT levels (default: all)")
+    p.add_argument("--out", required=True)
+
+    p = command("sokoban-probe-fit", sokoban_probe_fit, "fit, calibrate and score the planning probes of one run")
+    p.add_argument("--train", required=True, help="probe data of the training levels")
+    p.add_argument("--calibration", required=True, help="probe data of the calibration levels")
+    p.add_argument("--test", required=True, help="probe data of the test levels")
+    p.add_argument("--fit", default="{}", help="JSON: the config's sokoban.probes.fit")
+    p.add_argument("--picture", default="{}", help='JSON: {"level": test level, "steps": first steps} of Fig. 13')
+    p.add_argument("--out", required=True)
+
+    p = command("sokoban-probes", sokoban_probes, "collect every probed run's scores into one dataset")
+    p.add_argument("--out", required=True)
+    p.add_argument("scores", nargs="+")
+
     p = command("lm-tokens", lm_tokens, "write the token shards of the configured corpus")
     p.add_argument("--corpus", required=True, help="JSON: the config's lm.corpus")
     p.add_argument("--shard-tokens", type=int, required=True)
@@ -208,6 +229,42 @@ def sokoban_evaluate(args) -> int:
     result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), LevelSet.load(args.levels))
     results.write_netcdf(result, args.out)
     print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
+    return 0
+
+
+def sokoban_probe_data(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.sokoban import experiment, probes
+    from parallel_experts.sokoban.levels import LevelSet
+
+    run = experiment.Run.from_dict(json.loads(args.run))
+    data = probes.run_data(run, args.run_dir, LevelSet.load(args.levels), args.seed, args.count)
+    results.write_netcdf(data, args.out)
+    print(f"{args.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")
+    return 0
+
+
+def sokoban_probe_fit(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.sokoban import probe_scores
+
+    picture = json.loads(args.picture)
+    scores = probe_scores.score(*(results.open_dataset(path) for path in (args.train, args.calibration, args.test)),
+                                probe_scores.ProbeConfig(**json.loads(args.fit)), picture.get("level", 0),
+                                picture.get("steps", 3))
+    results.write_netcdf(scores, args.out)
+    recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
+    print(f"{args.out}: C_A recall of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
+    return 0
+
+
+def sokoban_probes(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.sokoban import probe_scores
+
+    ds = probe_scores.collect(args.scores)
+    results.write_netcdf(ds, args.out)
+    print(f"{args.out}: {ds.sizes['run']} probed runs")
     return 0
 
 

@@ -284,3 +284,139 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
     ax.legend(frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
+
+
+def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-", controls: bool = True) -> None:
+    """One run's state recall with its shaded 95 % interval, and (thin, dotted) the same probe on its controls."""
+    rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
+    ax.plot(rows["step"], rows["recall"], color=color, ls=ls, lw=1.5, label=f"{label}: final state")
+    ax.fill_between(rows["step"], rows["recall_low"], rows["recall_high"], color=color, alpha=0.2, lw=0)
+    if controls:
+        for representation, marker in (("encoder", "."), ("control", "x")):
+            rows = curves[(curves["label"] == label) & (curves["representation"] == representation)]
+            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8, marker=marker, ms=3,
+                    label=f"{label}: {'encoder output' if representation == 'encoder' else 'untrained control'}")
+
+
+def probe_recall(curves: pd.DataFrame, labels: list[str], title: str) -> plt.Figure:
+    """Fig. 4: probe recall by step of the compared agents with 95 % intervals, precision dashed, the controls
+    dotted; below, the test episodes still running."""
+    fig, (ax, below) = plt.subplots(2, 1, figsize=(7.5, 5.2), sharex=True, height_ratios=[3, 1], layout="constrained")
+    for label, color in zip(labels, sns.color_palette("deep", len(labels))):
+        _recall_lines(ax, curves, label, color)
+        rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
+        ax.plot(rows["step"], rows["precision"], color=color, ls="--", lw=0.9, label=f"{label}: precision")
+        below.plot(rows["step"], rows["episodes"], color=color, lw=1)
+    ax.set_ylabel("recall (precision dashed)")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    below.set_ylabel("episodes\nrunning")
+    below.set_xlabel("environment step")
+    fig.suptitle(title)
+    return fig
+
+
+def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """Fig. 12: state recall by step of every probed run, one panel per target; colour = depth, dashed =
+    non-recurrent; the untrained control of each run dotted."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax, (target, table) in zip(axes[0], curves.items()):
+        runs = table.drop_duplicates("label").sort_values(["recurrent", "depth"], ascending=[False, True])
+        depths = sorted(runs["depth"].unique())
+        colors = dict(zip(depths, sns.color_palette("viridis", len(depths))))
+        for _, run in runs.iterrows():
+            color = colors[run["depth"]]
+            _recall_lines(ax, table, run["label"], color, ls="-" if run["recurrent"] else "--", controls=False)
+            rows = table[(table["label"] == run["label"]) & (table["representation"] == "control")]
+            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8)
+        ax.set_title(target)
+        ax.set_xlabel("environment step")
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("recall (dotted: untrained control)")
+    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+ARROWS = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}  # class → (dx, dy) with rows growing downwards
+
+
+def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
+    """Fig. 13: the level at each pictured step with an arrow on every square the probe reads as positive, in
+    its direction ĉ. `picture` (steps, H, W, 2) in Jumanji's codes, `plan` (steps, H, W) classes."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Circle, Rectangle
+
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.4), squeeze=False, layout="constrained")
+    for ax, grid, arrows, step in zip(axes[0], picture, plan, steps):
+        variable, fixed = grid[..., 0], grid[..., 1]
+        ax.imshow(fixed == 1, cmap=ListedColormap(["white", "0.35"]), vmin=0, vmax=1)
+        for row, col in zip(*(fixed == 2).nonzero()):
+            ax.add_patch(Rectangle((col - 0.35, row - 0.35), 0.7, 0.7, fill=False, ec="tab:red", lw=1.5))
+        for row, col in zip(*(variable == 4).nonzero()):
+            ax.add_patch(Rectangle((col - 0.3, row - 0.3), 0.6, 0.6, color="tab:brown"))
+        for row, col in zip(*(variable == 3).nonzero()):
+            ax.add_patch(Circle((col, row), 0.28, color="tab:blue"))
+        for row, col in zip(*arrows.nonzero()):
+            dx, dy = ARROWS[int(arrows[row, col])]
+            ax.annotate("", xy=(col + 0.38 * dx, row + 0.38 * dy), xytext=(col - 0.38 * dx, row - 0.38 * dy),
+                        arrowprops=dict(arrowstyle="->", color="tab:green", lw=1.8))
+        ax.set_title(f"t = {step}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title)
+    return fig
+
+
+def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
+    """Fig. 6: score against the number of experts E (log 2) of each family at fixed L and d, one panel per Sokoban
+    sweep (mean final-five return ± 1 s.e. over seeds) and for FineWeb (validation loss), Sokoban left.
+
+    Colour is depth L, solid lines recurrent, dashed non-recurrent (open markers)."""
+    order = families.sort_values(["sign", "panel"], ascending=[False, True])
+    panels = list(dict.fromkeys(order["panel"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False, layout="constrained")
+    depths = sorted(families["depth"].unique())
+    palette = dict(zip(depths, sns.color_palette("viridis", len(depths))))
+    for ax, panel in zip(axes[0], panels):
+        here = families[families["panel"] == panel]
+        for (recurrent, depth), rows in here.groupby(["recurrent", "depth"], sort=False):
+            rows = rows.sort_values("experts")
+            style = FAMILY_STYLE[results.family(recurrent)]
+            ax.errorbar(rows["experts"], rows["score"], yerr=rows["stderr"].fillna(0), color=palette[depth],
+                        ls=style["ls"], marker=style["marker"], mfc=palette[depth] if recurrent else "white",
+                        capsize=2, lw=1.2)
+        experts = sorted(here["experts"].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(experts, [str(e) for e in experts])
+        ax.minorticks_off()
+        ax.set_xlabel("experts per level E")
+        ax.set_ylabel("mean return (final five logs)" if here["sign"].iloc[0] > 0
+                      else "validation loss (lower is better)")
+        ax.set_title(f"{panel}, d={here['width'].iloc[0]}")
+    handles = [plt.Line2D([], [], color=palette[d], lw=2, label=f"L={d}") for d in depths]
+    handles += [plt.Line2D([], [], color="0.3", ls=FAMILY_STYLE[f]["ls"], marker=FAMILY_STYLE[f]["marker"],
+                           mfc="0.3" if f == results.family(True) else "white", label=f) for f in FAMILY_STYLE]
+    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title: str) -> plt.Figure:
+    """Table 2 as bars: greedy and sampled solve rate of each budget's best agents, the earlier agents' published
+    rates as horizontal lines."""
+    labels = [f"{row['budget']}\n{row['family']}" for _, row in ours.iterrows()]
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(labels) + 2.5), 3.6), layout="constrained")
+    x = range(len(labels))
+    for offset, mode, color in ((-0.2, "greedy", "tab:blue"), (0.2, "sampled", "tab:orange")):
+        ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
+    for (_, row), ls in zip(prior.iterrows(), ["--", ":", "-."]):
+        ax.axhline(row["solve rate"], color="0.3", ls=ls, lw=1,
+                   label=f"published ({row['levels']}):\n{row['agent']}, {row['trained']} steps, {row['solve rate']:.3f}")
+    ax.set_xticks(list(x), labels, fontsize="small")
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("solve rate on the test levels")
+    fig.legend(loc="outside right center", frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig

@@ -78,10 +78,15 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config)}
-# The sweep dataset holds the allocation sweeps; the ablations (sokoban.ablations) have their own.
-SOKOBAN_SWEEP_RUNS = [run_id for run_id, run in SOKOBAN_RUNS.items() if not run.ablation]
-SOKOBAN_ABLATION_RUNS = [run_id for run_id, run in SOKOBAN_RUNS.items() if run.ablation]
+# Every Sokoban run trains and is evaluated alike (SOKOBAN_RUNS); each family makes its own dataset: the budget
+# sweeps' runs sweep.nc, the ablations' (sokoban.ablations) ablations.nc, the expert-count sweep's (no budget)
+# expert_count.nc.
+SWEEP_RUNS = [run.id for run in sokoban_experiment.runs(config)]
+ABLATION_RUNS = [run.id for run in sokoban_experiment.ablation_runs(config)]
+EXPERT_COUNT_RUNS = [run.id for run in sokoban_experiment.expert_count_runs(config)]
+SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config) + sokoban_experiment.ablation_runs(config)
+                + sokoban_experiment.expert_count_runs(config)}
+PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 
 

@@ -1,12 +1,12 @@
-# Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, the sweep table and
-# the ablations table.
+# Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and one dataset per run
+# family: the budget sweeps, the ablations, the expert-count sweep.
 
 rule sokoban_levels:
-    """Training or test levels, from the config's source (generated offline, or a Boxoban split)."""
+    """Training, test or probe-calibration levels, from the config's source (generated offline, or a Boxoban split)."""
     output:
         "results/sokoban/levels/{set}.npz",
     wildcard_constraints:
-        set="train|test",
+        set="train|test|valid",
     params:
         source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
         boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
@@ -75,10 +75,10 @@ rule sokoban_evaluate:
 
 
 rule sokoban_sweep:
-    """Every run's learning curve, final-five score and solve rate in one dataset."""
+    """Every budget sweep run's learning curve, final-five score and solve rate in one dataset."""
     input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_SWEEP_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_SWEEP_RUNS),
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SWEEP_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SWEEP_RUNS),
     output:
         "results/sokoban/sweep.nc",
     log:
@@ -96,12 +96,31 @@ rule sokoban_sweep:
 rule sokoban_ablations:
     """Every ablation run (Figs. 10 left, 11) in one dataset, laid out as the sweep dataset."""
     input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_ABLATION_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_ABLATION_RUNS),
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=ABLATION_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=ABLATION_RUNS),
     output:
         "results/sokoban/ablations.nc",
     log:
         "results/logs/sokoban/ablations.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
+        "--evals {input.evals} > {log} 2>&1"
+
+
+rule sokoban_expert_count:
+    """The expert-count sweep's runs (sokoban.expert_count: fixed L and d, E varied) in one dataset, as sweep.nc."""
+    input:
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=EXPERT_COUNT_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=EXPERT_COUNT_RUNS),
+    output:
+        "results/sokoban/expert_count.nc",
+    log:
+        "results/logs/sokoban/expert_count.log",
     threads: threads()
     resources:
         **resources(),

@@ -22,8 +22,16 @@ PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for thei
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
                  "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
-PRIOR_WORK = ("Prior work on Boxoban unfiltered test (for scale): DRC(3,3) 0.934 at 50M steps, 0.993 at 2B; "
-              "ResNet 0.775 at 50M. Demo-scale levels are smaller and easier, so these numbers do not compare.")
+# Table 2's earlier agents (the paper's Table 2 cites Chung et al. 2023 and Taufeeque et al. 2024): solve rate
+# on Boxoban's unfiltered test levels (ANALYSES §5) as (agent, environment steps, solve rate). The one place
+# these numbers live.
+PRIOR_WORK = (("DRC(3,3)", 50_000_000, 0.934), ("DRC(3,3)", 2_000_000_000, 0.993), ("ResNet", 50_000_000, 0.775))
+PRIOR_WORK_LEVELS = {"boxoban": "unfiltered/test"}
+PRIOR_WORK_SOURCE = ("Taufeeque et al. (2024), Planning in a recurrent neural network that plays Sokoban "
+                     "(arXiv:2407.15421): the public evaluation data of AlignmentResearch/learned-planner")
+PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
+               "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
+ALPHA = 0.05  # the significance level of the depth verdicts
 
 
 def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataFrame:
@@ -116,6 +124,41 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+    """One sentence per row of `welch_depth_tests`: whether the deeper configuration is better at level `alpha`."""
+    lines = []
+    for _, row in tests.iterrows():
+        holds = "holds" if row["p"] < alpha else f"is not shown (p ≥ {alpha})"
+        lines.append(f"{row['sweep']}, {results.family(row['recurrent'])}, {row['budget']} budget: {row['test']} "
+                     f"{holds}: best {row['deeper']} minus best {row['shallower']} = {row['difference']:+.3f}, "
+                     f"one-sided Welch p = {row['p']:.4f}")
+    return lines
+
+
+def depth_pattern(tests: pd.DataFrame, alpha: float = ALPHA) -> str:
+    """Whether the recurrent rows of `welch_depth_tests` show the paper's depth pattern, L=4 > L=2 > L=1 with both
+    steps significant (as the authors' small and medium ConvLSTM budgets do)."""
+    recurrent = tests[tests["recurrent"].astype(bool)] if len(tests) else tests
+    if not len(recurrent):
+        return ("this run cannot test the paper's depth pattern (L=4 > L=2 > L=1): it needs recurrent runs at L=1, 2 "
+                "and 4 with at least two seeds each.")
+    significant = int((recurrent["p"] < alpha).sum())
+    if significant == len(recurrent):
+        verdict = "shows the paper's depth pattern: every deeper recurrent configuration tested is significantly better"
+    elif significant == 0:
+        verdict = "does not show the paper's depth pattern: no deeper recurrent configuration is significantly better"
+    else:
+        verdict = (f"shows the paper's depth pattern only in part: {significant} of {len(recurrent)} depth tests of "
+                   f"the recurrent runs are significant")
+    return f"this run {verdict} (one-sided Welch, p < {alpha}, uncorrected). {PAPER_DEPTH}"
+
+
+def depth_findings(per_seed: pd.DataFrame) -> list[str]:
+    """The depth tests of a report in words: each test, then whether the paper's depth pattern shows."""
+    tests = welch_depth_tests(per_seed)
+    return [*depth_verdicts(tests), depth_pattern(tests)]
+
+
 def scores_beside_paper(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """Table 7: our configuration scores with the authors' mean, variance and seed count of the same
     configuration beside them (NaN where the authors have none)."""
@@ -162,9 +205,20 @@ def training_returns(sweep: xr.Dataset) -> pd.DataFrame:
 
 
 def training_note(sweep: xr.Dataset) -> str:
-    """The line under every Sokoban report's scale banner: training length and test levels."""
-    return (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
+    """The line under every Sokoban report's scale banner: training length, test levels and how many pushes a
+    push-optimal solution of them needs on average (where the level set was solved)."""
+    note = (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
             f"{sweep.attrs['test_levels']}.")
+    if "test_mean_optimal_pushes" in sweep.attrs:
+        note += (f" A push-optimal solution of a test level takes {sweep.attrs['test_mean_optimal_pushes']:.2f} "
+                 f"pushes on average ({int(sweep.attrs['test_optimal_pushes_levels']):,} levels solved).")
+    if "test_random_solve_rate" in sweep.attrs:
+        rates = sweep["solve_rate"].mean("seed")
+        note += (f" A uniformly random policy solves {sweep.attrs['test_random_solve_rate']:.3f} of the test levels "
+                 f"within the {int(sweep.attrs['test_time_limit'])}-step time limit; the best allocation here solves "
+                 f"{float(rates.sel(mode='greedy').max()):.3f} greedily and {float(rates.sel(mode='sampled').max()):.3f}"
+                 " with sampled actions (mean over seeds).")
+    return note
 
 
 def best_allocation_text(scores: pd.DataFrame) -> str:
@@ -196,9 +250,9 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
             f"(± {noise:.3f} standard error; {int(rec['seeds'])} and {int(non['seeds'])} seeds)")
 
 
-def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]:
+def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
-    recurrence wins, and the paper's finding."""
+    recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding."""
     lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
@@ -206,4 +260,61 @@ def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None) -> list[str]
     effect = recurrence_effect(scores)
     if effect is not None:
         lines.append(effect)
+    if per_seed is not None:
+        lines += depth_findings(per_seed)
     return [*lines, PAPER_FINDING]
+
+
+def best_agents(sweep: xr.Dataset) -> pd.DataFrame:
+    """Table 2: per budget, the best recurrent and the best non-recurrent configuration by mean final-five return
+    over seeds, among every sweep of that budget, with its greedy and sampled solve rate (mean over seeds)."""
+    scores = configuration_scores(per_seed_scores(sweep))
+    table = scores.merge(solve_rates(sweep), on=["sweep", "recurrent", "budget", *ALLOCATION])
+    best = table.loc[table.groupby(["budget", "recurrent"], sort=False)["mean"].idxmax()]
+    best = best.sort_values("recurrent", ascending=False, kind="stable")
+    best = best.sort_values("budget", key=lambda b: b.map(list(dict.fromkeys(scores["budget"])).index), kind="stable")
+    best.insert(0, "family", [results.family(r) for r in best["recurrent"]])
+    return best.drop(columns=["recurrent", "variance"]).rename(columns={"mean": "final-five mean"}).reset_index(drop=True)
+
+
+def prior_work() -> pd.DataFrame:
+    """The earlier agents' published solve rates (`PRIOR_WORK`), one row each."""
+    table = pd.DataFrame(PRIOR_WORK, columns=["agent", "env_steps", "solve rate"])
+    return table.assign(trained=table["env_steps"].map(steps_text), levels=describe_levels(PRIOR_WORK_LEVELS),
+                        source=PRIOR_WORK_SOURCE)
+
+
+def describe_levels(source: Mapping) -> str:
+    """A `sokoban.levels` entry in words: "Boxoban unfiltered/test", "200 generated 5×5 rooms with 1 box"."""
+    if "boxoban" in source:
+        return f"Boxoban {source['boxoban']}"
+    g = source["generate"]
+    return f"{g['count']} generated {g['room_size']}×{g['room_size']} rooms with {g['boxes']} box{'es' * (g['boxes'] > 1)}"
+
+
+def prior_work_comparison(config: Mapping) -> str:
+    """Whether the config's solve rates compare like for like with `PRIOR_WORK`: the same test levels, and which
+    published rows were trained for as many environment steps as this config."""
+    test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
+    if test.get("boxoban") != PRIOR_WORK_LEVELS["boxoban"]:
+        return (f"Not like for like: the published solve rates are on {describe_levels(PRIOR_WORK_LEVELS)}, this "
+                f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
+    matched = [f"{agent} at {steps_text(n)}" for agent, n, _ in PRIOR_WORK if n == steps]
+    length = (f"trained as long as ours ({steps_text(steps)} environment steps): {', '.join(matched)}"
+              if matched else f"no published row was trained for {steps_text(steps)} environment steps, as ours were")
+    return f"Like for like in levels: ours are also {describe_levels(test)}; {length}."
+
+
+def steps_text(steps: int) -> str:
+    """50M, 2B, 192k: a step count as the literature writes it."""
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if steps >= size:
+            return f"{steps / size:g}{unit}"
+    return str(steps)
+
+
+def prior_work_note(config: Mapping) -> str:
+    """The earlier agents' solve rates in one sentence, and whether they compare with this config's."""
+    rates = "; ".join(f"{agent} {rate:.3f} at {steps_text(steps)} steps" for agent, steps, rate in PRIOR_WORK)
+    return (f"Earlier agents on {describe_levels(PRIOR_WORK_LEVELS)}: {rates} ({PRIOR_WORK_SOURCE}). "
+            f"{prior_work_comparison(config)}")

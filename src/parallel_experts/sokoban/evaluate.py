@@ -13,13 +13,18 @@ import numpy as np
 import xarray as xr
 
 from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban import train
 
 MODES = ("greedy", "sampled")
 
 
 def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bool, key: jax.Array,
-                 view: int) -> dict:
-    """One episode per level: per-level done, solved, return and length, in level order."""
+                 view: int, record: bool = False) -> dict:
+    """One episode per level: per-level done, solved, return and length, in level order.
+
+    With `record`, also what every step saw and did, stacked on a leading time axis (T, levels, ...): the
+    observation `grid` and the next one, the `action`, whether the episode was still `active`, the encoder
+    output `z` and the final aggregated state `s` after the observation (what the probes read)."""
     reset_key, action_key = jax.random.split(key)
     states, obs = sokoban_env.level_states(env, levels, reset_key)
     single = agent.initial_state(view, view)
@@ -28,7 +33,8 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
 
     def step(carry, key):
         states, obs, hidden, done, episode_return, length, solved = carry
-        logits, _, hidden = jax.vmap(agent)(sokoban_env.view(obs, view), hidden)
+        grid = sokoban_env.view(obs, view)
+        logits, _, hidden = jax.vmap(agent)(grid, hidden)
         action = jnp.where(greedy, jnp.argmax(logits, -1), jax.random.categorical(key, logits))
         states, timestep = jax.vmap(env.step)(states, action)
         active = ~done
@@ -36,15 +42,18 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
         length = length + active
         solved = solved | (active & timestep.extras["solved"])
         done = done | timestep.last()
-        return (states, timestep.observation.grid, hidden, done, episode_return, length, solved), None
+        seen = dict(grid=grid, next_grid=sokoban_env.view(timestep.observation.grid, view), action=action,
+                    active=active, z=jax.vmap(agent.encoder)(grid), s=hidden.s) if record else None
+        return (states, timestep.observation.grid, hidden, done, episode_return, length, solved), seen
 
     start = (states, obs, hidden, zeros.astype(bool), zeros, zeros.astype(jnp.int32), zeros.astype(bool))
-    end, _ = jax.lax.scan(step, start, jax.random.split(action_key, env.time_limit))
+    end, trajectory = jax.lax.scan(step, start, jax.random.split(action_key, env.time_limit))
     _, _, _, done, episode_return, length, solved = end
-    return {"done": done, "solved": solved, "episode_return": episode_return, "episode_length": length}
+    played = {"done": done, "solved": solved, "episode_return": episode_return, "episode_length": length}
+    return played | {"trajectory": trajectory} if record else played
 
 
-PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced; env and view are static
+PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced; env, view and record are static
 
 
 def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250,
@@ -75,14 +84,37 @@ def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0,
                       attrs={"time_limit": env.time_limit, "seed": seed})
 
 
+class UniformPolicy(eqx.Module):
+    """The chance level: every action equally likely in every state (sampled play), no state."""
+
+    def initial_state(self, height, width):
+        return jnp.zeros(())
+
+    def __call__(self, grid, hidden):
+        return jnp.zeros(4), jnp.zeros(()), hidden
+
+
+def chance_solve_rate(env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, view: int = 10) -> float:
+    """The fraction of `levels` a uniformly random policy solves within the time limit (each played once)."""
+    return float(evaluate(UniformPolicy(), env, levels, seed=seed, view=view).sel(mode="sampled")["solved"].mean())
+
+
 def evaluate_run(run, agents, test) -> xr.Dataset:
     """Every seed's agent of a run on every level of `test` (a LevelSet), with the levels' provenance."""
     env = sokoban_env.make_env(test.levels, reward=run.train.reward, time_limit=run.train.time_limit)
     per_seed = []
     for i, seed in enumerate(run.seeds):
-        agent = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, agents)
-        per_seed.append(evaluate(agent, env, test.levels, seed=seed, view=run.train.view))
+        per_seed.append(evaluate(train.one_seed(agents, i), env, test.levels, seed=seed, view=run.train.view))
     result = xr.concat(per_seed, dim=xr.DataArray(list(run.seeds), dims="seed", name="seed"))
     files = np.array(test.files)[test.file]
+    chance = chance_solve_rate(env, test.levels, seed=run.seeds[0], view=run.train.view)
     return result.assign_coords(level_file=("level", files), level_index=("level", test.index)).assign_attrs(
-        run=run.id, levels=test.source)
+        run=run.id, levels=test.source, random_solve_rate=chance, **push_attrs(test))
+
+
+def push_attrs(test) -> dict:
+    """What a level set's push counts say (none where it has none): the mean pushes of a push-optimal solution
+    and how many levels were solved for it."""
+    if test.pushes is None or not len(test.pushes):
+        return {}
+    return {"mean_optimal_pushes": float(np.mean(test.pushes)), "optimal_pushes_levels": len(test.pushes)}

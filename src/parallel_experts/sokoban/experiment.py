@@ -1,10 +1,12 @@
 """The Sokoban runs a config asks for: every sweep × budget × allocation × recurrence, each with its seeds, and
-every ablation (`sokoban.ablations`: one recurrent ConvLSTM allocation of a budget, one agent setting varied).
+the optional expert-count sweep (fixed depth and width, E varied; no budget, so its work grows with E) and every
+ablation (`sokoban.ablations`: one recurrent ConvLSTM allocation of a budget, one agent setting varied).
 
-A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`; an ablation's setting where it is not
-the default: `radius_ablation/recurrent/medium/L2-E7-d64-r1`), so its files sit in a readable folder and
-rerunning the same config recomputes nothing; its full definition travels as JSON in the rule's params, so a
-changed setting retrains it.
+A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`; `expert_count/recurrent/L2-E4-d8` for
+the expert-count sweep, which has no budget; an ablation's setting where it is not the default:
+`radius_ablation/recurrent/medium/L2-E7-d64-r1`), so its files sit in a readable folder and rerunning the same
+config recomputes nothing; its full definition travels as JSON in the rule's params, so a changed setting
+retrains it.
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tqdm.auto import tqdm
+
 from parallel_experts import budget
 from parallel_experts import experts as px
-from parallel_experts.errors import ConfigError
+from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.results import Definition, family_id, run_results
-from parallel_experts.sokoban import boxoban, generator
+from parallel_experts.sokoban import boxoban, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig
-from parallel_experts.sokoban.levels import LevelSet
+from parallel_experts.sokoban.levels import LevelError, LevelSet
 from parallel_experts.sokoban.train import TrainConfig
 
 
 AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
+EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
 # sokoban.ablations.<setting> -> the sweep name of its runs (Fig. 10 left: aggregation rules; Fig. 11: radius).
 ABLATIONS = {"aggregation": "aggregation_ablation", "radius": "radius_ablation"}
 FULL = "full"  # how a config writes the radius that reaches every expert (AgentConfig.radius None)
@@ -31,19 +36,20 @@ FULL = "full"  # how a config writes the radius that reaches every expert (Agent
 @dataclass(frozen=True)
 class Run(Definition):
     sweep: str
-    budget: str
+    budget: str | None  # None: the expert-count sweep, whose allocations spend no common budget
     agent: AgentConfig
     train: TrainConfig
     seeds: tuple[int, ...]
 
     @property
     def id(self) -> str:
-        return (f"{self.sweep}/{family_id(self.agent.recurrent)}/{self.budget}/{budget.allocation_id(self.agent)}"
-                f"{variant_id(self.agent)}")
+        where = [family_id(self.agent.recurrent)] + ([self.budget] if self.budget is not None else [])
+        variant = variant_id(self.agent) if self.ablation else ""  # a sweep's runs keep the ids they had
+        return "/".join([self.sweep, *where, budget.allocation_id(self.agent)]) + variant
 
     @property
     def ablation(self) -> str | None:
-        """The agent setting this run's ablation varies (`aggregation`, `radius`); None for a sweep's run."""
+        """The agent setting this run's ablation varies (`aggregation`, `radius`); None for any other run."""
         return next((key for key, sweep in ABLATIONS.items() if sweep == self.sweep), None)
 
     def to_dict(self) -> dict:
@@ -60,23 +66,11 @@ def variant_id(agent: AgentConfig) -> str:
 
 
 def runs(config: Mapping) -> list[Run]:
-    """Every run of every Sokoban sweep, then of every ablation, in a validated config, in a stable order."""
-    # Ids are unique: each begins with its sweep's name, and an ablation's values give different agents.
-    return sweep_runs(config) + ablation_runs(config)
-
-
-def _train(config: Mapping) -> TrainConfig:
+    """Every run of every Sokoban budget sweep (`sokoban.sweeps`) in a validated config, in a stable order: each
+    allocation of each budget, each recurrence. The expert-count sweep and the ablations have their own lists
+    (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
     sokoban = config["sokoban"]
-    return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
-
-
-def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
-    return tuple(config["sokoban"]["budgets"][budget_name].get("seeds", config["seeds"]))
-
-
-def sweep_runs(config: Mapping) -> list[Run]:
-    """Every run of every Sokoban sweep (`sokoban.sweeps`): each allocation of each budget, each recurrence."""
-    sokoban, train = config["sokoban"], _train(config)
+    train = _train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for name, sweep in sokoban.get("sweeps", {}).items():
@@ -87,17 +81,15 @@ def sweep_runs(config: Mapping) -> list[Run]:
             seeds = _seeds(config, budget_name)
             for recurrent in sweep["recurrent"]:
                 for a in b.allocations:
-                    agent = AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"],
-                                        recurrent=recurrent, encoder_channels=sokoban["encoder_channels"],
-                                        **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
-                    found.append(Run(name, budget_name, agent, train, seeds))
+                    found.append(Run(name, budget_name, _agent(sokoban, sweep, a, recurrent), train, seeds))
     return found
 
 
 def ablation_runs(config: Mapping) -> list[Run]:
     """Every run of every ablation (`sokoban.ablations.<setting>`): the recurrent ConvLSTM agent at one allocation
     of one budget, once per listed value of agent.<setting>, with the ablation's seeds (default: the budget's)."""
-    sokoban, train = config["sokoban"], _train(config)
+    sokoban = config["sokoban"]
+    train = _train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for setting, spec in sokoban.get("ablations", {}).items():
@@ -123,6 +115,70 @@ def ablation_runs(config: Mapping) -> list[Run]:
     return found
 
 
+# Probe data per split, and the level set each split plays: probe training, threshold calibration, scores.
+PROBE_SPLITS = {"train": "train", "calibration": "valid", "test": "test"}
+
+
+def probed_runs(config: Mapping) -> list[Run]:
+    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps and the probed seed."""
+    probes = config["sokoban"].get("probes")
+    if not probes:
+        return []
+    if "valid" not in config["sokoban"]["levels"]:
+        raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
+    by_id = {run.id: run for run in runs(config)}
+
+    def check(where: str, name: str, allowed, what: str) -> None:
+        if name not in allowed:
+            raise ConfigError(f"sokoban.probes.{where}: {name!r} is not {what} (expected one of: {', '.join(allowed)})")
+
+    for index, name in enumerate(probes["runs"]):
+        check(f"runs[{index}]", name, by_id, "a run of the sweeps")
+    for index, name in enumerate(probes.get("compare", [])):
+        check(f"compare[{index}]", name, probes["runs"], "a probed run")
+    if "picture" in probes:
+        check("picture.run", probes["picture"]["run"], probes["runs"], "a probed run")
+    found = [by_id[name] for name in probes["runs"]]
+    for run in found:
+        if probes.get("seed", run.seeds[0]) not in run.seeds:
+            raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} "
+                              f"(seeds {list(run.seeds)})")
+    return found
+
+
+def probe_seed(config: Mapping, run: Run) -> int:
+    """The training seed whose agent the probes read: `sokoban.probes.seed`, or the run's first."""
+    return config["sokoban"]["probes"].get("seed", run.seeds[0])
+
+
+def expert_count_runs(config: Mapping) -> list[Run]:
+    """The runs of `sokoban.expert_count` (Fig. 6 where the budgets' grids hold no fixed-width family): every
+    depth × width × expert count × recurrence, with the top-level seeds; empty where the config has none."""
+    sokoban = config["sokoban"]
+    sweep = sokoban.get(EXPERT_COUNT)
+    if sweep is None:
+        return []
+    train = _train_config(sokoban)
+    return [Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
+                train, tuple(config["seeds"]))
+            for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
+            for experts in sweep["experts"]]
+
+
+def _train_config(sokoban: Mapping) -> TrainConfig:
+    return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
+
+
+def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
+    return tuple(config["sokoban"]["budgets"][budget_name].get("seeds", config["seeds"]))
+
+
+def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bool) -> AgentConfig:
+    return AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"], recurrent=recurrent,
+                       encoder_channels=sokoban["encoder_channels"],
+                       **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
+
+
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
     """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
     at an allocation, for the allocations report."""
@@ -136,19 +192,28 @@ def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
 
 def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
-    from `boxoban_source` (`sokoban.boxoban`: a local copy or a download)."""
+    from `boxoban_source` (`sokoban.boxoban`: a local copy or a download); with `pushes: N`, the push-optimal
+    push counts of its first N levels (all, where it has fewer)."""
     if "generate" in source:
         g = source["generate"]
-        return generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
-    return boxoban.load_split(source["boxoban"], boxoban_source.get("root"), cache_dir=boxoban_source.get("cache"),
-                              download=boxoban_source.get("download", False))
+        found = generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
+    else:
+        found = boxoban.load_split(source["boxoban"], boxoban_source.get("root"),
+                                   cache_dir=boxoban_source.get("cache"), download=boxoban_source.get("download", False))
+    if "pushes" not in source:
+        return found
+    try:
+        return found.with_pushes(solver.push_counts(tqdm(found.levels[:source["pushes"]], desc="push-optimal solutions",
+                                                         unit="level", mininterval=5)))
+    except PipelineError as error:
+        raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
 def collect(curve_paths: list[str], eval_paths: list[str]):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 
-    Runs are indexed by id with their sweep, recurrence, budget and allocation as coordinates; budgets with
-    fewer seeds are padded with NaN."""
+    Runs are indexed by id with their sweep, recurrence, budget ("" for the expert-count sweep) and allocation
+    as coordinates; budgets with fewer seeds are padded with NaN."""
     import xarray as xr
 
     per_run = []
@@ -168,8 +233,12 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
             ablation=("run", [run.ablation or ""], {"long_name": "the agent setting the run's ablation varies"}),
             aggregation=("run", [a.aggregation]),
             radius=("run", [radius], {"long_name": "communication radius on the ring of experts (E//2: full)"}),
-            budget=("run", [run.budget]), depth=("run", [a.depth]), experts=("run", [a.experts]),
+            budget=("run", [run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
-    # Every run plays the same test set, so the last one read names it.
-    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""))
+    # Every run plays the same test set, so the last one read names it and carries its push counts and chance level.
+    pushes = {f"test_{key}": evaluation.attrs[key]
+              for key in ("mean_optimal_pushes", "optimal_pushes_levels", "random_solve_rate", "time_limit")
+              if key in evaluation.attrs}
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
+                                                                    **pushes)

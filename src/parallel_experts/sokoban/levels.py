@@ -11,7 +11,7 @@ offline by reverse play). Jumanji's environment is fixed at 10×10; `pad_to` emb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,7 @@ class LevelSet:
     files: tuple[str, ...]  # the files the levels came from, e.g. "unfiltered/test/000.txt"
     file: np.ndarray  # (n,) int32: each level's file, an index into `files`
     index: np.ndarray  # (n,) int32: each level's number `; N` within its file
+    pushes: np.ndarray | None = None  # (k,) int32, k <= n: pushes of a push-optimal solution of the first k levels
 
     def __len__(self) -> int:
         return len(self.levels)
@@ -64,17 +65,24 @@ class LevelSet:
         """Where level i came from, e.g. "unfiltered/test/000.txt level 17"."""
         return f"{self.files[self.file[i]]} level {self.index[i]}"
 
+    def with_pushes(self, pushes: np.ndarray) -> "LevelSet":
+        """The same levels with the push counts of the first len(pushes) of them (see solver.push_counts)."""
+        if len(pushes) > len(self):
+            raise LevelError(f"{len(pushes)} push counts for a set of {len(self)} levels ({self.source})")
+        return replace(self, pushes=np.asarray(pushes, np.int32))
+
     def save(self, path: str | Path) -> None:
-        """One .npz with the levels and their provenance, written atomically."""
+        """One .npz with the levels, their provenance and any push counts, written atomically."""
+        pushes = {} if self.pushes is None else {"pushes": self.pushes}
         with atomic_open(path) as file:
             np.savez_compressed(file, levels=self.levels, level_file=self.file, level_index=self.index,
-                                files=np.array(self.files), source=np.array(self.source))
+                                files=np.array(self.files), source=np.array(self.source), **pushes)
 
     @classmethod
     def load(cls, path: str | Path) -> "LevelSet":
         try:
             with np.load(path) as data:
                 return cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["level_file"],
-                           data["level_index"])
+                           data["level_index"], data["pushes"] if "pushes" in data else None)
         except (OSError, KeyError, ValueError) as error:
             raise LevelError(f"{path}: not a saved level set ({error})") from None

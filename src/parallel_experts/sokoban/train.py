@@ -96,6 +96,16 @@ def gae(rewards, values, dones, last_value, gamma: float, lam: float):
     return advantages, advantages + values
 
 
+def seed_keys(seed) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(rollout key, agent key, environment key) of a training seed; the agent key draws its initial weights."""
+    return tuple(jax.random.split(jax.random.PRNGKey(seed), 3))
+
+
+def initial_agent(config: AgentConfig, seed: int) -> Agent:
+    """The agent of training seed `seed` before its first update: the probes' untrained control."""
+    return Agent(config, seed_keys(seed)[1])
+
+
 class Trainer:
     """Builds the compiled update for one (agent, training) configuration and runs it for several seeds."""
 
@@ -128,8 +138,7 @@ class Trainer:
         return jax.vmap(self._init)(jnp.asarray(seeds, jnp.uint32))
 
     def _init(self, seed) -> Carry:
-        key = jax.random.PRNGKey(seed)
-        key, agent_key, env_key = jax.random.split(key, 3)
+        key, agent_key, env_key = seed_keys(seed)
         params, _ = eqx.partition(Agent(self.agent_config, agent_key), eqx.is_array)
         agent = eqx.combine(params, self.static)
         env_state, timestep = self.envs(self.levels).reset(jax.random.split(env_key, self.config.num_envs))
@@ -348,3 +357,15 @@ def load_agents(run, run_dir: str | Path) -> Agent:
     params, static = eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)
     like = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(run.seeds), *x.shape)), params)
     return eqx.combine(load_weights(Path(run_dir) / "agents.eqx", like, f"the agents of {run.id}"), static)
+
+
+def load_agent(run, run_dir: str | Path, seed: int) -> Agent:
+    """The trained agent of one training seed of `run`."""
+    if seed not in run.seeds:
+        raise ConfigError(f"seed {seed}: {run.id} was trained with seeds {list(run.seeds)}")
+    return one_seed(load_agents(run, run_dir), run.seeds.index(seed))
+
+
+def one_seed(agents: Agent, index: int) -> Agent:
+    """Seed `index` of agents stacked along a leading seed axis."""
+    return jax.tree.map(lambda x: x[index] if eqx.is_array(x) else x, agents)

@@ -1,14 +1,16 @@
-"""An independent Sokoban solver for the tests: A* over push positions.
+"""A Sokoban solver: A* over push positions, push-optimal; it measures how many pushes levels need.
 
 It reads a level in Jumanji's encoding (channel 0: 3 agent, 4 box; channel 1: 1 wall, 2 target) and
 answers with a move sequence in Jumanji's actions (constants.MOVES = [[-1,0],[0,1],[1,0],[0,-1]]:
-0 up, 1 right, 2 down, 3 left). It shares no code with parallel_experts.sokoban.levels, so a test that
+0 up, 1 right, 2 down, 3 left), or with the number of pushes of a push-optimal solution (`optimal_pushes`).
+It shares no code with parallel_experts.sokoban.levels or .generator (its codes are its own), so a test that
 checks generated levels with it does not check the generator against itself.
 
 A search state is the set of box cells plus the region the player can walk to (named by its smallest
 cell); a step is one push. The heuristic, each box's push distance to the nearest target ignoring the
 other boxes, never overestimates, and boxes pushed onto cells from which no target can be reached are
-pruned; both are sound, so "no solution" means unsolvable.
+pruned; both are sound, so "no solution" means unsolvable. A push changes the heuristic by at most one, so
+it is consistent and the first solved state taken from the queue has the fewest pushes.
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from parallel_experts.errors import PipelineError
+
 WALL, TARGET, AGENT, BOX = 1, 2, 3, 4
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))  # action → (row, col) change, as Jumanji's constants.MOVES
 
 
-class SearchLimit(Exception):
+class SearchLimit(PipelineError):
     """The node limit was reached before the search decided."""
+
+
+class UnsolvableLevel(PipelineError):
+    """A level that should be solvable is not."""
 
 
 class _Board:
@@ -92,11 +100,40 @@ class _Board:
 
 
 def solve(level, max_nodes: int = 100_000) -> list[int] | None:
-    """A move sequence (Jumanji actions) that puts every box on a target; None if there is none.
+    """A move sequence (Jumanji actions) with the fewest pushes that puts every box on a target; None if there
+    is none.
 
     Raises SearchLimit after `max_nodes` expanded states without a decision.
     """
     board = _Board(level)
+    found = _search(board, max_nodes)
+    return None if found is None else _moves(board, *found)
+
+
+def optimal_pushes(level, max_nodes: int = 100_000) -> int | None:
+    """The number of pushes of a push-optimal solution; None if the level is unsolvable (SearchLimit as `solve`)."""
+    board = _Board(level)
+    found = _search(board, max_nodes)
+    return None if found is None else len(_pushes(*found))
+
+
+def push_counts(levels, max_nodes: int = 100_000) -> np.ndarray:
+    """(n,) int32: `optimal_pushes` of each level; a level that is unsolvable or undecided within `max_nodes`
+    states is an error that names it."""
+    counts = []
+    for i, level in enumerate(levels):
+        try:
+            pushes = optimal_pushes(level, max_nodes)
+        except SearchLimit as error:
+            raise SearchLimit(f"level {i}: {error}") from None
+        if pushes is None:
+            raise UnsolvableLevel(f"level {i}: unsolvable (no push sequence puts every box on a target)")
+        counts.append(pushes)
+    return np.array(counts, np.int32)
+
+
+def _search(board: "_Board", max_nodes: int):
+    """(parents, solved state) of the A* search, or None when no push sequence solves the level."""
     if any(b not in board.distance for b in board.boxes):
         return None
 
@@ -115,7 +152,7 @@ def solve(level, max_nodes: int = 100_000) -> list[int] | None:
             continue
         parents[state] = parent
         if box_set <= board.targets:
-            return _moves(board, parents, state)
+            return parents, state
         if len(parents) > max_nodes:
             raise SearchLimit(f"no decision after {max_nodes} states")
         for b in boxes:
@@ -128,13 +165,18 @@ def solve(level, max_nodes: int = 100_000) -> list[int] | None:
     return None
 
 
-def _moves(board: _Board, parents: dict, state) -> list[int]:
+def _pushes(parents: dict, state) -> list[tuple]:
+    """The pushes that lead to `state`, first to last: (box cells before, box cell pushed, action)."""
     pushes = []
     while parents[state] is not None:
         state, box, action = parents[state]
         pushes.append((state[0], box, action))
+    return pushes[::-1]
+
+
+def _moves(board: _Board, parents: dict, state) -> list[int]:
     moves, player = [], board.player
-    for boxes, box, action in reversed(pushes):
+    for boxes, box, action in _pushes(parents, state):
         moves += board.path(player, box - board.offsets[action], set(boxes)) + [action]
         player = box
     return moves

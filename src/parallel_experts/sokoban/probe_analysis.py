@@ -1,0 +1,148 @@
+"""What the probe reports say (Figs. 4, 12, 13): tables of recall and macro-F1, and the paper's pattern tested.
+
+The paper's Fig. 4: probes on the final state of two large-budget recurrent agents with nearly equal returns;
+the L = 4 agent's recall is higher at first and the L = 2 agent catches up within a few steps. A reading only
+means something if the state beats its controls (the encoder output and the untrained agent), so every verdict
+checks that first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from parallel_experts import results
+
+PAPER_PATTERN = ("the paper (Fig. 4): on two large-budget recurrent agents with nearly equal returns, the L = 4 "
+                 "agent's plan recall is higher at first and the L = 2 agent catches up within a few steps.")
+EARLY, LATE = (0, 2), (5, 10)  # step windows: "at first" and "within a few steps"
+CONTROLS = ("encoder", "control")
+REPRESENTATION_NAMES = {"state": "final state s_t", "encoder": "encoder output z_t (observation baseline)",
+                        "control": "untrained agent's s_t (control)"}
+TARGET_NAMES = {"agent_onto": "C_A: agent moves onto", "box_pushed": "C_B: box pushed off"}
+
+
+def run_label(probes: xr.Dataset, run: str) -> str:
+    """ "recurrent L2 E4 d4" """
+    r = probes.sel(run=run)
+    return f"{results.family(bool(r['recurrent']))} L{int(r['depth'])} E{int(r['experts'])} d{int(r['width'])}"
+
+
+def recall_curves(probes: xr.Dataset, target: str = "agent_onto", steps: int = 31) -> pd.DataFrame:
+    """Long table for plotting: run (with its label, depth and recurrence), representation, step, recall and
+    precision with their intervals, and the test episodes still running."""
+    ds = probes.sel(target=target).isel(step=slice(0, steps))
+    table = ds[["recall", "precision"]].to_dataframe()[["recall", "precision"]].unstack("estimate")
+    table.columns = [name if estimate == "value" else f"{name}_{estimate}" for name, estimate in table.columns]
+    table = table.reset_index()
+    table["label"] = table["run"].map(lambda run: run_label(probes, run))
+    table["depth"] = table["run"].map(lambda run: int(probes["depth"].sel(run=run)))
+    table["recurrent"] = table["run"].map(lambda run: bool(probes["recurrent"].sel(run=run)))
+    running = ds["episodes"].to_dataframe().reset_index()[["run", "step", "episodes"]]
+    return table.merge(running, on=["run", "step"])
+
+
+def window_mean(probes: xr.Dataset, run: str, representation: str, window: tuple[int, int],
+                target: str = "agent_onto", estimate: str = "value") -> float:
+    """Mean recall over the steps window[0]..window[1] (inclusive) that some test episode reaches."""
+    curve = probes["recall"].sel(run=run, representation=representation, target=target, estimate=estimate)
+    return float(np.nanmean(curve.sel(step=slice(*window)).values))
+
+
+def beats_controls(probes: xr.Dataset, run: str, target: str = "agent_onto") -> tuple[bool, str]:
+    """Whether the state's recall over the first steps is above both controls' (its lower 95 % bound above their
+    upper bounds on average over steps 0..10), and the sentence that says so."""
+    window = (EARLY[0], LATE[1])
+    state = window_mean(probes, run, "state", window, target)
+    low = window_mean(probes, run, "state", window, target, "low")
+    controls = {name: window_mean(probes, run, name, window, target) for name in CONTROLS}
+    highs = [window_mean(probes, run, name, window, target, "high") for name in CONTROLS]
+    above = bool(low > max(highs))
+    words = "above" if above else "not clearly above"
+    return above, (f"{run_label(probes, run)}: recall of the final state over steps {window[0]}-{window[1]} "
+                   f"{state:.3f}, {words} the encoder output ({controls['encoder']:.3f}) and the untrained control "
+                   f"({controls['control']:.3f})")
+
+
+def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
+    """Fig. 4's verdict on a pair: controls first, then whether the deeper agent leads early and the shallower
+    one catches up (its late gap less than half the early gap, or within the late intervals)."""
+    checks = [beats_controls(probes, run, target) for run in (deeper, shallower)]
+    lines = [text for _, text in checks]
+    meaningful = all(above for above, _ in checks)
+    early = {run: window_mean(probes, run, "state", EARLY, target) for run in (deeper, shallower)}
+    late = {run: window_mean(probes, run, "state", LATE, target) for run in (deeper, shallower)}
+    early_gap, late_gap = early[deeper] - early[shallower], late[deeper] - late[shallower]
+    early_low = window_mean(probes, deeper, "state", EARLY, target, "low")
+    leads = early_gap > 0 and early_low > window_mean(probes, shallower, "state", EARLY, target, "high")
+    catches_up = abs(late_gap) < abs(early_gap) / 2
+    lines.append(f"deeper minus shallower recall: {early_gap:+.3f} over steps {EARLY[0]}-{EARLY[1]}, "
+                 f"{late_gap:+.3f} over steps {LATE[0]}-{LATE[1]}")
+    if not meaningful:
+        verdict = ("cannot test the paper's pattern: the probes do not read more from the state than from the "
+                   "controls, so there is no plan to compare at this scale")
+    elif leads and catches_up:
+        verdict = "shows the paper's pattern: the deeper agent leads at first and the shallower one catches up"
+    elif leads:
+        verdict = "shows half the paper's pattern: the deeper agent leads at first, but the gap does not close"
+    else:
+        verdict = "does not show the paper's pattern: the deeper agent does not lead at first"
+    return [*lines, f"this run {verdict}", PAPER_PATTERN]
+
+
+def f1_table(probes: xr.Dataset) -> pd.DataFrame:
+    """Fig. 12's table: EP's macro-F1 per run, representation and target (test levels, mean over probe seeds)."""
+    table = probes["macro_f1"].to_dataframe().reset_index()
+    table["run"] = table["run"].map(lambda run: run_label(probes, run))
+    table["target"] = table["target"].map(TARGET_NAMES)
+    wide = table.pivot_table(index=["run", "representation"], columns="target", values="macro_f1", sort=False)
+    return wide.reset_index().rename_axis(columns=None)
+
+
+def depth_summary(probes: xr.Dataset, target: str) -> list[str]:
+    """Fig. 12 panel text: each run's early and late recall, and whether its state beats the controls."""
+    lines = []
+    for run in probes["run"].values:
+        above, _ = beats_controls(probes, run, target)
+        lines.append(f"{run_label(probes, run)}: recall {window_mean(probes, run, 'state', EARLY, target):.3f} "
+                     f"(steps {EARLY[0]}-{EARLY[1]}), {window_mean(probes, run, 'state', LATE, target):.3f} "
+                     f"(steps {LATE[0]}-{LATE[1]}); {'above' if above else 'not clearly above'} its controls")
+    return lines
+
+
+def data_note(probes: xr.Dataset) -> str:
+    """The line under the scale banner: what the probes were fitted and scored on."""
+    a = probes.attrs
+    seeds = sorted(set(int(seed) for seed in probes["agent_seed"].values))
+    return (f"Probe data: greedy episodes of training seed {', '.join(map(str, seeds))}'s agent on "
+            f"{a['train_levels']:,} training levels (probe training), {a['calibration_levels']:,} calibration levels "
+            f"(threshold at {a['probe_precision']:.0%} precision) and all {a['test_levels']:,} test levels, each "
+            f"once. Probe: {a['probe_kernel']}×{a['probe_kernel']} convolution, no bias, AdamW "
+            f"{a['probe_learning_rate']:g} (weight decay {a['probe_weight_decay']:g}), batch {a['probe_batch']}, "
+            f"{a['probe_epochs']} epochs, {a['probe_seeds']} probe seeds; intervals from {a['probe_bootstrap']:,} "
+            f"resamples of the test levels.")
+
+
+def recall_table(probes: xr.Dataset, runs, target: str = "agent_onto", steps=(0, 1, 2, 5, 10, 20)) -> pd.DataFrame:
+    """Recall at a few steps per run and representation (NaN where no test episode is still running)."""
+    steps = [step for step in steps if step < probes.sizes["step"]]
+    rows = []
+    for run in runs:
+        for representation in probes["representation"].values:
+            curve = probes["recall"].sel(run=run, representation=representation, target=target, estimate="value")
+            rows.append({"run": run_label(probes, run), "probe reads": REPRESENTATION_NAMES[representation]}
+                        | {f"t={step}": float(curve.sel(step=step)) for step in steps})
+    return pd.DataFrame(rows)
+
+
+def plan_summary(probes: xr.Dataset, run: str, target: str = "agent_onto") -> list[str]:
+    """Fig. 13's text: at each pictured step, how many squares the probe marks and how many of them name the move
+    by which the agent really enters the square later in the episode."""
+    shown = probes.sel(run=run, representation="state", target=target)
+    lines = []
+    for step, plan, truth in zip(shown["picture_step"].values, shown["plan"].values, shown["plan_truth"].values):
+        marked, right = int((plan > 0).sum()), int(((plan > 0) & (plan == truth)).sum())
+        lines.append(f"t = {step}: {marked} squares marked, {right} of them with the direction the agent later "
+                     f"enters by; the agent's remaining path enters {int((truth > 0).sum())} squares")
+    return lines

@@ -1,0 +1,185 @@
+"""Scoring planning probes (ANALYSES.md §1): a threshold at 0.93 precision, recall and precision by step with
+95 % bootstrap intervals over levels, and EP's macro-F1.
+
+A probe reads each square as the most probable direction ĉ and its probability p_ĉ. The square is predicted
+positive iff p_ĉ ≥ τ, τ the smallest threshold whose precision on the calibration levels is at least the target,
+pooled over steps; a positive square is a true positive iff ĉ is its label. Then, over the test episodes still
+running at step t,
+    recall_t = Σ TP_t / #(squares with a label ≠ none at t),   precision_t = Σ TP_t / Σ positive_t,
+averaged over the probe seeds. The interval resamples test levels with replacement (every seed sees the same
+resample). EP's macro-F1 scores the plain 5-class argmax with sklearn's definitions (zero_division = 1).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import xarray as xr
+
+from parallel_experts.sokoban import probes
+from parallel_experts.sokoban.probes import REPRESENTATIONS, TARGETS
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """How probes are trained and scored; the defaults are EP's probes and the paper's 93 % precision."""
+
+    kernel: int = 1  # 1×1 convolution; 3 for EP's 3×3 variant
+    seeds: int = 5
+    epochs: int = 10
+    batch: int = 16
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-3
+    precision: float = 0.93
+    bootstrap: int = 1000  # resamples of the test levels
+    interval: float = 0.95
+
+
+def threshold(confidence: np.ndarray, correct: np.ndarray, precision: float) -> float:
+    """The smallest τ with precision(p_ĉ ≥ τ) ≥ `precision` over the given squares; inf if no τ reaches it.
+
+    Squares with equal confidence are positive together, so a τ is only realisable at the last of a tie."""
+    order = np.argsort(-confidence.ravel(), kind="stable")
+    score, hit = confidence.ravel()[order], correct.ravel()[order]
+    reached = np.cumsum(hit) / np.arange(1, len(score) + 1) >= precision
+    realisable = np.r_[score[1:] != score[:-1], True]
+    candidates = np.flatnonzero(reached & realisable)
+    return float(score[candidates[-1]]) if len(candidates) else float("inf")
+
+
+def per_step(values: np.ndarray, level: np.ndarray, step: np.ndarray, levels: int, steps: int) -> np.ndarray:
+    """Per-sample values (..., n) summed into (..., levels, steps) cells."""
+    cell = level * steps + step
+    rows = [np.bincount(cell, weights=row, minlength=levels * steps) for row in values.reshape(-1, values.shape[-1])]
+    return np.stack(rows).reshape(values.shape[:-1] + (levels, steps))
+
+
+def bootstrap_ratio(numerator: np.ndarray, denominator: np.ndarray, draws: int, interval: float = 0.95,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Σ numerator / Σ denominator over levels, the mean over seeds, and its percentile bootstrap interval.
+
+    numerator (seeds, levels, steps), denominator broadcastable to it; returns (estimate, low, high), each
+    (steps,), NaN where the denominator is 0."""
+    numerator, denominator = np.broadcast_arrays(numerator, denominator)
+    levels = numerator.shape[1]
+    weights = np.random.default_rng(seed).multinomial(levels, np.full(levels, 1 / levels), size=draws)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        estimate = (numerator.sum(1) / denominator.sum(1)).mean(0)
+        resampled = (np.einsum("bl,slt->bst", weights, numerator) /
+                     np.einsum("bl,slt->bst", weights, denominator)).mean(1)
+    tail = 100 * (1 - interval) / 2
+    if not draws:
+        return estimate, estimate, estimate
+    with warnings.catch_warnings():  # steps no test episode reaches have no interval: NaN, as their estimate
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanpercentile(resampled, [tail, 100 - tail], axis=0)
+    return estimate, low, high
+
+
+def macro_f1(predicted: np.ndarray, label: np.ndarray, classes: int = len(probes.CLASSES)) -> float:
+    """sklearn's f1_score(average="macro", zero_division=1): F1_c = 2TP/(2TP+FP+FN), 1 where that is 0/0."""
+    predicted, label = predicted.ravel(), label.ravel()
+    scores = []
+    for c in range(classes):
+        tp = np.sum((predicted == c) & (label == c))
+        wrong = np.sum((predicted == c) != (label == c))  # FP + FN
+        scores.append(1.0 if 2 * tp + wrong == 0 else 2 * tp / (2 * tp + wrong))
+    return float(np.mean(scores))
+
+
+def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: ProbeConfig = ProbeConfig(),
+          picture_level: int = 0, picture_steps: int = 3) -> xr.Dataset:
+    """Fit every (representation, target) probe on `train`, calibrate on `calibration`, score on `test` (data
+    from `probes.collect`). Also the plan the first probe seed reads on test level `picture_level` at its
+    first `picture_steps` steps: ĉ on positive squares, 0 elsewhere (Fig. 13)."""
+    representations = [name for name in REPRESENTATIONS if name in train]  # all three, unless a test leaves some out
+    mask = probes.interior(train.sizes["row"], train.sizes["col"])
+    levels, steps = int(test.attrs["levels"]), int(test.attrs["time_limit"])
+    level, step = test["level"].values, test["step"].values
+    pictured = np.flatnonzero((level == picture_level) & (step < picture_steps))
+    out = {name: np.full((len(representations), len(TARGETS)) + shape, np.nan) for name, shape in {
+        "recall": (steps, 3), "precision": (steps, 3), "macro_f1_by_step": (steps,), "macro_f1": (),
+        "threshold": (config.seeds,), "calibration_precision": (config.seeds,), "loss": (config.seeds, config.epochs),
+        "plan": (len(pictured), train.sizes["row"], train.sizes["col"])}.items()}
+    for r, representation in enumerate(representations):
+        for t, target in enumerate(TARGETS):
+            weights, out["loss"][r, t] = probes.fit(train[representation].values, train[target].values,
+                                                    config.seeds, config.kernel, config.epochs, config.batch,
+                                                    config.learning_rate, config.weight_decay)
+            direction, confidence, _ = probes.predict(weights, calibration[representation].values, config.kernel)
+            truth = calibration[target].values
+            for s in range(config.seeds):
+                tau = threshold(confidence[s][:, mask], direction[s][:, mask] == truth[:, mask], config.precision)
+                positive = confidence[s][:, mask] >= tau
+                out["threshold"][r, t, s] = tau
+                out["calibration_precision"][r, t, s] = (direction[s][:, mask] == truth[:, mask])[positive].mean() \
+                    if positive.any() else np.nan
+            direction, confidence, argmax = probes.predict(weights, test[representation].values, config.kernel)
+            truth = test[target].values
+            positive = (confidence >= out["threshold"][r, t][:, None, None, None]) & mask
+            hits = (positive & (direction == truth)).sum((-2, -1))
+            labelled = ((truth != 0) & mask).sum((-2, -1))
+            counts = {name: per_step(value, level, step, levels, steps) for name, value in
+                      (("hits", hits), ("positive", positive.sum((-2, -1))), ("labelled", labelled))}
+            out["recall"][r, t] = np.stack(bootstrap_ratio(counts["hits"], counts["labelled"][None], config.bootstrap,
+                                                           config.interval), -1)
+            out["precision"][r, t] = np.stack(bootstrap_ratio(counts["hits"], counts["positive"], config.bootstrap,
+                                                              config.interval), -1)
+            out["macro_f1"][r, t] = np.mean([macro_f1(argmax[s][:, mask], truth[:, mask]) for s in range(config.seeds)])
+            for k in np.unique(step):
+                at = step == k
+                out["macro_f1_by_step"][r, t, k] = np.mean([macro_f1(argmax[s][at][:, mask], truth[at][:, mask])
+                                                            for s in range(config.seeds)])
+            out["plan"][r, t] = np.where(positive[0, pictured], direction[0, pictured], 0)
+    grid = ("representation", "target")
+    episodes = np.bincount(step, minlength=steps)
+    return xr.Dataset(
+        {
+            "recall": (grid + ("step", "estimate"), out["recall"], {"long_name": "probe recall of labelled squares"}),
+            "precision": (grid + ("step", "estimate"), out["precision"], {"long_name": "probe precision"}),
+            "macro_f1": (grid, out["macro_f1"], {"long_name": "EP's macro-F1 of the 5-class argmax (test levels)"}),
+            "macro_f1_by_step": (grid + ("step",), out["macro_f1_by_step"], {"long_name": "macro-F1 at each step"}),
+            "threshold": (grid + ("probe_seed",), out["threshold"], {"long_name": f"τ at precision {config.precision}"}),
+            "calibration_precision": (grid + ("probe_seed",), out["calibration_precision"],
+                                      {"long_name": "precision at τ on the calibration levels"}),
+            "loss": (grid + ("probe_seed", "epoch"), out["loss"], {"long_name": "mean training cross-entropy"}),
+            "episodes": ("step", episodes, {"long_name": "test episodes still running"}),
+            "plan": (grid + ("picture_step", "row", "col"), out["plan"].astype(np.int8),
+                     {"long_name": f"ĉ on positive squares of test level {picture_level}, probe seed 0",
+                      "classes": ", ".join(probes.CLASSES)}),
+            "plan_truth": (("target", "picture_step", "row", "col"),
+                           np.stack([np.where(mask, test[target].values[pictured], 0) for target in TARGETS]),
+                           {"long_name": f"labels of test level {picture_level} at the pictured steps"}),
+            "picture": (("picture_step", "row", "col", "layer"), test["grid"].values[pictured],
+                        {"long_name": f"observation of test level {picture_level}"}),
+        },
+        coords={"representation": representations, "target": list(TARGETS), "step": np.arange(steps),
+                "estimate": ["value", "low", "high"], "probe_seed": np.arange(config.seeds),
+                "epoch": np.arange(config.epochs), "picture_step": step[pictured]},
+        attrs={f"probe_{key}": value for key, value in asdict(config).items()} |
+              {"picture_level": picture_level, "train_samples": train.sizes["sample"],
+               "train_levels": train.attrs["levels"], "calibration_levels": calibration.attrs["levels"],
+               "test_levels": levels, "agent_seed": test.attrs.get("seed", 0)} |
+              {key: test.attrs[key] for key in ("run", "run_config") if key in test.attrs},
+    )
+
+
+def collect(paths: list[str]) -> xr.Dataset:
+    """Every probed run's scores in one dataset, indexed by run id, with its family and allocation."""
+    from parallel_experts.results import open_dataset
+    from parallel_experts.sokoban.experiment import Run
+
+    per_run = []
+    for path in paths:
+        scores = open_dataset(path)
+        run = Run.from_dict(json.loads(scores.attrs["run_config"]))
+        a = run.agent
+        per_run.append(scores.drop_attrs().expand_dims(run=[run.id]).assign_coords(
+            sweep=("run", [run.sweep]), recurrent=("run", [a.recurrent]), budget=("run", [run.budget]),
+            depth=("run", [a.depth]), experts=("run", [a.experts]), width=("run", [a.width]),
+            agent_seed=("run", [scores.attrs["agent_seed"]])))
+    return xr.concat(per_run, dim="run", join="outer").assign_attrs(
+        {key: value for key, value in scores.attrs.items() if key not in ("run", "run_config", "agent_seed")})

@@ -1,0 +1,165 @@
+"""Planning probes: labels of a hand-worked trajectory, probe data with every level exactly once, probes that
+find a linear code and none in noise, the precision threshold, EP's macro-F1 and the bootstrap interval."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+from jumanji_referee import level
+from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
+from parallel_experts.sokoban.agent import Agent, AgentConfig
+from parallel_experts.sokoban.levels import pad_to
+
+UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3  # Jumanji's actions; label classes are action + 1
+
+
+class Script(eqx.Module):
+    """Plays a fixed list of moves (its state counts the steps); its "encoder" is the raw grid."""
+
+    moves: jax.Array
+
+    def initial_state(self, height, width):
+        return ScriptState(jnp.zeros((height, width, 1)), jnp.zeros((), jnp.int32))
+
+    def encoder(self, grid):
+        return grid.astype(jnp.float32)
+
+    def __call__(self, grid, state):
+        move = self.moves[jnp.minimum(state.t, len(self.moves) - 1)]
+        return 10.0 * jax.nn.one_hot(move, 4), jnp.zeros(()), ScriptState(state.s + 1, state.t + 1)
+
+
+class ScriptState(eqx.Module):
+    s: jax.Array
+    t: jax.Array
+
+
+def test_labels_of_a_hand_worked_trajectory():
+    # Agent at (1,1), box at (2,2), target at (4,2). Moves: up (into the wall: ignored), right to (1,2), left back
+    # to (1,1), right again, down (pushes the box to (3,2)), down (pushes it onto the target: solved, 6 steps).
+    room = level("######", "#@   #", "# $  #", "#    #", "# .  #", "######")
+    env = sokoban_env.make_env(room[None], time_limit=10)
+    script = Script(jnp.array([UP, RIGHT, LEFT, RIGHT, DOWN, DOWN]))
+    data = probes.collect(script, script, env, room[None], view=6)
+    assert data["step"].values.tolist() == list(range(6)) and set(data["level"].values) == {0}
+
+    def board(**squares):  # "r1c2=2" -> a 6×6 label board
+        out = np.zeros((6, 6), np.int8)
+        for name, value in squares.items():
+            out[int(name[1]), int(name[3])] = value
+        return out
+
+    # C_A: the class (action + 1) of the move by which the agent next enters each square.
+    onto = [board(r1c2=2, r1c1=4, r2c2=3, r3c2=3),  # t=0: right at t=1, left at t=2, down at 4 and 5
+            board(r1c2=2, r1c1=4, r2c2=3, r3c2=3),
+            board(r1c2=2, r1c1=4, r2c2=3, r3c2=3),  # t=2: (1,2) is next entered at t=3, (1,1) at t=2
+            board(r1c2=2, r2c2=3, r3c2=3),  # t=3: (1,1) is never entered again
+            board(r2c2=3, r3c2=3),
+            board(r3c2=3)]
+    # C_B: the direction a box is next pushed off each square: down off (2,2) at t=4, off (3,2) at t=5.
+    pushed = [board(r2c2=3, r3c2=3)] * 5 + [board(r3c2=3)]
+    np.testing.assert_array_equal(data["agent_onto"].values, np.stack(onto))
+    np.testing.assert_array_equal(data["box_pushed"].values, np.stack(pushed))
+    np.testing.assert_array_equal(data["action"].values, [UP, RIGHT, LEFT, RIGHT, DOWN, DOWN])
+
+
+def test_probe_data_has_every_level_exactly_once_with_all_its_steps():
+    levels = pad_to(generator.generate_levels(7, room_size=6, num_boxes=2, seed=3))
+    env = sokoban_env.make_env(levels, time_limit=12)
+    config = AgentConfig(2, 2, 4, encoder_channels=8)
+    agent, control = Agent(config, jax.random.PRNGKey(0)), Agent(config, jax.random.PRNGKey(1))
+    data = probes.collect(agent, control, env, levels, view=6, chunk=3)
+    played = evaluate.PLAY(agent, env, levels, greedy=jnp.array(True), key=jax.random.PRNGKey(0), view=6)
+    lengths = np.bincount(data["level"].values, minlength=7)
+    np.testing.assert_array_equal(lengths, np.asarray(played["episode_length"]))  # as long as evaluation plays
+    for i in range(7):
+        assert data["step"].values[data["level"].values == i].tolist() == list(range(lengths[i]))
+    assert data["state"].shape == (lengths.sum(), 6, 6, 4) and data["encoder"].shape[-1] == 8
+    assert not np.array_equal(data["state"].values, data["control"].values)  # different weights, same inputs
+
+
+@pytest.fixture(scope="module")
+def linear_code():
+    """Representations whose labels are a known linear function of each square's vector, and pure noise."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 5, 5, 6)).astype(np.float32)
+    code = rng.normal(size=(6, 5)) * 3
+    labels = np.argmax(x @ code, axis=-1).astype(np.int8)
+    noise = rng.integers(0, 5, size=labels.shape).astype(np.int8)
+
+    def split(part, y):
+        return xr.Dataset({"state": (("sample", "row", "col", "width"), x[part]),
+                           "agent_onto": (("sample", "row", "col"), y[part]),
+                           "box_pushed": (("sample", "row", "col"), noise[part]),
+                           "grid": (("sample", "row", "col", "layer"), np.zeros(x[part].shape[:3] + (2,), np.uint8))},
+                          coords={"level": ("sample", np.arange(len(x))[part] // 10),
+                                  "step": ("sample", np.arange(len(x))[part] % 10)},
+                          attrs={"levels": 100, "time_limit": 10})
+
+    return split(slice(0, 2000), labels), split(slice(2000, 2500), labels), split(slice(2500, 3000), labels)
+
+
+def test_a_probe_recovers_a_linear_code_and_finds_nothing_in_noise(linear_code):
+    train, calibration, test = linear_code
+    test = test.assign_coords(level=test["level"] - 250)  # test levels 0..49
+    test.attrs["levels"] = 50
+    # A larger learning rate than EP's 1e-3 only to keep the test short: 4 epochs instead of many.
+    config = probe_scores.ProbeConfig(seeds=2, epochs=4, learning_rate=3e-2)
+    result = probe_scores.score(train, calibration, test, config)
+    code, noise = result.sel(representation="state", target="agent_onto"), result.sel(representation="state",
+                                                                                       target="box_pushed")
+    assert code["recall"].sel(estimate="value").min() > 0.85
+    assert code["calibration_precision"].min() >= 0.93
+    assert code["macro_f1"] > 0.9
+    # Noise: 5 equally likely classes, so macro-F1 near 1/5 and no square reaches 93 % precision.
+    assert 0.12 < noise["macro_f1"] < 0.28
+    assert noise["recall"].sel(estimate="value").max() < 0.05
+    assert result.sizes["probe_seed"] == 2 and result["episodes"].values.tolist() == [50] * 10
+
+
+def test_probe_seeds_are_fitted_together_and_differ():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(64, 4, 4, 3)), rng.integers(0, 5, size=(64, 4, 4))
+    weights, losses = probes.fit(x, y, seeds=3, kernel=3, epochs=2)
+    assert weights.shape == (3, 3 * 3 * 3, 5) and losses.shape == (3, 2)
+    assert not np.allclose(weights[0], weights[1])
+    again, _ = probes.fit(x, y, seeds=3, kernel=3, epochs=2)
+    np.testing.assert_array_equal(weights, again)  # seeded
+
+
+def test_threshold_is_the_smallest_value_reaching_the_precision():
+    confidence = np.array([0.9, 0.8, 0.8, 0.7, 0.6, 0.5])
+    correct = np.array([1, 1, 0, 1, 1, 0], bool)
+    # Precision with τ at each realisable value: 0.9 → 1/1, 0.8 → 2/3 (the tie goes in together), 0.7 → 3/4,
+    # 0.6 → 4/5, 0.5 → 4/6.
+    assert probe_scores.threshold(confidence, correct, 0.75) == 0.6
+    assert probe_scores.threshold(confidence, correct, 0.81) == 0.9
+    assert probe_scores.threshold(confidence, correct, 0.93) == 0.9
+    assert probe_scores.threshold(confidence, correct, 1.01) == float("inf")
+
+
+def test_macro_f1_follows_sklearn():
+    # Class 0: F1 1; class 1: TP 1, FP 1 → 2/3; class 2: TP 1, FN 1 → 2/3; classes 3, 4 absent: 1 (zero_division).
+    assert probe_scores.macro_f1(np.array([0, 1, 1, 2]), np.array([0, 1, 2, 2])) == pytest.approx((3 + 4 / 3) / 5)
+
+
+def test_per_step_sums_samples_into_level_and_step_cells():
+    counts = probe_scores.per_step(np.array([1.0, 2.0, 3.0]), level=np.array([0, 1, 0]), step=np.array([0, 0, 1]),
+                                   levels=2, steps=2)
+    np.testing.assert_array_equal(counts, [[1, 3], [2, 0]])
+
+
+def test_bootstrap_interval_covers_the_true_value_at_about_the_nominal_rate():
+    rng = np.random.default_rng(0)
+    true_recall, covered, repeats = 0.6, 0, 300
+    for _ in range(repeats):
+        labelled = rng.integers(5, 20, size=(1, 100, 1))  # 100 levels, one step, one probe seed
+        p = rng.beta(6, 4, size=labelled.shape)  # levels differ; their mean recall is 0.6
+        hits = rng.binomial(labelled, p)
+        estimate, low, high = probe_scores.bootstrap_ratio(hits, labelled, draws=400, seed=int(rng.integers(1 << 30)))
+        covered += bool(low[0] <= true_recall <= high[0])
+    assert 0.90 <= covered / repeats <= 0.99

@@ -1,0 +1,84 @@
+# Planning probes of trained Sokoban runs (Figs. 4, 12, 13): probe data per split, fitted and scored probes per
+# run, and one dataset over all probed runs.
+
+
+def probe_levels(wildcards):
+    return f"results/sokoban/levels/{sokoban_experiment.PROBE_SPLITS[wildcards.split]}.npz"
+
+
+def probe_count(wildcards):
+    """How many levels of the split are played: a prefix for training and calibration, every test level."""
+    probes = config["sokoban"]["probes"]
+    return {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split, 0)
+
+
+rule sokoban_probe_data:
+    """Greedy episodes of one seed's agent: its states, encoder outputs, the untrained control, and labels."""
+    input:
+        agents="results/sokoban/runs/{run}/agents.eqx",
+        levels=probe_levels,
+    output:
+        "results/sokoban/probes/{run}/{split}.nc",
+    wildcard_constraints:
+        run=one_of(PROBED_RUNS),
+        split=one_of(sokoban_experiment.PROBE_SPLITS),
+    params:
+        run=sokoban_run_json,
+        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+        seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
+        prefix=lambda wildcards: f"--count {probe_count(wildcards)}" if probe_count(wildcards) else "",
+    log:
+        "results/logs/sokoban/probe_data/{run}/{split}.log",
+    benchmark:
+        "results/benchmarks/sokoban/probe_data/{run}/{split}.tsv"
+    threads: threads("train")
+    resources:
+        **resources("train"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-probe-data --run {params.run:q} --run-dir {params.run_dir} "
+        "--seed {params.seed} --levels {input.levels} {params.prefix} --out {output} > {log} 2>&1"
+
+
+rule sokoban_probe_fit:
+    """Probes of every representation and target: fitted, calibrated to the precision, scored by step."""
+    input:
+        **{split: f"results/sokoban/probes/{{run}}/{split}.nc" for split in sokoban_experiment.PROBE_SPLITS},
+    output:
+        "results/sokoban/probes/{run}/scores.nc",
+    wildcard_constraints:
+        run=one_of(PROBED_RUNS),
+    params:
+        fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
+        picture=json.dumps({k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items()
+                            if k != "run"}, sort_keys=True),
+    log:
+        "results/logs/sokoban/probe_fit/{run}.log",
+    benchmark:
+        "results/benchmarks/sokoban/probe_fit/{run}.tsv"
+    threads: threads("train")
+    resources:
+        **resources("train"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-probe-fit --train {input.train} --calibration {input.calibration} "
+        "--test {input.test} --fit {params.fit:q} --picture {params.picture:q} --out {output} > {log} 2>&1"
+
+
+rule sokoban_probes:
+    """Every probed run's scores in one dataset."""
+    input:
+        expand("results/sokoban/probes/{run}/scores.nc", run=PROBED_RUNS),
+    output:
+        "results/sokoban/probes.nc",
+    log:
+        "results/logs/sokoban/probes.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-probes --out {output} {input} > {log} 2>&1"
