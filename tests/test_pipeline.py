@@ -40,7 +40,13 @@ def check_outputs(workdir):
     assert len(test_levels.pushes) == 20 and sweep.attrs["test_optimal_pushes_levels"] == 20
     assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
-    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "lm_small_W16", "lm_depth"):
+    probes = results.open_dataset(workdir / "results/sokoban/probes.nc")
+    assert probes.sizes["run"] == 3 and probes.attrs["test_levels"] == 20
+    for run in probes["run"].values:  # the probes score every test level
+        test = results.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
+        assert sorted(set(test["level"].values)) == list(range(20))
+    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_probe_recall",
+                 "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth"):
         assert f'href="{name}.html"' in index
     lm = results.open_dataset(workdir / "results/lm/sweep.nc")
     assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
@@ -58,8 +64,9 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     logs = list((tmp_path / "results/logs").rglob("*.log"))
     assert len(logs) == sum(jobs.values()) - jobs["all"], jobs  # every job that runs a command has a log
     benchmarks = list((tmp_path / "results/benchmarks").rglob("*.tsv"))
-    timed = ("sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate")
-    assert len(benchmarks) == sum(jobs[rule] for rule in timed)  # training and evaluation jobs are timed
+    timed = ("sokoban_train", "sokoban_evaluate", "sokoban_probe_data", "sokoban_probe_fit", "lm_train",
+             "lm_evaluate")
+    assert len(benchmarks) == sum(jobs[rule] for rule in timed)  # training, evaluation and probe jobs are timed
 
     again = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path), "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
