@@ -179,7 +179,10 @@ def test_fig6_exists_exactly_where_a_family_can_and_reads_only_the_files_that_ho
     paper = pages(config.load([REPO / "config/paper.yaml"]))
     assert paper["expert_count"].inputs == {"sweep": "results/sokoban/sweep.nc", "lm_sweep": "results/lm/sweep.nc"}
     assert paper["expert_count"].params == {"window": 128}
-    assert "expert_count" not in pages(config.load([REPO / "config/smoke.yaml"]))
+    smoke = config.load([REPO / "config/smoke.yaml"])
+    assert pages(smoke)["expert_count"].inputs == {"expert_count": "results/sokoban/expert_count.nc"}
+    del smoke["sokoban"]["expert_count"]
+    assert "expert_count" not in pages(smoke)  # its grid's depths have one E each
 
 
 def test_table2_exists_exactly_where_sokoban_sweeps_train():
@@ -192,6 +195,7 @@ def test_table2_exists_exactly_where_sokoban_sweeps_train():
 
 def test_expert_count_runs_have_readable_ids_and_leave_the_sweep_ids_alone():
     demo = config.load([REPO / "config/config.yaml"])
+    demo["sokoban"]["expert_count"]["recurrent"] = [True, False]
     ids = [run.id for run in experiment.expert_count_runs(demo)]
     assert ids == [f"expert_count/{family}/L2-E{e}-d8" for family in ("recurrent", "nonrecurrent") for e in (1, 4)]
     assert experiment.runs(demo)[0].id == "convlstm/recurrent/small/L1-E4-d8"

@@ -40,13 +40,16 @@ def check_outputs(workdir):
     assert len(test_levels.pushes) == 20 and sweep.attrs["test_optimal_pushes_levels"] == 20
     assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
+    assert results.open_dataset(workdir / "results/sokoban/ablations.nc").sizes["run"] == 2  # sqrt-sum and mean
+    assert results.open_dataset(workdir / "results/sokoban/expert_count.nc").sizes["run"] == 2  # E = 1, 2
     probes = results.open_dataset(workdir / "results/sokoban/probes.nc")
     assert probes.sizes["run"] == 3 and probes.attrs["test_levels"] == 20
     for run in probes["run"].values:  # the probes score every test level
         test = results.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
-    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_probe_recall",
-                 "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth"):
+    for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
+                 "sokoban_probe_depth", "sokoban_plans", "sokoban_aggregation", "expert_count", "lm_small_W16",
+                 "lm_depth"):
         assert f'href="{name}.html"' in index
     lm = results.open_dataset(workdir / "results/lm/sweep.nc")
     assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
