@@ -47,7 +47,8 @@ def window_mean(probes: xr.Dataset, run: str, representation: str, window: tuple
                 target: str = "agent_onto", estimate: str = "value") -> float:
     """Mean recall over the steps window[0]..window[1] (inclusive) that some test episode reaches."""
     curve = probes["recall"].sel(run=run, representation=representation, target=target, estimate=estimate)
-    return float(np.nanmean(curve.sel(step=slice(*window)).values))
+    values = curve.sel(step=slice(*window)).values
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")  # NaN: no episode got there
 
 
 def beats_controls(probes: xr.Dataset, run: str, target: str = "agent_onto") -> tuple[bool, str]:
