@@ -193,6 +193,8 @@ def test_radius_verdict_says_whether_the_return_rises_with_r():
     rising = rows("radius", {0: 13.1, 1: 13.4, 2: 13.5, 3: 13.9})
     assert ablations.radius_verdict(rising).startswith("the paper's pattern shows: the mean return rises with r")
     assert "full (r = 3): 13.900" in ablations.radius_verdict(rising)
+    # The weakest rise, r = 1 to r = 2 (+0.100), is the one the verdict qualifies.
+    assert "the smallest rise, r = 1 to r = 2, is +0.100" in ablations.radius_verdict(rising)
     dip = rows("radius", {0: 13.1, 1: 13.6, 2: 13.5, 3: 13.9})
     assert ablations.radius_verdict(dip).startswith(
         "the paper's pattern does not show: the mean return does not rise from r = 1 to r = 2 (-0.100")

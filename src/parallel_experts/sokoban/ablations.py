@@ -99,7 +99,9 @@ def radius_verdict(table: pd.DataFrame) -> str:
     path = " → ".join(f"{label('radius', row)}: {row['mean']:.3f}" for _, row in table.iterrows())
     falls = [f"{label('radius', a)} to {label('radius', b)} ({_gap(b, a)})" for a, b in steps if b["mean"] <= a["mean"]]
     if not falls:
-        return f"the paper's pattern shows: the mean return rises with r at every step ({path})."
+        a, b = min(steps, key=lambda pair: pair[1]["mean"] - pair[0]["mean"])
+        return (f"the paper's pattern shows: the mean return rises with r at every step ({path}); the smallest "
+                f"rise, {label('radius', a)} to {label('radius', b)}, is {_gap(b, a)}.")
     return f"the paper's pattern does not show: the mean return does not rise from {'; '.join(falls)} ({path})."
 
 
