@@ -40,16 +40,13 @@ def check_outputs(workdir):
     assert len(test_levels.pushes) == 20 and sweep.attrs["test_optimal_pushes_levels"] == 20
     assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
-    assert results.open_dataset(workdir / "results/sokoban/ablations.nc").sizes["run"] == 2  # sqrt-sum and mean
-    assert results.open_dataset(workdir / "results/sokoban/expert_count.nc").sizes["run"] == 2  # E = 1, 2
     probes = results.open_dataset(workdir / "results/sokoban/probes.nc")
     assert probes.sizes["run"] == 3 and probes.attrs["test_levels"] == 20
     for run in probes["run"].values:  # the probes score every test level
         test = results.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
-                 "sokoban_probe_depth", "sokoban_plans", "sokoban_aggregation", "expert_count", "lm_small_W16",
-                 "lm_depth"):
+                 "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth"):
         assert f'href="{name}.html"' in index
     lm = results.open_dataset(workdir / "results/lm/sweep.nc")
     assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
@@ -61,7 +58,7 @@ def check_outputs(workdir):
 @pytest.mark.pipeline
 def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     jobs = planned_jobs("--directory", str(tmp_path))
-    run = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path))
+    run = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path), timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]
     check_outputs(tmp_path)
     logs = list((tmp_path / "results/logs").rglob("*.log"))
@@ -84,7 +81,7 @@ def test_smoke_dag_runs_through_slurm(slurm_cluster, tmp_path):
     workdir = tmp_path / "run"
     jobs = planned_jobs("--directory", str(workdir))
     run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile",
-                    "--configfile", SMOKE, "--directory", str(workdir))
+                    "--configfile", SMOKE, "--directory", str(workdir), timeout=1200)  # SLURM adds per-job latency
     assert run.returncode == 0, run.stderr[-3000:]
     check_outputs(workdir)
     # Every job went through sbatch except the local rules (the config snapshot, the index and targets).
