@@ -111,7 +111,7 @@ def test_the_schema_keeps_ablations_closed(edit, message):
 def test_a_sweep_cannot_take_an_ablations_name():
     demo = load("config.yaml")
     demo["sokoban"]["sweeps"]["radius_ablation"] = demo["sokoban"]["sweeps"]["convlstm"]
-    with pytest.raises(ConfigError, match="sokoban.sweeps.radius_ablation: the name is kept"):
+    with pytest.raises(ConfigError, match="sokoban.sweeps.radius_ablation: the name is taken by the runs of sokoban.ablations.radius"):
         config.validate(demo)
 
 

@@ -74,9 +74,6 @@ def validate(config: Mapping) -> None:
 def _check_references(config: Mapping) -> None:
     """Names that must point at something defined elsewhere in the config."""
     sokoban = config["sokoban"]
-    if "expert_count" in sokoban.get("sweeps", {}):
-        raise ConfigError("sokoban.sweeps.expert_count: the name is taken by the expert-count sweep "
-                          "(sokoban.expert_count); rename this sweep")
     for name, sweep in sokoban.get("sweeps", {}).items():
         for index, budget_name in enumerate(sweep["budgets"]):
             if budget_name not in sokoban["budgets"]:

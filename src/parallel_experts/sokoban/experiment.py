@@ -30,6 +30,9 @@ AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; o
 EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
 # sokoban.ablations.<setting> -> the sweep name of its runs (Fig. 10 left: aggregation rules; Fig. 11: radius).
 ABLATIONS = {"aggregation": "aggregation_ablation", "radius": "radius_ablation"}
+# Sweep names that other run families use (sweep name -> the config block whose runs carry it).
+RESERVED = {EXPERT_COUNT: f"sokoban.{EXPERT_COUNT}"} | {name: f"sokoban.ablations.{setting}"
+                                                       for setting, name in ABLATIONS.items()}
 FULL = "full"  # how a config writes the radius that reaches every expert (AgentConfig.radius None)
 
 
@@ -74,8 +77,9 @@ def runs(config: Mapping) -> list[Run]:
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for name, sweep in sokoban.get("sweeps", {}).items():
-        if name in ABLATIONS.values():
-            raise ConfigError(f"sokoban.sweeps.{name}: the name is kept for the runs of sokoban.ablations")
+        if name in RESERVED:  # run ids begin with the sweep name, so these would collide
+            raise ConfigError(f"sokoban.sweeps.{name}: the name is taken by the runs of {RESERVED[name]}; "
+                              "rename this sweep")
         for budget_name in sweep["budgets"]:
             b = by_name[budget_name]
             seeds = _seeds(config, budget_name)
