@@ -212,11 +212,13 @@ def test_expert_count_sweep_needs_two_expert_counts_and_its_own_name():
         config.validate(clash)
 
 
-def test_a_sweep_restricted_to_listed_allocations_holds_only_their_families():
+def test_a_family_across_budgets_gives_the_figure_and_sweeps_train_whole_grids():
     cfg = config.load([REPO / "config/config.yaml"])
     del cfg["sokoban"]["expert_count"]
     cfg["sokoban"]["budgets"]["medium"] = {"anchor": [1, 2, 16], "tolerance": 0.01, "allocations": [[1, 2, 16], [1, 6, 8]]}
     cfg["sokoban"]["sweeps"]["convlstm"]["budgets"] = ["small", "medium"]
-    assert pages(cfg)["expert_count"].inputs == {"sweep": "results/sokoban/sweep.nc"}  # L=1, d=8: E=3 and E=6
-    cfg["sokoban"]["sweeps"]["convlstm"]["allocations"] = [[1, 1, 16], [1, 6, 8]]  # the ablations' key
-    assert "expert_count" not in pages(cfg)
+    assert pages(cfg)["expert_count"].inputs == {"sweep": "results/sokoban/sweep.nc"}  # L=1, d=8: E=4 and E=6
+    # A sweep always trains its budgets' whole grids: no key restricts it to some allocations.
+    cfg["sokoban"]["sweeps"]["convlstm"]["allocations"] = [[1, 4, 8]]
+    with pytest.raises(config.ConfigError, match=r"sokoban\.sweeps\.convlstm: unknown key 'allocations'"):
+        config.validate(cfg)

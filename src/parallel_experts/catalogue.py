@@ -139,12 +139,7 @@ def _expert_count(config: Mapping) -> list[Report]:
     result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
     sokoban, window = config["sokoban"], config["lm"]["windows"][0]
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-
-    def trained(sweep: Mapping, budget_name: str) -> list[budget.Allocation]:  # a sweep may list a subset
-        listed = sweep.get("allocations")
-        return [a for a in by_name[budget_name].allocations if listed is None or a.as_list() in listed]
-
-    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, trained(sweep, budget_name))
+    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, by_name[budget_name].allocations)
               for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]
     dedicated = sokoban.get("expert_count")
     extra = [] if dedicated is None else [
