@@ -286,16 +286,20 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
     return fig
 
 
-def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-", controls: bool = True) -> None:
-    """One run's state recall with its shaded 95 % interval, and (thin, dotted) the same probe on its controls."""
+CONTROL_LINES = {"encoder": (".", "encoder output"), "control": ("x", "untrained control")}
+
+
+def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-",
+                  controls=("encoder", "control")) -> None:
+    """One run's state recall with its shaded 95 % interval, and (thin, dotted) the same probe on `controls`."""
     rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
     ax.plot(rows["step"], rows["recall"], color=color, ls=ls, lw=1.5, label=f"{label}: final state")
     ax.fill_between(rows["step"], rows["recall_low"], rows["recall_high"], color=color, alpha=0.2, lw=0)
-    if controls:
-        for representation, marker in (("encoder", "."), ("control", "x")):
-            rows = curves[(curves["label"] == label) & (curves["representation"] == representation)]
-            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8, marker=marker, ms=3,
-                    label=f"{label}: {'encoder output' if representation == 'encoder' else 'untrained control'}")
+    for representation in controls:
+        marker, name = CONTROL_LINES[representation]
+        rows = curves[(curves["label"] == label) & (curves["representation"] == representation)]
+        ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8, marker=marker, ms=3,
+                label=f"{label}: {name}")
 
 
 def probe_recall(curves: pd.DataFrame, labels: list[str], title: str) -> plt.Figure:
@@ -326,10 +330,8 @@ def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
         depths = sorted(runs["depth"].unique())
         colors = dict(zip(depths, sns.color_palette("viridis", len(depths))))
         for _, run in runs.iterrows():
-            color = colors[run["depth"]]
-            _recall_lines(ax, table, run["label"], color, ls="-" if run["recurrent"] else "--", controls=False)
-            rows = table[(table["label"] == run["label"]) & (table["representation"] == "control")]
-            ax.plot(rows["step"], rows["recall"], color=color, ls=":", lw=0.8)
+            _recall_lines(ax, table, run["label"], colors[run["depth"]], ls="-" if run["recurrent"] else "--",
+                          controls=("control",))
         ax.set_title(target)
         ax.set_xlabel("environment step")
         ax.set_ylim(0, 1)
@@ -339,27 +341,26 @@ def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
     return fig
 
 
-ARROWS = {1: (0, -1), 2: (1, 0), 3: (0, 1), 4: (-1, 0)}  # class → (dx, dy) with rows growing downwards
-
-
 def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
     """Fig. 13: the level at each pictured step with an arrow on every square the probe reads as positive, in
     its direction ĉ. `picture` (steps, H, W, 2) in Jumanji's codes, `plan` (steps, H, W) classes."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Circle, Rectangle
 
+    from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
+
     fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.4), squeeze=False, layout="constrained")
     for ax, grid, arrows, step in zip(axes[0], picture, plan, steps):
-        variable, fixed = grid[..., 0], grid[..., 1]
-        ax.imshow(fixed == 1, cmap=ListedColormap(["white", "0.35"]), vmin=0, vmax=1)
-        for row, col in zip(*(fixed == 2).nonzero()):
+        variable, fixed = grid[..., VARIABLE], grid[..., FIXED]
+        ax.imshow(fixed == WALL, cmap=ListedColormap(["white", "0.35"]), vmin=0, vmax=1)
+        for row, col in zip(*(fixed == TARGET).nonzero()):
             ax.add_patch(Rectangle((col - 0.35, row - 0.35), 0.7, 0.7, fill=False, ec="tab:red", lw=1.5))
-        for row, col in zip(*(variable == 4).nonzero()):
+        for row, col in zip(*(variable == BOX).nonzero()):
             ax.add_patch(Rectangle((col - 0.3, row - 0.3), 0.6, 0.6, color="tab:brown"))
-        for row, col in zip(*(variable == 3).nonzero()):
+        for row, col in zip(*(variable == AGENT).nonzero()):
             ax.add_patch(Circle((col, row), 0.28, color="tab:blue"))
         for row, col in zip(*arrows.nonzero()):
-            dx, dy = ARROWS[int(arrows[row, col])]
+            dy, dx = MOVES[int(arrows[row, col]) - 1]  # class c is action c - 1; image rows grow downwards
             ax.annotate("", xy=(col + 0.38 * dx, row + 0.38 * dy), xytext=(col - 0.38 * dx, row - 0.38 * dy),
                         arrowprops=dict(arrowstyle="->", color="tab:green", lw=1.8))
         ax.set_title(f"t = {step}")

@@ -23,6 +23,7 @@ from parallel_experts.errors import PipelineError
 EMPTY, WALL, TARGET, AGENT, BOX = 0, 1, 2, 3, 4
 VARIABLE, FIXED = 0, 1
 GRID_SIZE = 10  # Jumanji's Sokoban only runs 10×10 grids (constants.GRID_SIZE)
+MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))  # action (up, right, down, left) → (row, col) change: constants.MOVES
 
 
 class LevelError(PipelineError, ValueError):
