@@ -90,6 +90,44 @@ def macro_f1(predicted: np.ndarray, label: np.ndarray, classes: int = len(probes
     return float(np.mean(scores))
 
 
+def calibrate(prediction: tuple[np.ndarray, ...], truth: np.ndarray, mask: np.ndarray,
+              precision: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each probe seed's threshold τ on the calibration data (`probes.predict` output and labels) pooled over
+    steps, and the precision it reaches there (NaN where no square is positive)."""
+    direction, confidence, _ = prediction
+    thresholds, reached = [], []
+    for seed_direction, seed_confidence in zip(direction[:, :, mask], confidence[:, :, mask]):
+        correct = seed_direction == truth[:, mask]
+        tau = threshold(seed_confidence, correct, precision)
+        positive = seed_confidence >= tau
+        thresholds.append(tau)
+        reached.append(correct[positive].mean() if positive.any() else np.nan)
+    return np.array(thresholds), np.array(reached)
+
+
+def scores_by_step(prediction: tuple[np.ndarray, ...], truth: np.ndarray, thresholds: np.ndarray, mask: np.ndarray,
+                   level: np.ndarray, step: np.ndarray, levels: int, steps: int, config: ProbeConfig) -> dict:
+    """Recall and precision by step (value, low, high), macro-F1 overall and by step, all means over probe seeds,
+    and every sample's plan as the first probe seed reads it (ĉ on positive squares, else 0)."""
+    direction, confidence, argmax = prediction
+    positive = (confidence >= thresholds[:, None, None, None]) & mask
+    counts = {name: per_step(value, level, step, levels, steps) for name, value in (
+        ("hits", (positive & (direction == truth)).sum((-2, -1))), ("positive", positive.sum((-2, -1))),
+        ("labelled", ((truth != 0) & mask).sum((-2, -1))))}
+
+    def f1(at=slice(None)) -> float:
+        return float(np.mean([macro_f1(seed[at][:, mask], truth[at][:, mask]) for seed in argmax]))
+
+    by_step = np.full(steps, np.nan)
+    for k in np.unique(step):
+        by_step[k] = f1(step == k)
+    return {"recall": np.stack(bootstrap_ratio(counts["hits"], counts["labelled"][None], config.bootstrap,
+                                               config.interval), -1),
+            "precision": np.stack(bootstrap_ratio(counts["hits"], counts["positive"], config.bootstrap,
+                                                  config.interval), -1),
+            "macro_f1": f1(), "macro_f1_by_step": by_step, "plan": np.where(positive[0], direction[0], 0)}
+
+
 def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: ProbeConfig = ProbeConfig(),
           picture_level: int = 0, picture_steps: int = 3) -> xr.Dataset:
     """Fit every (representation, target) probe on `train`, calibrate on `calibration`, score on `test` (data
@@ -109,31 +147,15 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: 
             weights, out["loss"][r, t] = probes.fit(train[representation].values, train[target].values,
                                                     config.seeds, config.kernel, config.epochs, config.batch,
                                                     config.learning_rate, config.weight_decay)
-            direction, confidence, _ = probes.predict(weights, calibration[representation].values, config.kernel)
-            truth = calibration[target].values
-            for s in range(config.seeds):
-                tau = threshold(confidence[s][:, mask], direction[s][:, mask] == truth[:, mask], config.precision)
-                positive = confidence[s][:, mask] >= tau
-                out["threshold"][r, t, s] = tau
-                out["calibration_precision"][r, t, s] = (direction[s][:, mask] == truth[:, mask])[positive].mean() \
-                    if positive.any() else np.nan
-            direction, confidence, argmax = probes.predict(weights, test[representation].values, config.kernel)
-            truth = test[target].values
-            positive = (confidence >= out["threshold"][r, t][:, None, None, None]) & mask
-            hits = (positive & (direction == truth)).sum((-2, -1))
-            labelled = ((truth != 0) & mask).sum((-2, -1))
-            counts = {name: per_step(value, level, step, levels, steps) for name, value in
-                      (("hits", hits), ("positive", positive.sum((-2, -1))), ("labelled", labelled))}
-            out["recall"][r, t] = np.stack(bootstrap_ratio(counts["hits"], counts["labelled"][None], config.bootstrap,
-                                                           config.interval), -1)
-            out["precision"][r, t] = np.stack(bootstrap_ratio(counts["hits"], counts["positive"], config.bootstrap,
-                                                              config.interval), -1)
-            out["macro_f1"][r, t] = np.mean([macro_f1(argmax[s][:, mask], truth[:, mask]) for s in range(config.seeds)])
-            for k in np.unique(step):
-                at = step == k
-                out["macro_f1_by_step"][r, t, k] = np.mean([macro_f1(argmax[s][at][:, mask], truth[at][:, mask])
-                                                            for s in range(config.seeds)])
-            out["plan"][r, t] = np.where(positive[0, pictured], direction[0, pictured], 0)
+            out["threshold"][r, t], out["calibration_precision"][r, t] = calibrate(
+                probes.predict(weights, calibration[representation].values, config.kernel),
+                calibration[target].values, mask, config.precision)
+            scored = scores_by_step(probes.predict(weights, test[representation].values, config.kernel),
+                                    test[target].values, out["threshold"][r, t], mask, level, step, levels, steps,
+                                    config)
+            for name in ("recall", "precision", "macro_f1", "macro_f1_by_step"):
+                out[name][r, t] = scored[name]
+            out["plan"][r, t] = scored["plan"][pictured]
     grid = ("representation", "target")
     episodes = np.bincount(step, minlength=steps)
     return xr.Dataset(

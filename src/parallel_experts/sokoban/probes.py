@@ -28,6 +28,7 @@ import numpy as np
 import optax
 import xarray as xr
 
+from parallel_experts.errors import PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, train
 from parallel_experts.sokoban.agent import patches
@@ -189,7 +190,8 @@ def fit(x: np.ndarray, y: np.ndarray, seeds: int = 5, kernel: int = 1, epochs: i
     """Probe weights (seeds, k·k·C, 5) fitted on representations x (n, H, W, C) and labels y (n, H, W), and each
     seed's mean training loss per epoch (seeds, epochs). Only interior squares enter the loss."""
     if len(x) < batch:
-        raise ValueError(f"probe training data: {len(x)} samples, fewer than one batch of {batch}")
+        raise PipelineError(f"probe training data: {len(x)} samples, fewer than one batch of {batch}; "
+                            "give sokoban.probes.episodes more levels")
     mask = jnp.asarray(interior(*x.shape[1:3]), jnp.float32)
     keys = jax.random.split(jax.random.PRNGKey(key), seeds)
     weights, losses = _fit(keys, jnp.asarray(x, jnp.float32), jnp.asarray(y), mask, kernel, epochs, batch,
