@@ -21,7 +21,7 @@ SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
 EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
 
-# Each Sokoban ablation (sokoban.ablations.<setting>): report and notebook name, the paper's figure, the target.
+# Each Sokoban ablation (sokoban.ablations.<setting>): report name, the paper's figure, the target; one notebook.
 SOKOBAN_ABLATION_FIGURES = {
     "aggregation": ("sokoban_aggregation", "Fig. 10 (left): Sokoban aggregation rules", "fig10_left"),
     "radius": ("sokoban_radius", "Fig. 11: Sokoban communication radius", "fig11"),
@@ -111,7 +111,7 @@ def _probes(config: Mapping) -> list[Report]:
 
 def _sokoban_ablations(config: Mapping) -> list[Report]:
     # One report per ablation the config trains; it reads the ablations dataset (rule sokoban_ablations).
-    return [Report(name, paper, name, SOKOBAN_ABLATIONS, target=target)
+    return [Report(name, paper, "sokoban_ablation", SOKOBAN_ABLATIONS, {"setting": setting}, target)
             for setting, (name, paper, target) in SOKOBAN_ABLATION_FIGURES.items()
             if setting in config["sokoban"].get("ablations", {})]
 

@@ -289,6 +289,11 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
 CONTROL_LINES = {"encoder": (".", "encoder output"), "control": ("x", "untrained control")}
 
 
+def ablation(setting: str, scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
+    """The figure of one Sokoban ablation (`sokoban.ablations.<setting>`): Fig. 10 (left) or Fig. 11."""
+    return {"aggregation": aggregation_ablation, "radius": radius_ablation}[setting](scores, paper, title)
+
+
 def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-",
                   controls=("encoder", "control")) -> None:
     """One run's state recall with its shaded 95 % interval, and (thin, dotted) the same probe on `controls`."""
