@@ -78,14 +78,15 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-# Every Sokoban run trains and is evaluated alike (SOKOBAN_RUNS); each family makes its own dataset: the budget
-# sweeps' runs sweep.nc, the ablations' (sokoban.ablations) ablations.nc, the expert-count sweep's (no budget)
-# expert_count.nc.
-SWEEP_RUNS = [run.id for run in sokoban_experiment.runs(config)]
-ABLATION_RUNS = [run.id for run in sokoban_experiment.ablation_runs(config)]
-EXPERT_COUNT_RUNS = [run.id for run in sokoban_experiment.expert_count_runs(config)]
-SOKOBAN_RUNS = {run.id: run for run in sokoban_experiment.runs(config) + sokoban_experiment.ablation_runs(config)
-                + sokoban_experiment.expert_count_runs(config)}
+# Every Sokoban run trains and is evaluated alike (SOKOBAN_RUNS); each family of runs makes its own dataset
+# results/sokoban/{dataset}.nc: the budget sweeps' sweep.nc, the ablations' (sokoban.ablations) ablations.nc and
+# the expert-count sweep's (no budget) expert_count.nc.
+SOKOBAN_DATASETS = {
+    "sweep": sokoban_experiment.runs(config),
+    "ablations": sokoban_experiment.ablation_runs(config),
+    "expert_count": sokoban_experiment.expert_count_runs(config),
+}
+SOKOBAN_RUNS = {run.id: run for runs in SOKOBAN_DATASETS.values() for run in runs}
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
 
@@ -98,3 +99,21 @@ def sokoban_run_json(wildcards):
 def lm_run_json(wildcards):
     """The run's full definition: its rules rerun exactly when it changes."""
     return json.dumps(LM_RUNS[wildcards.run].to_dict(), sort_keys=True)
+
+
+def dataset_files(name):
+    """The curve or evaluation file of every run of a dataset's family (see SOKOBAN_DATASETS)."""
+    return lambda wildcards: [f"results/sokoban/runs/{run.id}/{name}.nc"
+                              for run in SOKOBAN_DATASETS[wildcards.dataset]]
+
+
+def probe_levels(wildcards):
+    return f"results/sokoban/levels/{sokoban_experiment.PROBE_SPLITS[wildcards.split]}.npz"
+
+
+def probe_count_option(wildcards):
+    """`--count N` for the probe-training and calibration splits (a prefix of their level sets); the test split
+    plays every level."""
+    probes = config["sokoban"]["probes"]
+    count = {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split)
+    return f"--count {count}" if count else ""

@@ -2,16 +2,6 @@
 # run, and one dataset over all probed runs.
 
 
-def probe_levels(wildcards):
-    return f"results/sokoban/levels/{sokoban_experiment.PROBE_SPLITS[wildcards.split]}.npz"
-
-
-def probe_count(wildcards):
-    """How many levels of the split are played: a prefix for training and calibration, every test level."""
-    probes = config["sokoban"]["probes"]
-    return {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split, 0)
-
-
 rule sokoban_probe_data:
     """Greedy episodes of one seed's agent: its states, encoder outputs, the untrained control, and labels."""
     input:
@@ -26,7 +16,7 @@ rule sokoban_probe_data:
         run=sokoban_run_json,
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
         seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
-        prefix=lambda wildcards: f"--count {probe_count(wildcards)}" if probe_count(wildcards) else "",
+        count_option=probe_count_option,
     log:
         "results/logs/sokoban/probe_data/{run}/{split}.log",
     benchmark:
@@ -38,7 +28,7 @@ rule sokoban_probe_data:
         CONDA_ENV
     shell:
         "python -m parallel_experts sokoban-probe-data --run {params.run:q} --run-dir {params.run_dir} "
-        "--seed {params.seed} --levels {input.levels} {params.prefix} --out {output} > {log} 2>&1"
+        "--seed {params.seed} --levels {input.levels} {params.count_option} --out {output} > {log} 2>&1"
 
 
 rule sokoban_probe_fit:

@@ -74,53 +74,18 @@ rule sokoban_evaluate:
         "--levels {input.levels} --out {output} > {log} 2>&1"
 
 
-rule sokoban_sweep:
-    """Every budget sweep run's learning curve, final-five score and solve rate in one dataset."""
+rule sokoban_dataset:
+    """One family's runs (budget sweeps, ablations or the expert-count sweep): every run's learning curve,
+    final-five score and solve rate in one dataset."""
     input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SWEEP_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SWEEP_RUNS),
+        curves=dataset_files("curve"),
+        evals=dataset_files("eval"),
     output:
-        "results/sokoban/sweep.nc",
+        "results/sokoban/{dataset}.nc",
+    wildcard_constraints:
+        dataset=one_of(SOKOBAN_DATASETS),
     log:
-        "results/logs/sokoban/sweep.log",
-    threads: threads()
-    resources:
-        **resources(),
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
-        "--evals {input.evals} > {log} 2>&1"
-
-
-rule sokoban_ablations:
-    """Every ablation run (Figs. 10 left, 11) in one dataset, laid out as the sweep dataset."""
-    input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=ABLATION_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=ABLATION_RUNS),
-    output:
-        "results/sokoban/ablations.nc",
-    log:
-        "results/logs/sokoban/ablations.log",
-    threads: threads()
-    resources:
-        **resources(),
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
-        "--evals {input.evals} > {log} 2>&1"
-
-
-rule sokoban_expert_count:
-    """The expert-count sweep's runs (sokoban.expert_count: fixed L and d, E varied) in one dataset, as sweep.nc."""
-    input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=EXPERT_COUNT_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=EXPERT_COUNT_RUNS),
-    output:
-        "results/sokoban/expert_count.nc",
-    log:
-        "results/logs/sokoban/expert_count.log",
+        "results/logs/sokoban/{dataset}.log",
     threads: threads()
     resources:
         **resources(),
