@@ -1,5 +1,6 @@
 """Atomic writes: the target holds the old content or the new, never part of it, and no temporary is left."""
 
+import errno
 import os
 import stat
 
@@ -35,3 +36,25 @@ def test_atomic_path_hands_a_writable_path_beside_the_target(tmp_path):
         assert temporary.parent == tmp_path and temporary != target and not target.exists()
         temporary.write_bytes(b"x")
     assert target.read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES])
+def test_a_refused_write_is_one_line_naming_the_file_and_changes_nothing(tmp_path, code):
+    target = tmp_path / "curve.nc"
+    atomic.write_text(target, "complete")
+    with pytest.raises(atomic.WriteError, match=f"^{target}: cannot write \\({os.strerror(code)}\\); nothing "):
+        with atomic.atomic_open(target) as file:
+            file.write(b"half of it")
+            raise OSError(code, os.strerror(code))  # what the file system answers on a full or read-only disk
+    assert target.read_text() == "complete" and os.listdir(tmp_path) == ["curve.nc"]
+
+
+def test_a_folder_that_cannot_be_created_is_a_write_error(tmp_path):
+    (tmp_path / "file").write_text("")  # a file where a folder should be: mkdir fails even for root
+    with pytest.raises(atomic.WriteError, match="file/sub/x.nc: cannot write"):
+        atomic.write_text(tmp_path / "file" / "sub" / "x.nc", "data")
+
+
+def test_other_os_errors_are_not_disguised(tmp_path):
+    with pytest.raises(FileNotFoundError), atomic.atomic_path(tmp_path / "x") as temporary:
+        open(temporary.parent / "missing" / "y")

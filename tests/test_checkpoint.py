@@ -1,12 +1,18 @@
 """Checkpoints and trained weights: what is saved loads back, a pointer names the one complete checkpoint, and
 what cannot be read fails in one line naming the file."""
 
+import os
+import socket
+import subprocess
+import sys
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from parallel_experts import checkpoint
 from parallel_experts.checkpoint import CheckpointError
+from parallel_experts.errors import PipelineError
 
 TREE = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.array([1, 2], jnp.int32)}
 
@@ -33,3 +39,56 @@ def test_latest_checkpoint_replaces_the_previous_one(tmp_path):
     (tmp_path / "checkpoint-000000020.eqx").write_bytes(b"torn")
     with pytest.raises(CheckpointError, match="unreadable checkpoint"):
         checkpoint.load_checkpoint(tmp_path, TREE)
+
+
+@pytest.mark.parametrize("pointer", ["garbage", "{}", "", "../../elsewhere/checkpoint-000000010",
+                                     "/tmp/checkpoint-000000010", "checkpoint-10"])
+def test_a_pointer_that_names_no_checkpoint_of_the_folder_is_refused(tmp_path, pointer):
+    checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
+    (tmp_path / "latest").write_text(pointer)
+    for read in (checkpoint.load_checkpoint, lambda run_dir, _: checkpoint.checkpoint_update(run_dir)):
+        with pytest.raises(CheckpointError, match=f"^{tmp_path / 'latest'}: expected a checkpoint name"):
+            read(tmp_path, TREE)
+
+
+def test_a_pointer_that_is_a_folder_or_not_text_is_refused(tmp_path):
+    (tmp_path / "latest").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(CheckpointError, match="latest: unreadable checkpoint pointer"):
+        checkpoint.load_checkpoint(tmp_path, TREE)
+    (tmp_path / "latest").unlink()
+    (tmp_path / "latest").mkdir()
+    with pytest.raises(CheckpointError, match="latest: unreadable checkpoint pointer"):
+        checkpoint.load_checkpoint(tmp_path, TREE)
+
+
+@pytest.mark.parametrize("host", ["{}", "[]", "not json", '{"update": 20}'])
+def test_training_state_of_another_update_or_no_state_is_refused(tmp_path, host):
+    checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
+    (tmp_path / "checkpoint-000000010.json").write_text(host)
+    with pytest.raises(CheckpointError, match="checkpoint-000000010"):
+        checkpoint.load_checkpoint(tmp_path, TREE)
+
+
+def test_a_second_trainer_in_a_locked_run_folder_stops_naming_the_first(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from parallel_experts.checkpoint import run_lock\n"
+         f"with run_lock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(PipelineError, match=f"^{tmp_path}: another trainer \\(pid {holder.pid} on .*\\) is "
+                                                "training in this run folder"):
+            with checkpoint.run_lock(tmp_path):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with checkpoint.run_lock(tmp_path):  # a killed holder leaves no stale lock
+        assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+def test_a_run_folder_that_cannot_be_written_stops_before_training(tmp_path):
+    (tmp_path / "run").write_text("")  # a file where the run folder should be
+    with pytest.raises(PipelineError, match="run: cannot write the run folder"):
+        with checkpoint.run_lock(tmp_path / "run"):
+            pass

@@ -2,35 +2,52 @@
 
 Every writer of a result, cache, shard or checkpoint goes through `atomic_path`, so that a killed job never
 leaves a half-written file that a later job (or Snakemake) takes for a finished one. The temporary file lies
-beside the target, so the final `os.replace` is a rename within one file system.
+beside the target, so the final `os.replace` is a rename within one file system. A write that the file system
+refuses (disk full, read-only, no permission) is a `WriteError` naming the path: nothing already there changes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from parallel_experts.errors import PipelineError
+
+# What a file system answers when it will not take the write (full, read-only, not permitted, a file or folder
+# in the way): the input or the machine, not a bug, so one line naming the path.
+REFUSED = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+class WriteError(PipelineError, OSError):
+    """The file system refused a write: disk full, read-only or not permitted."""
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to: renamed onto `path` if the block succeeds, removed if not."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
+    temporary = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(handle)
         yield Path(temporary)
         os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp's file is private; the result is as readable as any
         os.replace(temporary, path)
+    except OSError as error:
+        if error.errno not in REFUSED:
+            raise
+        raise WriteError(f"{path}: cannot write ({error.strerror}); nothing already written was changed") from None
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

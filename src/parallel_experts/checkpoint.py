@@ -2,12 +2,18 @@
 
 Leaves via Equinox serialisation, host state (update counter, logs, data position) as JSON, both named by
 the update; a pointer file `latest`, replaced atomically last, names the complete pair, so a kill at any
-moment leaves the previous checkpoint usable.
+moment leaves the previous checkpoint usable. A trainer holds `run_lock` on its run folder while it runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import re
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import equinox as eqx
@@ -48,21 +54,70 @@ def save_checkpoint(run_dir: Path, carry, host: dict) -> None:
             old.unlink()
 
 
-def checkpoint_update(run_dir: Path) -> int | None:
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d{9})")  # what `latest` may hold: a name inside the run folder
+
+
+def _latest(run_dir: Path) -> tuple[str, int] | None:
+    """(name, update) of the checkpoint that `latest` points to; None when there is no pointer."""
     latest = Path(run_dir) / "latest"
-    return int(latest.read_text().split("-")[1]) if latest.exists() else None
+    if not latest.exists():
+        return None
+    try:
+        text = latest.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{latest}: unreadable checkpoint pointer ({error}); delete {run_dir} to start "
+                              "over") from None
+    match = CHECKPOINT_NAME.fullmatch(text)
+    if match is None:  # also refuses any path, so a pointer never leads outside its run folder
+        raise CheckpointError(f"{latest}: expected a checkpoint name such as checkpoint-000000200, got "
+                              f"{text[:60]!r}; delete {run_dir} to start over")
+    return text, int(match.group(1))
+
+
+def checkpoint_update(run_dir: Path) -> int | None:
+    found = _latest(run_dir)
+    return found and found[1]
 
 
 def load_checkpoint(run_dir: Path, like):
     """(carry, host state) of the latest checkpoint, deserialised like `like`; None when there is none."""
-    latest = Path(run_dir) / "latest"
-    if not latest.exists():
+    found = _latest(run_dir)
+    if found is None:
         return None
-    name = latest.read_text().strip()
+    name, update = found
     try:
         carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
-        host = json.loads((run_dir / f"{name}.json").read_text())
+        host = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
                               "over") from None
+    if not isinstance(host, dict) or host.get("update") != update:
+        raise CheckpointError(f"{run_dir / name}.json: expected the training state of update {update}, got "
+                              f"{json.dumps(host)[:60]}; delete {run_dir} to start over")
     return carry, host
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on a run folder while training in it: a second trainer in the same folder (an
+    orphan of a killed workflow, a duplicate submission) stops at once, naming the holder. Creating the lock
+    file is also the check that the folder is writable, before anything compiles. The lock (POSIX, so it works
+    on NFS) dies with its process, so a killed trainer never leaves a stale one."""
+    run_dir = Path(run_dir)
+    path = run_dir / ".lock"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise atomic.WriteError(f"{run_dir}: cannot write the run folder ({error.strerror})") from None
+    with os.fdopen(descriptor, "r+") as file:
+        try:
+            fcntl.lockf(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = file.read().strip() or "another process"
+            raise PipelineError(f"{run_dir}: another trainer ({holder}) is training in this run folder; stop it "
+                                "or wait for it") from None
+        file.truncate()
+        file.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        file.flush()
+        yield

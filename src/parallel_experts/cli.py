@@ -209,13 +209,15 @@ def sokoban_levels(args) -> int:
 
 
 def sokoban_train(args) -> int:
+    from parallel_experts.checkpoint import run_lock
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
     run = experiment.Run.from_dict(json.loads(args.run))
-    trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
-    carry, log = train.train(trainer, run.seeds, args.run_dir)
-    train.save_outputs(run, carry, log, args.run_dir)
+    with run_lock(args.run_dir):
+        trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
+        carry, log = train.train(trainer, run.seeds, args.run_dir)
+        train.save_outputs(run, carry, log, args.run_dir)
     print(f"{args.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
     return 0
 
@@ -293,13 +295,15 @@ def lm_tokens(args) -> int:
 
 
 def lm_train(args) -> int:
+    from parallel_experts.checkpoint import run_lock
     from parallel_experts.lm import experiment, shards, train
 
     run = experiment.Run.from_dict(json.loads(args.run))
-    vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
-    trainer = train.Trainer(run.model, run.train, train.device_mesh())
-    carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
-    train.save_outputs(run, carry, curve, args.run_dir)
+    with run_lock(args.run_dir):
+        vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
+        trainer = train.Trainer(run.model, run.train, train.device_mesh())
+        carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
+        train.save_outputs(run, carry, curve, args.run_dir)
     print(f"{args.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
     return 0
 
