@@ -68,11 +68,33 @@ def test_workflow_rejects_bad_config_in_one_line(repo, tmp_path):
     assert len(errors) == 1 and expected in errors[0] and str(path) in errors[0], output
 
 
-def test_yaml_syntax_error_names_the_file_and_line(tmp_path):
+@pytest.mark.parametrize("text, message", [
+    (b"scale: demo\nseeds: [0, 1\n", "line 3: expected ',' or ']', but got '<stream end>'"),
+    (b"scale: demo\ndescription: caf\xe9\n", "line 2: not UTF-8 text (byte 0xe9)"),  # Latin-1
+    (b"scale: demo\nseeds: [0]\nseeds: [1]\n", "line 3: duplicate key 'seeds' (first at line 2)"),
+    (b"lm:\n  budgets:\n    - {anchor: 1, anchor: 2}\n", "line 3: duplicate key 'anchor' (first at line 3)"),
+    (b"sokoban:\n  sweeps:\n    convlstm: {}\n    7: {}\n", "line 4: key 7 is not a string (quote it: '7')"),
+])
+def test_a_file_that_is_not_strict_yaml_is_one_line_naming_the_file_and_line(tmp_path, text, message):
     path = tmp_path / "broken.yaml"
-    path.write_text("scale: demo\nseeds: [0, 1\n")
-    with pytest.raises(ConfigError, match=rf"{path}: line \d+ is not valid YAML"):
+    path.write_bytes(text)
+    with pytest.raises(ConfigError) as error:
         configuration.load([path])
+    assert str(error.value) == f"{path}: {message}"
+
+
+def test_yaml_merge_keys_may_be_overridden(tmp_path):
+    path = tmp_path / "anchors.yaml"
+    path.write_text("base: &base {lr: 1, steps: 2}\nrun:\n  <<: *base\n  lr: 3\n")
+    assert configuration.load([path])["run"] == {"lr": 3, "steps": 2}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_number_that_is_not_finite_is_refused_by_its_key(repo, value):
+    config = configuration.load([repo / "config/smoke.yaml"])
+    config["sokoban"]["budgets"]["small"]["tolerance"] = value  # NaN would pass every bound of the schema
+    with pytest.raises(ConfigError, match=f"^sokoban.budgets.small.tolerance: expected a finite number, got {value}$"):
+        configuration.validate(config)
 
 
 def test_command_line_configfile_replaces_the_default(repo):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -30,18 +31,50 @@ def load(paths: Sequence[str | Path]) -> dict:
     """Merge YAML files in order (later files override keys of earlier ones, as `--configfile` does)."""
     config: dict = {}
     for path in paths:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text())
-        except OSError as error:
-            raise ConfigError(f"{path}: cannot read ({error.strerror})") from None
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"{path}:{where} is not valid YAML ({getattr(error, 'problem', error)})") from None
+        loaded = read(path)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping of keys at the top level")
         _merge(config, loaded)
     return config
+
+
+def read(path: str | Path):
+    """One YAML file, strictly: UTF-8, no duplicate keys (YAML would keep the last silently), string keys only."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte {data[error.start]:#04x})") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f" line {mark.line + 1}:" if mark else ""
+        raise ConfigError(f"{path}:{where} {error.problem or error.context}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: explicit keys may override those
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise yaml.MarkedYAMLError(problem=f"key {key!r} is not a string (quote it: '{key}')",
+                                           problem_mark=key_node.start_mark)
+            if key in seen:
+                raise yaml.MarkedYAMLError(problem=f"duplicate key {key!r} (first at line {seen[key]})",
+                                           problem_mark=key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _merge(base: dict, update: Mapping) -> None:
@@ -54,6 +87,7 @@ def _merge(base: dict, update: Mapping) -> None:
 
 def validate(config: Mapping) -> None:
     """Check `config` against the schema, then the allocation grids; raise ConfigError on the first problem."""
+    _check_finite(config, [])
     errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(config), key=_error_rank)
     if errors:
         raise ConfigError(_describe(errors[0]))
@@ -69,6 +103,15 @@ def validate(config: Mapping) -> None:
     sokoban_experiment.probed_runs(config)
     sokoban_experiment.expert_count_runs(config)
     sokoban_experiment.ablation_runs(config)
+
+
+def _check_finite(value, path: list) -> None:
+    """NaN passes every bound of the schema (all its comparisons are false), so it is refused here, as is ±inf."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key_path(path)}: expected a finite number, got {value}")
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        _check_finite(item, [*path, key])
 
 
 def _check_references(config: Mapping) -> None:

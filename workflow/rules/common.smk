@@ -29,6 +29,11 @@ from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
+    # Snakemake has read the files already, but leniently (a duplicate key: the last wins); read them strictly.
+    configuration.load(workflow.configfiles)
+except ConfigError as error:
+    sys.exit(f"config error: {error}")
+try:
     configuration.validate(config)
 except ConfigError as error:
     sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
