@@ -1,6 +1,10 @@
 """The report text both domains share, and which of the authors' allocations a config also runs."""
 
+import html
+
 import pandas as pd
+import pytest
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from parallel_experts import comparison
 
@@ -10,6 +14,15 @@ def test_scale_banner_and_lists_are_markdown():
     assert comparison.scale_banner("paper", "") == "**Scale: paper.** "
     assert comparison.bullets(["one", "two"]) == "- one\n- two" and comparison.bullets([]) == ""
     assert comparison.check_mark(True) == "✓" and comparison.check_mark(False) == ""
+
+
+@pytest.mark.parametrize("hostile", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                                     "</p><iframe src=javascript:alert(1)>"])
+def test_a_description_holding_html_is_shown_as_text_not_run(hostile):
+    banner = comparison.scale_banner("demo", f"Reduced {hostile} demo & more.")
+    page = markdown2html_mistune(banner)  # what nbconvert makes of the report's Markdown output
+    assert "<script" not in page and "<img" not in page and "<iframe" not in page
+    assert html.unescape(page).count(hostile) == 1 and "&amp; more" in page  # shown, as the text it is
 
 
 def test_in_this_config_matches_budget_and_allocation():

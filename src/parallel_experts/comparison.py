@@ -7,6 +7,7 @@ of every page and the bulleted summaries under the figures.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
@@ -21,7 +22,13 @@ DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
 
 def scale_banner(scale: str, description: str) -> str:
     """The first line of every report: the config's scale and what it reduced (Markdown)."""
-    return f"**Scale: {scale}.** {description}"
+    return f"**Scale: {text(scale)}.** {text(description)}"
+
+
+def text(value) -> str:
+    """A config string (free text, a path) inside Markdown, escaped: Markdown passes HTML through, so a
+    description holding `<script>` or `<img onerror=…>` would otherwise run in every report."""
+    return html.escape(str(value), quote=False)
 
 
 def bullets(lines: Iterable[str]) -> str:
