@@ -10,7 +10,7 @@ from parallel_experts.lm.corpus import write_shard
 from parallel_experts.lm.shards import ShardError, read_shard, stream_windows
 
 def test_our_reader_reads_an_independently_written_shard(tmp_path):
-    tokens = [5, 65535, 0, 50256, 1234]
+    tokens = [5, 50255, 0, 50256, 1234]
     path = tmp_path / "b.bin"
     path.write_bytes(independent_shard_bytes(tokens))
     got = read_shard(path)
@@ -27,6 +27,8 @@ def test_our_reader_reads_an_independently_written_shard(tmp_path):
         (independent_shard_bytes([1, 2, 3])[:-2], "1028 bytes, expected 1030"),
         (independent_shard_bytes([1, 2]) + b"\0\0", "1030 bytes, expected 1028"),
         (b"\x00" * 100, "100 bytes, too short"),
+        (independent_shard_bytes([1, 50257, 3]), "token 50257 at position 1 is not a GPT-2 id \\(expected < 50257\\)"),
+        (independent_shard_bytes([1, 2, 65535]), "token 65535 at position 2 is not a GPT-2 id"),
     ],
 )
 def test_reader_errors_name_the_file_and_the_problem(tmp_path, raw, expected):

@@ -1,7 +1,7 @@
 """What language-model training reads: modded-nanogpt token shards, the streaming sampler, the vocabulary.
 
 * `read_shard` checks and maps one shard back (header of 256 little-endian int32: magic 20240520,
-  version 1, token count N; then N little-endian uint16 GPT-2 ids); `shard_paths` finds a folder's
+  version 1, token count N; then N little-endian uint16 GPT-2 ids, each < 50,257); `shard_paths` finds a folder's
   validation shard 0 and its training shards;
 * `stream_windows` is the "stream_equal_chunks" sampler (SPEC C): S equal streams per shard, windows of
   T+1 tokens with stride T, a reset flag on the first batch;
@@ -60,7 +60,12 @@ def read_shard(path: str | Path) -> np.ndarray:
         )
     if count == 0:
         return np.zeros(0, np.uint16)
-    return np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
+    tokens = np.memmap(path, dtype="<u2", mode="r", offset=HEADER_BYTES, shape=(count,))
+    if tokens.max() >= N_VOCAB:  # the embedding lookup would clamp it silently, or the vocabulary map fail
+        position = int(np.argmax(tokens >= N_VOCAB))
+        raise ShardError(f"{path}: token {tokens[position]} at position {position} is not a GPT-2 id (expected "
+                         f"< {N_VOCAB})")
+    return tokens
 
 
 def shard_name(index: int, prefix: str = "fineweb") -> str:
@@ -129,6 +134,7 @@ def compact_vocabulary(training: Sequence[Path], size: int) -> np.ndarray | None
 def model_shards(folder: str | Path, size: int) -> tuple[np.ndarray | None, Path, list[Path]]:
     """(the map to a model's `size` ids or None, the validation shard, the training shards) of a folder of shards."""
     validation, training = shard_paths(folder)
+    read_shard(validation)  # checked before any training, though only the evaluation reads it
     return compact_vocabulary(training, size), validation, training
 
 
