@@ -26,9 +26,18 @@ def test_level_set_saves_and_loads_with_its_provenance(tmp_path):
     loaded = levels.LevelSet.load(tmp_path / "set.npz")
     np.testing.assert_array_equal(loaded.levels, level_set.levels)
     assert loaded.source == level_set.source and loaded.name(6) == level_set.name(6)
-    (tmp_path / "bad.npz").write_bytes(b"not a level set")
-    with pytest.raises(levels.LevelError, match="bad.npz: not a saved level set"):
-        levels.LevelSet.load(tmp_path / "bad.npz")
+    whole = (tmp_path / "set.npz").read_bytes()
+    for damage in (b"not a level set", b"", whole[:len(whole) // 2], whole[:-30]):  # garbage, empty, truncated
+        (tmp_path / "bad.npz").write_bytes(damage)
+        with pytest.raises(levels.LevelError, match="bad.npz: not a saved level set"):
+            levels.LevelSet.load(tmp_path / "bad.npz")
+    (tmp_path / "folder.npz").mkdir()
+    with pytest.raises(levels.LevelError, match="folder.npz: not a saved level set"):
+        levels.LevelSet.load(tmp_path / "folder.npz")
+    np.savez(tmp_path / "small.npz", levels=np.zeros((2, 5, 5, 2), np.uint8), level_file=np.zeros(2, np.int32),
+             level_index=np.arange(2, dtype=np.int32), files=np.array(["a"]), source=np.array("5×5"))
+    with pytest.raises(levels.LevelError, match=r"small.npz: expected \(n, 10, 10, 2\) uint8 levels"):
+        levels.LevelSet.load(tmp_path / "small.npz")
 
 
 def test_push_counts_travel_with_the_level_set(tmp_path):

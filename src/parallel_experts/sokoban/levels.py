@@ -11,6 +11,8 @@ offline by reverse play). Jumanji's environment is fixed at 10×10; `pad_to` emb
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,7 +85,14 @@ class LevelSet:
     def load(cls, path: str | Path) -> "LevelSet":
         try:
             with np.load(path) as data:
-                return cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["level_file"],
-                           data["level_index"], data["pushes"] if "pushes" in data else None)
-        except (OSError, KeyError, ValueError) as error:
-            raise LevelError(f"{path}: not a saved level set ({error})") from None
+                found = cls(data["levels"], str(data["source"]), tuple(data["files"].tolist()), data["level_file"],
+                            data["level_index"], data["pushes"] if "pushes" in data else None)
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            # np.load: a truncated or empty file is a BadZipFile or an EOFError, a damaged member a zlib.error
+            raise LevelError(f"{path}: not a saved level set ({error or type(error).__name__})") from None
+        levels = found.levels
+        if levels.dtype != np.uint8 or levels.ndim != 4 or levels.shape[1:] != (GRID_SIZE, GRID_SIZE, 2) \
+                or not (len(found.file) == len(found.index) == len(levels)):
+            raise LevelError(f"{path}: expected (n, {GRID_SIZE}, {GRID_SIZE}, 2) uint8 levels with n provenance "
+                             f"entries, got {levels.dtype} {levels.shape} with {len(found.file)}")
+        return found
