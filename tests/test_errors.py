@@ -1,5 +1,6 @@
 """Error messages name the config key: key paths written by hand."""
 
+from parallel_experts import errors
 from parallel_experts.errors import ConfigError, PipelineError, key_path
 
 
@@ -11,3 +12,9 @@ def test_key_paths_by_hand():
 
 def test_a_config_error_is_an_expected_failure():
     assert issubclass(ConfigError, PipelineError) and issubclass(ConfigError, ValueError)
+
+
+def test_a_reason_is_one_short_line():
+    assert errors.reason(FileNotFoundError(2, "No such file", "x")) == "No such file or directory"
+    assert errors.reason(OSError("Unable to open\nfile = 'x', time = 12:00\n")) == "Unable to open"
+    assert errors.reason(ValueError()) == "ValueError" and len(errors.reason(ValueError("x" * 500))) == 160

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -34,3 +35,19 @@ def test_run_results_rebuild_each_run_and_refuse_an_evaluation_of_another(tmp_pa
     assert run == first
     with pytest.raises(PipelineError, match=f"other.nc evaluates {second.id}, not {first.id}"):
         list(results.run_results(type(first), [curve], [tmp_path / "other.nc"]))
+
+
+def test_a_result_that_cannot_be_read_is_one_line_naming_it(tmp_path):
+    results.write_netcdf(xr.Dataset({"loss": ("update", np.arange(50.0))}), tmp_path / "curve.nc")
+    whole = (tmp_path / "curve.nc").read_bytes()
+    (tmp_path / "truncated.nc").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "garbage.nc").write_text("{}")
+    (tmp_path / "folder.nc").mkdir()
+    for name, why in [("truncated.nc", "truncated file"), ("garbage.nc", "file signature not found"),
+                      ("folder.nc", "Is a directory"), ("missing.nc", "No such file or directory")]:
+        with pytest.raises(PipelineError) as error:
+            results.open_dataset(tmp_path / name)
+        message = str(error.value)
+        assert message.startswith(f"{tmp_path / name}: not a readable netCDF result (") and why in message
+        assert "\n" not in message
+    assert results.open_dataset(tmp_path / "curve.nc")["loss"].values.tolist() == list(range(50))

@@ -6,6 +6,7 @@ with no traceback. A `ConfigError` names the config key, written with `key_path`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 
@@ -23,3 +24,12 @@ def key_path(path: Sequence) -> str:
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "(top level)"
+
+
+def reason(error: BaseException) -> str:
+    """Why a library call failed, in a few words on one line: the OS's words for a system error, else the first
+    line of the message (HDF5's run over several lines, with timestamps)."""
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    lines = str(error).strip().splitlines()
+    return (lines[0][:160] if lines else "") or type(error).__name__

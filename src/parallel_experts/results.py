@@ -16,7 +16,7 @@ import xarray as xr
 from parallel_experts import budget
 from parallel_experts.atomic import atomic_path
 from parallel_experts.config import digest
-from parallel_experts.errors import PipelineError
+from parallel_experts.errors import PipelineError, reason
 
 WORK_PROXY = {
     "sokoban": "L·E·d·(C_enc + 2d) per environment step (ConvLSTM gate conv, constants dropped)",
@@ -124,8 +124,13 @@ def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
 
 
 def open_dataset(path: str | Path) -> xr.Dataset:
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        return ds.load()
+    """A result file, loaded into memory; a missing, truncated or foreign file is one line naming it."""
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as error:  # h5py: OSError for a truncated file; xarray: ValueError
+        advice = "; delete it to recompute it" if Path(path).is_file() else ""
+        raise PipelineError(f"{path}: not a readable netCDF result ({reason(error)}){advice}") from None
 
 
 def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str]
