@@ -42,6 +42,26 @@ CASES = {
         "sokoban.env_steps 79 is 1 update of sokoban.training.num_envs × num_steps = 8 × 5 env steps, fewer than "
         "sokoban.training.log_interval 2: not one log point would be written; give env_steps >= 80 or a smaller "
         "log_interval"),
+    # what building the LM runs and their evaluation would refuse after training, refused at validation
+    "segment that does not divide the batch": (
+        lambda c: c["lm"]["training"].update(segment=48),
+        "lm.training: batch_tokens 1024 must split into streams of 48 tokens"),
+    "window that does not divide the batch": (  # non-recurrent runs train on 2W tokens: 2 × 24 = 48
+        lambda c: c["lm"].update(windows=[24]), "lm.training: batch_tokens 1024 must split into streams of 48 tokens"),
+    "microbatch that does not divide the batch": (
+        lambda c: c["lm"]["training"].update(microbatch_tokens=48 * 16),
+        "in groups of microbatch 24 streams"),  # 768 tokens = 24 of the non-recurrent 2W = 32; 32 streams do not split
+    "checkpoints off the log points": (
+        lambda c: c["lm"]["training"].update(checkpoint_every=3),
+        "lm.training: checkpoint_every 3 must be a multiple of log_every 2"),
+    "less than one update": (lambda c: c["lm"].update(train_tokens=1000),
+                             "lm.training: train_tokens 1000 is less than one update (1024 tokens)"),
+    "evaluation lanes that do not split the streams": (
+        lambda c: c["lm"].update(evaluation={"streams": 4, "lanes": 3}),
+        "lm.evaluation: evaluation streams 4 must be a multiple of lanes 3"),
+    "evaluation streams the validation shard cannot fill": (  # 20,000 / 400 = 50 tokens: not one 64-token chunk
+        lambda c: c["lm"].update(evaluation={"streams": 400, "lanes": 400}),
+        "lm.evaluation: a validation shard of 20000 tokens gives no scored chunk for 400 streams"),
 }
 
 

@@ -63,5 +63,5 @@ def test_bad_evaluation_settings_name_the_problem():
     model = model_of(False, depth=1, n_experts=1)
     with pytest.raises(DataError, match="streams 4 must be a multiple of lanes 3"):
         evaluate.validation_loss(model, tokens(1000), 64, streams=4, lanes=3)
-    with pytest.raises(DataError, match="give no scored chunk"):
+    with pytest.raises(DataError, match="gives no scored chunk"):
         evaluate.validation_loss(model, tokens(200), 64, streams=2)  # ℓ = 100: one chunk, the warm-up

@@ -103,6 +103,24 @@ def validate(config: Mapping) -> None:
     sokoban_experiment.probed_runs(config)
     sokoban_experiment.expert_count_runs(config)
     sokoban_experiment.ablation_runs(config)
+    _check_lm(config)
+
+
+def _check_lm(config: Mapping) -> None:
+    """Build the LM runs (their TrainConfig refuses a window or segment that does not divide batch_tokens, and
+    so on) and check that the evaluation fits the validation shard, so that neither fails after training."""
+    from parallel_experts.lm import evaluate, experiment as lm_experiment
+    from parallel_experts.lm.shards import DataError
+
+    lm_experiment.runs(config)
+    if "pretokenized" in config["lm"]["corpus"]:  # the published validation shard: 100M tokens, fits any setting
+        return
+    spec = lm_experiment.evaluation(config)
+    for window in config["lm"]["windows"]:
+        try:  # shard 0 (validation) holds lm.shard_tokens tokens wherever training shards follow it
+            evaluate.check_fit(config["lm"]["shard_tokens"], window, spec["streams"], spec["lanes"])
+        except DataError as error:
+            raise ConfigError(f"lm.evaluation: {error}") from None
 
 
 def _check_finite(value, path: list) -> None:

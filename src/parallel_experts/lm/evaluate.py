@@ -49,17 +49,24 @@ def _chunk_nll(model, state, inputs, labels, start, window: int):
     return nll.sum(), state
 
 
+def check_fit(n_tokens: int, window: int, streams: int, lanes: int, chunk: int = CHUNK) -> None:
+    """That `streams` split into blocks of `lanes` and that a validation shard of `n_tokens` leaves every stream
+    a scored chunk after the ⌈window/chunk⌉ warm-up chunks (config validation checks it before any training)."""
+    if streams % lanes:
+        raise DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
+    warmup = math.ceil(window / chunk)
+    if num_batches(n_tokens, streams, chunk) <= warmup:
+        raise DataError(f"a validation shard of {n_tokens} tokens gives no scored chunk for {streams} streams of "
+                        f"{chunk}-token chunks after {warmup} warm-up chunks (window {window}): give fewer streams")
+
+
 def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: int, streams: int,
                     lanes: int | None = None, chunk: int = CHUNK) -> tuple[float, int]:
     """(mean cross-entropy in nats, number of scored tokens) of `tokens` at attention window `window` (for the
     recurrent model, its cache length M)."""
     lanes = streams if lanes is None else lanes
-    if streams % lanes:
-        raise DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
+    check_fit(len(tokens), window, streams, lanes, chunk)
     warmup = math.ceil(window / chunk)
-    if num_batches(len(tokens), streams, chunk) <= warmup:
-        raise DataError(f"validation shard: {len(tokens)} tokens give no scored chunk for {streams} streams "
-                             f"of {chunk}-token chunks after {warmup} warm-up chunks")
     states = [_empty_state(model, window, lanes) for _ in range(streams // lanes)]
     scored_nll = []  # kept on the device, summed once at the end in float64: no host sync per chunk
     for k, (inputs, labels, _) in enumerate(stream_windows(tokens, streams, chunk)):
