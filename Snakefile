@@ -38,14 +38,13 @@ rule all:
 
 
 rule config_snapshot:
-    """The effective configuration (files plus any --config overrides) that every later step reads."""
+    """The effective configuration (files plus any --config overrides) that every later step reads. Written by
+    Snakemake itself: the config can be any size, a command line cannot."""
     output:
         CONFIG_JSON,
     params:
-        config=json.dumps(config, sort_keys=True),
+        config=config,  # rewritten whenever the config changes
     log:
         "results/logs/config_snapshot.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m parallel_experts snapshot-config --json {params.config:q} --out {output} > {log} 2>&1"
+    run:
+        Path(log[0]).write_text(configuration.write_snapshot(params.config, output[0]))

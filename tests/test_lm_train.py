@@ -9,9 +9,10 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from helpers import run_killed_and_resumed
+from helpers import REPO, run_killed_and_resumed
 import xarray as xr
 
+from parallel_experts import config as configuration
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.errors import ConfigError
 from parallel_experts.lm import experiment
@@ -139,12 +140,20 @@ def test_cli_training_survives_a_kill(tmp_path):
     """`lm-train` killed with SIGKILL after its first checkpoint and run again writes the same outputs."""
     folder = tmp_path / "tokens"
     write_shards(shards(count=3), folder, 2400)
-    run = experiment.Run("small", 16, model_config(True), train_config(True, checkpoint_every=2))
+    config = configuration.load([REPO / "config/smoke.yaml"])
+    config["lm"] |= {"vocabulary": VOCAB, "windows": [16], "train_tokens": 256 * 12, "budgets": {
+        "small": {"anchor": [1, 2, 16], "tolerance": 0.01, "allocations": [[1, 2, 16]]}}}
+    config["lm"]["training"] = {"batch_tokens": 256, "microbatch_tokens": 128, "segment": 8, "log_every": 2,
+                                "checkpoint_every": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    run = experiment.runs_by_id(config)["recurrent/small/W16/L1-E2-d16"]
+    assert run.model == model_config(True) and run.train == train_config(True, checkpoint_every=2)
 
     def train_cli(run_dir):
-        return subprocess.Popen([sys.executable, "-m", "parallel_experts", "lm-train", "--run",
-                                 json.dumps(run.to_dict()), "--tokens", str(folder), "--run-dir", str(run_dir)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen([sys.executable, "-m", "parallel_experts", "lm-train", "--config",
+                                 str(tmp_path / "config.json"), "--run", run.id, "--tokens", str(folder),
+                                 "--run-dir", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
 
     run_killed_and_resumed(train_cli, tmp_path / "whole", tmp_path / "killed", "model.eqx")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:

@@ -34,10 +34,6 @@ def parser() -> argparse.ArgumentParser:
     p = command("check-config", check_config, "validate config files (merged in order) and exit")
     p.add_argument("files", nargs="+")
 
-    p = command("snapshot-config", snapshot_config, "validate a config given as JSON and write it")
-    p.add_argument("--json", required=True, help="the effective configuration, as JSON")
-    p.add_argument("--out", required=True)
-
     p = command("allocations", allocations, "write the allocation grid of one domain (netCDF)")
     add_config(p)
     p.add_argument("--domain", required=True, choices=budget.DOMAINS)
@@ -51,39 +47,39 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", required=True, help="sidecar JSON read by the index")
     p.add_argument("--paper", default="", help="the paper's figure or table this report reproduces")
     p.add_argument("--config-files", nargs="*", default=[], help="the config files the workflow was given")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="notebook parameter (repeatable)")
+    p.add_argument("-p", "--param", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                   help="notebook parameters")
 
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)
     p.add_argument("--out", required=True)
     p.add_argument("meta", nargs="+")
 
-    # The Sokoban and LM commands take what defines their output (a level source, a run) as JSON, so that a rule
-    # reruns exactly when that definition changes, not whenever anything else in the config does.
+    # A job reads its run from the config by id (`--config` + `--run`), not as JSON on its command line: a run's
+    # definition (all its seeds) has no size limit, a command line has. Level sources are small and come as JSON.
     p = command("sokoban-levels", sokoban_levels, "write a level set (.npz) from its source")
     p.add_argument("--source", required=True, help='JSON: {"generate": {...}} or {"boxoban": split}')
     p.add_argument("--boxoban", default="{}", help="JSON: where Boxoban splits come from (root, download)")
     p.add_argument("--out", required=True)
 
     p = command("sokoban-train", sokoban_train, "train one Sokoban run (all its seeds), resumable")
-    p.add_argument("--run", required=True, help="JSON definition of the run (see sokoban/experiment.py)")
+    add_run(p, "sokoban/experiment.py")
     p.add_argument("--levels", required=True, help="training level set from sokoban-levels")
     p.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
 
     p = command("sokoban-evaluate", sokoban_evaluate, "solve rate of a trained run on a level set")
-    p.add_argument("--run", required=True, help="JSON definition of the run")
+    add_run(p, "sokoban/experiment.py")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--levels", required=True, help="test level set from sokoban-levels")
     p.add_argument("--out", required=True)
 
     p = command("sokoban-probe-data", sokoban_probe_data,
                 "greedy episodes of one trained agent as probe data: states, encoder outputs, control, labels")
-    p.add_argument("--run", required=True, help="JSON definition of the run")
+    add_run(p, "sokoban/experiment.py")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--seed", type=int, required=True, help="the training seed whose agent plays")
     p.add_argument("--levels", required=True, help="level set from sokoban-levels")
-    p.add_argument("--count", type=int, default=None, help="play the first COUNT levels (default: all)")
+    p.add_argument("--count", type=level_count, default=None, help="play the first COUNT levels, or all")
     p.add_argument("--out", required=True)
 
     p = command("sokoban-probe-fit", sokoban_probe_fit, "fit, calibrate and score the planning probes of one run")
@@ -104,12 +100,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder of shards")
 
     p = command("lm-train", lm_train, "train one language-model run, resumable")
-    p.add_argument("--run", required=True, help="JSON definition of the run (see lm/experiment.py)")
+    add_run(p, "lm/experiment.py")
     p.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
     p.add_argument("--run-dir", required=True)
 
     p = command("lm-evaluate", lm_evaluate, "sliding-window validation loss of a trained run")
-    p.add_argument("--run", required=True, help="JSON definition of the run")
+    add_run(p, "lm/experiment.py")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
     p.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
@@ -146,6 +142,23 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, nargs="+", help="config files, merged in order")
 
 
+def level_count(text: str) -> int | None:
+    return None if text == "all" else int(text)
+
+
+def add_run(parser: argparse.ArgumentParser, defined_in: str) -> None:
+    add_config(parser)
+    parser.add_argument("--run", required=True, help=f"the run's id in the config (see {defined_in})")
+
+
+def config_run(args, runs_by_id):
+    """The run `args.run` names in the config `args.config`, built by the domain's `runs_by_id`."""
+    found = runs_by_id(load_config(args.config))
+    if args.run not in found:
+        raise ConfigError(f"{' + '.join(args.config)}: defines no run {args.run!r}")
+    return found[args.run]
+
+
 def load_config(files: Sequence[str]) -> dict:
     loaded = configuration.load(files)
     try:
@@ -158,13 +171,6 @@ def load_config(files: Sequence[str]) -> dict:
 def check_config(args) -> int:
     loaded = load_config(args.files)
     print(f"{' + '.join(args.files)}: valid (scale {loaded['scale']}, digest {configuration.digest(loaded)})")
-    return 0
-
-
-def snapshot_config(args) -> int:
-    loaded = json.loads(args.json)
-    configuration.validate(loaded)
-    atomic.write_text(args.out, json.dumps(loaded, indent=2, sort_keys=True) + "\n")
     return 0
 
 
@@ -213,7 +219,7 @@ def sokoban_train(args) -> int:
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = experiment.Run.from_dict(json.loads(args.run))
+    run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir):
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
         carry, log = train.train(trainer, run.seeds, args.run_dir)
@@ -227,7 +233,7 @@ def sokoban_evaluate(args) -> int:
     from parallel_experts.sokoban import evaluate, experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = experiment.Run.from_dict(json.loads(args.run))
+    run = config_run(args, experiment.runs_by_id)
     result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), LevelSet.load(args.levels))
     results.write_netcdf(result, args.out)
     print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
@@ -239,7 +245,7 @@ def sokoban_probe_data(args) -> int:
     from parallel_experts.sokoban import experiment, probes
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = experiment.Run.from_dict(json.loads(args.run))
+    run = config_run(args, experiment.runs_by_id)
     data = probes.run_data(run, args.run_dir, LevelSet.load(args.levels), args.seed, args.count)
     results.write_netcdf(data, args.out)
     print(f"{args.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")
@@ -298,7 +304,7 @@ def lm_train(args) -> int:
     from parallel_experts.checkpoint import run_lock
     from parallel_experts.lm import experiment, shards, train
 
-    run = experiment.Run.from_dict(json.loads(args.run))
+    run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir):
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
@@ -312,7 +318,7 @@ def lm_evaluate(args) -> int:
     from parallel_experts import results
     from parallel_experts.lm import evaluate, experiment, shards, train
 
-    run = experiment.Run.from_dict(json.loads(args.run))
+    run = config_run(args, experiment.runs_by_id)
     spec = json.loads(args.evaluation)
     vocabulary, validation, _ = shards.model_shards(args.tokens, run.model.vocab)
     model = train.load_model(run.model, args.run_dir)

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from parallel_experts import budget
+from parallel_experts import atomic, budget
 from parallel_experts.errors import ConfigError, key_path
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
@@ -187,6 +187,13 @@ def _describe_form(error: jsonschema.ValidationError, where: str) -> str:
             return _describe(inside[0])
     listed = ", ".join("{" + ", ".join(keys) + "}" for keys in forms)
     return f"{where}: expected one of the forms {listed}, got the keys {', '.join(map(repr, error.instance))}"
+
+
+def write_snapshot(config: Mapping, path: str | Path) -> str:
+    """Write the effective configuration as JSON (results/config.json, which every job reads its runs from);
+    returns the line to log."""
+    atomic.write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return f"{path}: config digest {digest(config)}\n"
 
 
 def digest(config: Mapping) -> str:

@@ -15,4 +15,4 @@ rule allocation_grid:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts allocations --config {input} --domain {wildcards.domain} --out {output} > {log} 2>&1"
+        "python -m parallel_experts allocations --config {input:q} --domain {wildcards.domain:q} --out {output:q} > {log:q} 2>&1"

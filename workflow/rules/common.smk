@@ -61,7 +61,7 @@ def config_files():
     for path in map(Path, workflow.configfiles):
         path = path if path.is_absolute() else Path.cwd() / path
         names.append(str(path.relative_to(workflow.basedir)) if path.is_relative_to(workflow.basedir) else str(path))
-    return " ".join(names)
+    return names
 
 
 def report_inputs(wildcards):
@@ -75,7 +75,7 @@ def report_inputs(wildcards):
 def notebook_parameters(wildcards, input):
     entry = REPORTS[wildcards.report]
     values = {name: input[name] for name in entry.inputs} | dict(entry.params)
-    return " ".join(f"-p {name}={value}" for name, value in values.items())
+    return [f"{name}={value}" for name, value in values.items()]
 
 
 def one_of(names):
@@ -116,9 +116,7 @@ def probe_levels(wildcards):
     return f"results/sokoban/levels/{sokoban_experiment.PROBE_SPLITS[wildcards.split]}.npz"
 
 
-def probe_count_option(wildcards):
-    """`--count N` for the probe-training and calibration splits (a prefix of their level sets); the test split
-    plays every level."""
+def probe_count(wildcards):
+    """How many levels a probe split plays: a prefix of the training and calibration sets, every test level."""
     probes = config["sokoban"]["probes"]
-    count = {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split)
-    return f"--count {count}" if count else ""
+    return {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split, "all")

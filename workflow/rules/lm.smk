@@ -15,13 +15,14 @@ rule lm_tokens:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens} "
-        "--out {output} > {log} 2>&1"
+        "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens:q} "
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule lm_train:
     """One allocation of one family at one window; resumes from its checkpoint after a kill."""
     input:
+        config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         tokens="results/lm/tokens",
     output:
         curve="results/lm/runs/{run}/curve.nc",
@@ -29,7 +30,7 @@ rule lm_train:
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
-        run=lm_run_json,
+        definition=lm_run_json,  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
     log:
         "results/logs/lm/train/{run}.log",
@@ -41,13 +42,14 @@ rule lm_train:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts lm-train --run {params.run:q} --tokens {input.tokens} "
-        "--run-dir {params.run_dir} > {log} 2>&1"
+        "python -m parallel_experts lm-train --config {input.config:q} --run {wildcards.run:q} --tokens {input.tokens:q} "
+        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
 
 
 rule lm_evaluate:
     """Streaming validation loss at the run's window; both families score the same tokens."""
     input:
+        config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         model="results/lm/runs/{run}/model.eqx",
         tokens="results/lm/tokens",
     output:
@@ -55,7 +57,7 @@ rule lm_evaluate:
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
-        run=lm_run_json,
+        definition=lm_run_json,  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
         evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
     log:
@@ -68,8 +70,8 @@ rule lm_evaluate:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts lm-evaluate --run {params.run:q} --run-dir {params.run_dir} "
-        "--tokens {input.tokens} --evaluation {params.evaluation:q} --out {output} > {log} 2>&1"
+        "python -m parallel_experts lm-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
+        "--tokens {input.tokens:q} --evaluation {params.evaluation:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule lm_sweep:
@@ -87,4 +89,4 @@ rule lm_sweep:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts lm-sweep --out {output} --curves {input.curves} --evals {input.evals} > {log} 2>&1"
+        "python -m parallel_experts lm-sweep --out {output:q} --curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

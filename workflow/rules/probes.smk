@@ -5,6 +5,7 @@
 rule sokoban_probe_data:
     """Greedy episodes of one seed's agent: its states, encoder outputs, the untrained control, and labels."""
     input:
+        config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         agents="results/sokoban/runs/{run}/agents.eqx",
         levels=probe_levels,
     output:
@@ -13,10 +14,10 @@ rule sokoban_probe_data:
         run=one_of(PROBED_RUNS),
         split=one_of(sokoban_experiment.PROBE_SPLITS),
     params:
-        run=sokoban_run_json,
+        definition=sokoban_run_json,  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
         seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
-        count_option=probe_count_option,
+        played=probe_count,
     log:
         "results/logs/sokoban/probe_data/{run}/{split}.log",
     benchmark:
@@ -27,8 +28,8 @@ rule sokoban_probe_data:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-probe-data --run {params.run:q} --run-dir {params.run_dir} "
-        "--seed {params.seed} --levels {input.levels} {params.count_option} --out {output} > {log} 2>&1"
+        "python -m parallel_experts sokoban-probe-data --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
+        "--seed {params.seed:q} --levels {input.levels:q} --count {params.played:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_probe_fit:
@@ -53,8 +54,8 @@ rule sokoban_probe_fit:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-probe-fit --train {input.train} --calibration {input.calibration} "
-        "--test {input.test} --fit {params.fit:q} --picture {params.picture:q} --out {output} > {log} 2>&1"
+        "python -m parallel_experts sokoban-probe-fit --train {input.train:q} --calibration {input.calibration:q} "
+        "--test {input.test:q} --fit {params.fit:q} --picture {params.picture:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_probes:
@@ -71,4 +72,4 @@ rule sokoban_probes:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-probes --out {output} {input} > {log} 2>&1"
+        "python -m parallel_experts sokoban-probes --out {output:q} {input:q} > {log:q} 2>&1"

@@ -37,9 +37,9 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts report --config {input.config} --notebook {input.notebook} --html {output.html} "
-        "--executed {output.executed} --meta {output.meta} --paper {params.paper:q} "
-        "--config-files {params.config_files} {params.notebook} > {log} 2>&1"
+        "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} --html {output.html:q} "
+        "--executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "
+        "--config-files {params.config_files:q} --param {params.notebook:q} > {log:q} 2>&1"
 
 
 rule index:
@@ -55,5 +55,5 @@ rule index:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts index --config {input.config} --out {output} {input.meta} > {log} 2>&1"
+        "python -m parallel_experts index --config {input.config:q} --out {output:q} {input.meta:q} > {log:q} 2>&1"
 

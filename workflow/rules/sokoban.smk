@@ -19,12 +19,13 @@ rule sokoban_levels:
         CONDA_ENV
     shell:
         "python -m parallel_experts sokoban-levels --source {params.source:q} --boxoban {params.boxoban:q} "
-        "--out {output} > {log} 2>&1"
+        "--out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_train:
     """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill."""
     input:
+        config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         levels="results/sokoban/levels/train.npz",
     output:
         curve="results/sokoban/runs/{run}/curve.nc",
@@ -32,7 +33,7 @@ rule sokoban_train:
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
-        run=sokoban_run_json,
+        definition=sokoban_run_json,  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
     log:
         "results/logs/sokoban/train/{run}.log",
@@ -44,13 +45,14 @@ rule sokoban_train:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-train --run {params.run:q} --levels {input.levels} "
-        "--run-dir {params.run_dir} > {log} 2>&1"
+        "python -m parallel_experts sokoban-train --config {input.config:q} --run {wildcards.run:q} --levels {input.levels:q} "
+        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
 
 
 rule sokoban_evaluate:
     """Greedy and sampled solve rate of every seed's agent, each test level played exactly once."""
     input:
+        config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         agents="results/sokoban/runs/{run}/agents.eqx",
         levels="results/sokoban/levels/test.npz",
     output:
@@ -58,7 +60,7 @@ rule sokoban_evaluate:
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
-        run=sokoban_run_json,
+        definition=sokoban_run_json,  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
     log:
         "results/logs/sokoban/evaluate/{run}.log",
@@ -70,8 +72,8 @@ rule sokoban_evaluate:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-evaluate --run {params.run:q} --run-dir {params.run_dir} "
-        "--levels {input.levels} --out {output} > {log} 2>&1"
+        "python -m parallel_experts sokoban-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
+        "--levels {input.levels:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_dataset:
@@ -92,5 +94,5 @@ rule sokoban_dataset:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts sokoban-sweep --out {output} --curves {input.curves} "
-        "--evals {input.evals} > {log} 2>&1"
+        "python -m parallel_experts sokoban-sweep --out {output:q} --curves {input.curves:q} "
+        "--evals {input.evals:q} > {log:q} 2>&1"

@@ -60,6 +60,11 @@ def runs(config: Mapping) -> list[Run]:
     return found
 
 
+def runs_by_id(config: Mapping) -> dict[str, Run]:
+    """Every LM run of a validated config, by id."""
+    return {run.id: run for run in runs(config)}
+
+
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
     """XLA-counted forward FLOPs of one token at an allocation, (window, family) for every window of the config
     and both families in the order of the datasets' `family` coordinate, for the allocations report."""

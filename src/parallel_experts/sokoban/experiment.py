@@ -169,6 +169,11 @@ def expert_count_runs(config: Mapping) -> list[Run]:
             for experts in sweep["experts"]]
 
 
+def runs_by_id(config: Mapping) -> dict[str, Run]:
+    """Every Sokoban run of a validated config, of every family (sweeps, ablations, expert-count), by id."""
+    return {run.id: run for family in (runs, ablation_runs, expert_count_runs) for run in family(config)}
+
+
 def _train_config(sokoban: Mapping) -> TrainConfig:
     return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
 
