@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from parallel_experts import atomic, budget
+from parallel_experts import budget
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError, PipelineError
 
