@@ -2,8 +2,8 @@
 
 This module only parses and dispatches: each command reads its arguments, calls the library and prints one
 line. Commands that read the configuration validate it first, so a bad config stops here with one line (exit
-status 2) before anything is computed. The Sokoban and LM commands instead take the definition of what they
-compute (a level source, a run) as JSON, which the workflow builds from the validated config. Expected failures
+status 2) before anything is computed; the training, evaluation and probe commands read their run from it by
+id. A level source comes as JSON, which the workflow builds from the validated config. Expected failures
 (`errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
 """
 
