@@ -14,8 +14,8 @@ LOCAL_RULES = {"all", "config_snapshot", "index"}  # run by Snakemake itself, ne
 
 
 def planned_jobs(*args) -> dict[str, int]:
-    """Jobs per rule that a dry run of the smoke DAG plans (its "Job stats" table)."""
-    run = snakemake("-n", "--configfile", SMOKE, *args)
+    """Jobs per rule that a dry run of the smoke DAG (or of the targets among `args`) plans (its "Job stats")."""
+    run = snakemake("-n", *args, "--configfile", SMOKE)
     table = run.stdout.split("Job stats:")[1].split("total")[0]
     return {rule: int(count) for rule, count in (line.split() for line in table.splitlines()[3:] if line.strip())}
 
@@ -76,13 +76,22 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     assert (tmp_path / "snakemake-report.html").stat().st_size > 10_000
 
 
+# Through SLURM: one report of each domain, which needs every kind of job that trains or evaluates (both
+# resource families, and the default one); the local test above runs the rest of the DAG.
+SLURM_TARGETS = ("reports/sokoban_tables.html", "reports/lm_depth.html")
+
+
 @pytest.mark.slurm
-def test_smoke_dag_runs_through_slurm(slurm_cluster, tmp_path):
+def test_smoke_reports_run_through_slurm(slurm_cluster, tmp_path):
     workdir = tmp_path / "run"
-    jobs = planned_jobs("--directory", str(workdir))
-    run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile",
+    jobs = planned_jobs("--directory", str(workdir), *SLURM_TARGETS)
+    assert {"sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate", "report"} <= set(jobs), jobs
+    run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile", *SLURM_TARGETS,
                     "--configfile", SMOKE, "--directory", str(workdir), timeout=1200)  # SLURM adds per-job latency
     assert run.returncode == 0, run.stderr[-3000:]
-    check_outputs(workdir)
-    # Every job went through sbatch except the local rules (the config snapshot, the index and targets).
+    sweep = results.open_dataset(workdir / "results/sokoban/sweep.nc")
+    assert sweep.sizes["run"] == 4 and results.open_dataset(workdir / "results/lm/sweep.nc").sizes["run"] == 4
+    for name in SLURM_TARGETS:
+        assert reports.offline((workdir / name).read_text()) == (workdir / name).read_text()
+    # Every job went through sbatch except the local rules (the config snapshot and targets).
     assert len(submitted_job_ids(slurm_cluster)) == sum(n for rule, n in jobs.items() if rule not in LOCAL_RULES)
