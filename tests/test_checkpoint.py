@@ -1,6 +1,7 @@
 """Checkpoints and trained weights: what is saved loads back, a pointer names the one complete checkpoint, and
 what cannot be read fails in one line naming the file."""
 
+import json
 import os
 import socket
 import subprocess
@@ -72,23 +73,37 @@ def test_training_state_of_another_update_or_no_state_is_refused(tmp_path, host)
 def test_a_second_trainer_in_a_locked_run_folder_stops_naming_the_first(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from parallel_experts.checkpoint import run_lock\n"
-         f"with run_lock({str(tmp_path)!r}):\n    print('locked', flush=True); time.sleep(60)"],
+         f"with run_lock({str(tmp_path)!r}, {{}}):\n    print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(PipelineError, match=f"^{tmp_path}: another trainer \\(pid {holder.pid} on .*\\) is "
                                                 "training in this run folder"):
-            with checkpoint.run_lock(tmp_path):
+            with checkpoint.run_lock(tmp_path, {}):
                 pass
     finally:
         holder.kill()
         holder.wait()
-    with checkpoint.run_lock(tmp_path):  # a killed holder leaves no stale lock
+    with checkpoint.run_lock(tmp_path, {}):  # a killed holder leaves no stale lock
         assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}"
 
 
 def test_a_run_folder_that_cannot_be_written_stops_before_training(tmp_path):
     (tmp_path / "run").write_text("")  # a file where the run folder should be
     with pytest.raises(PipelineError, match="run: cannot write the run folder"):
-        with checkpoint.run_lock(tmp_path / "run"):
+        with checkpoint.run_lock(tmp_path / "run", {}):
             pass
+
+
+def test_a_checkpoint_of_another_definition_is_discarded_not_resumed(tmp_path):
+    with checkpoint.run_lock(tmp_path, {"lr": 1}):
+        checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
+    with checkpoint.run_lock(tmp_path, {"lr": 1}):  # the same run: resumed
+        assert checkpoint.checkpoint_update(tmp_path) == 10
+    with checkpoint.run_lock(tmp_path, {"lr": 2}):  # the config changed the run: trained from the start
+        assert checkpoint.load_checkpoint(tmp_path, TREE) is None
+    assert json.loads((tmp_path / "run.json").read_text()) == {"lr": 2}
+    checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
+    (tmp_path / "run.json").unlink()  # a folder from before definitions were recorded: unknown, so not resumed
+    with checkpoint.run_lock(tmp_path, {"lr": 2}):
+        assert checkpoint.checkpoint_update(tmp_path) is None

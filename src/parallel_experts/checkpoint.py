@@ -13,7 +13,8 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import equinox as eqx
@@ -98,11 +99,14 @@ def load_checkpoint(run_dir: Path, like):
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: str | Path) -> Iterator[None]:
-    """Hold an exclusive lock on a run folder while training in it: a second trainer in the same folder (an
-    orphan of a killed workflow, a duplicate submission) stops at once, naming the holder. Creating the lock
-    file is also the check that the folder is writable, before anything compiles. The lock (POSIX, so it works
-    on NFS) dies with its process, so a killed trainer never leaves a stale one."""
+def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
+    """Hold an exclusive lock on a run folder while training `definition` in it.
+
+    A second trainer in the same folder (an orphan of a killed workflow, a duplicate submission) stops at once,
+    naming the holder. Creating the lock file is also the check that the folder is writable, before anything
+    compiles. The lock (POSIX, so it works on NFS) dies with its process, so a killed trainer never leaves a
+    stale one. The folder's `run.json` names the definition its checkpoint belongs to: a checkpoint of another
+    definition (the config changed) is discarded instead of resumed, so a changed run really retrains."""
     run_dir = Path(run_dir)
     path = run_dir / ".lock"
     try:
@@ -120,4 +124,19 @@ def run_lock(run_dir: str | Path) -> Iterator[None]:
         file.truncate()
         file.write(f"pid {os.getpid()} on {socket.gethostname()}")
         file.flush()
+        _claim(run_dir, definition)
         yield
+
+
+def _claim(run_dir: Path, definition: Mapping) -> None:
+    """Make `run.json` name `definition`, discarding a checkpoint of any other (or of an unknown) definition."""
+    text = json.dumps(definition, indent=1, sort_keys=True) + "\n"
+    recorded = run_dir / "run.json"
+    if recorded.is_file() and recorded.read_text(encoding="utf-8", errors="replace") == text:
+        return
+    stale = sorted(run_dir.glob("checkpoint-*")) + ([run_dir / "latest"] if (run_dir / "latest").exists() else [])
+    if stale:
+        print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over", file=sys.stderr)
+    for path in stale:
+        path.unlink()
+    atomic.write_text(recorded, text)

@@ -220,7 +220,7 @@ def sokoban_train(args) -> int:
     from parallel_experts.sokoban.levels import LevelSet
 
     run = config_run(args, experiment.runs_by_id)
-    with run_lock(args.run_dir):
+    with run_lock(args.run_dir, run.to_dict()):
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
         carry, log = train.train(trainer, run.seeds, args.run_dir)
         train.save_outputs(run, carry, log, args.run_dir)
@@ -305,7 +305,7 @@ def lm_train(args) -> int:
     from parallel_experts.lm import experiment, shards, train
 
     run = config_run(args, experiment.runs_by_id)
-    with run_lock(args.run_dir):
+    with run_lock(args.run_dir, run.to_dict()):
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
         carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
