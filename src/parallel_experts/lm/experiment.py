@@ -92,14 +92,14 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
         if spec["budget"] not in config["lm"]["budgets"]:
             raise ConfigError(f"{where}.budget: unknown budget {spec['budget']!r} (defined: "
                               f"{', '.join(config['lm']['budgets'])})")
-        base = [run for run in sweep if run.model.recurrent and run.budget == spec["budget"]
-                and run.window == spec["window"] and _allocation(run.model)[:len(spec["allocation"])]
-                == list(spec["allocation"])]
+        recurrent = [run for run in sweep
+                     if run.model.recurrent and run.budget == spec["budget"] and run.window == spec["window"]]
+        # [L, E, d] names the allocation as the budget lists it; [L, E, d, H, K] its heads too
+        base = [run for run in recurrent if _allocation(run.model)[:len(spec["allocation"])] == spec["allocation"]]
         if not base:
-            listed = ", ".join(str(_allocation(run.model)) for run in sweep
-                               if run.model.recurrent and run.budget == spec["budget"] and run.window == spec["window"])
             raise ConfigError(f"{where}.allocation: {spec['allocation']} is not an allocation of budget "
-                              f"{spec['budget']!r} (its allocations: {listed})")
+                              f"{spec['budget']!r} (its allocations: "
+                              f"{', '.join(str(_allocation(run.model)) for run in recurrent)})")
         found[setting] = [replace(base[0], model=replace(base[0].model, **{setting: value})) for value in spec["values"]]
     return found
 
