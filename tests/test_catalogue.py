@@ -48,7 +48,8 @@ def test_paper_scale_has_every_figure_target():
     assert targets["fig5"] == ["lm_small_W128"]
     assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
     assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
-            "tables_1_7", "fig3_right", "allocations", "fig6", "table2", "fig10_left", "fig11", "fig10_right"} <= set(targets)
+            "tables_1_7", "fig3_right", "allocations", "fig6", "table2", "fig10_left", "fig11",
+            "fig10_right"} <= set(targets)
 
 
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():

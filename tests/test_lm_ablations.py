@@ -75,9 +75,9 @@ def test_one_id_never_names_two_runs(monkeypatch):
 @pytest.mark.parametrize("change, message", [
     ({"window": 128}, r"lm.ablations.aggregation.window: 128 is not one of lm.windows \[64\]"),
     ({"budget": "medium"}, r"lm.ablations.aggregation.budget: unknown budget 'medium' \(defined: small\)"),
-    ({"allocation": [2, 4, 64]}, r"lm.ablations.aggregation.allocation: \[2, 4, 64\] is not an allocation of budget "
-                                 r"'small' \(its allocations: \[1, 4, 64, 4, 2\], \[2, 2, 64, 4, 2\]"),
-    ({"allocation": [2, 2, 64, 2, 1]}, "is not an allocation of budget"),
+    ({"allocation": [2, 4, 64]}, r"lm.ablations.aggregation.allocation: \[2, 4, 64\] names no single allocation of "
+                                 r"budget 'small' \(its allocations: \[1, 4, 64, 4, 2\], \[2, 2, 64, 4, 2\]"),
+    ({"allocation": [2, 2, 64, 2, 1]}, "names no single allocation of budget"),
 ])
 def test_bad_ablations_name_the_key(change, message):
     demo = load("config.yaml")
@@ -168,8 +168,8 @@ def test_scores_follow_the_ablations_order(dataset):
 
 def test_verdict_on_hand_made_losses(dataset):
     table = ablations.scores(dataset, "aggregation")
-    assert ablations.aggregation_verdict(table) == (
-        "routed_mean has the lowest validation loss (4.170), 0.030 nats below the sqrt-sum (4.200), which ranks 2 of 4.")
+    assert ablations.aggregation_verdict(table) == ("routed_mean has the lowest validation loss (4.170), 0.030 nats "
+                                                    "below the sqrt-sum (4.200), which ranks 2 of 4.")
     best = table.assign(validation_loss=[4.10, 4.25, 4.17, 4.31])
     assert ablations.aggregation_verdict(best) == (
         "the sqrt-sum has the lowest validation loss (4.100), 0.070 nats below the next rule, routed_mean.")

@@ -96,11 +96,12 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
                      if run.model.recurrent and run.budget == spec["budget"] and run.window == spec["window"]]
         # [L, E, d] names the allocation as the budget lists it; [L, E, d, H, K] its heads too
         base = [run for run in recurrent if _allocation(run.model)[:len(spec["allocation"])] == spec["allocation"]]
-        if not base:
-            raise ConfigError(f"{where}.allocation: {spec['allocation']} is not an allocation of budget "
+        if len(base) != 1:
+            raise ConfigError(f"{where}.allocation: {spec['allocation']} names no single allocation of budget "
                               f"{spec['budget']!r} (its allocations: "
                               f"{', '.join(str(_allocation(run.model)) for run in recurrent)})")
-        found[setting] = [replace(base[0], model=replace(base[0].model, **{setting: value})) for value in spec["values"]]
+        [run] = base
+        found[setting] = [replace(run, model=replace(run.model, **{setting: value})) for value in spec["values"]]
     return found
 
 
