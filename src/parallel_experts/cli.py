@@ -293,9 +293,10 @@ def lm_ablations(args) -> int:
     from parallel_experts import results
     from parallel_experts.lm import experiment as lm_experiment
 
-    ds = lm_experiment.collect(args.curves, args.evals, json.loads(args.ablations))
+    members = json.loads(args.ablations)
+    ds = lm_experiment.collect(args.curves, args.evals, members)
     results.write_netcdf(ds, args.out)
-    print(f"{args.out}: {ds.sizes['run']} runs in {len(json.loads(args.ablations))} ablations")
+    print(f"{args.out}: {ds.sizes['run']} runs in {len(members)} ablations")
     return 0
 
 
