@@ -56,7 +56,7 @@ def check_outputs(workdir):
     # The smoke ablation is the sweep's own run (its default rule): read from the sweep's files, not retrained.
     ablations = results.open_dataset(workdir / "results/lm/ablations.nc")
     assert json.loads(ablations.attrs["ablations"]) == {"aggregation": ["recurrent/small/W16/L1-E2-d16"]}
-    assert ablations["validation_loss"].item() == lm["validation_loss"].sel(run="recurrent/small/W16/L1-E2-d16")
+    assert ablations["validation_loss"].item() == lm["validation_loss"].sel(run="recurrent/small/W16/L1-E2-d16").item()
 
 
 @pytest.mark.pipeline
