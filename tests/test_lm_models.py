@@ -225,9 +225,15 @@ def test_bad_model_configs_are_config_errors():
 
 @pytest.mark.parametrize("rule", ["mean", "routed_mean", "routed_sqrt_sum"])
 def test_recurrent_aggregation_rules(rule):
+    """The rule merges the expert outputs only; the reference merges keys and values by the sqrt-sum whatever the
+    rule, and the routers are sharpened so that a routed merge of them would differ from it."""
     model = randomise(RecurrentTransformer(config(2, 3, recurrent=True, aggregation=rule), jax.random.key(13)),
                       jax.random.key(14))
     assert (model.routers is not None) == rule.startswith("routed")
+    if model.routers is not None:
+        model = eqx.tree_at(lambda m: m.routers.embeddings, model, replace_fn=lambda e: 30 * e)
+        alpha = jax.tree.map(lambda w: w[0], model.routers)(jnp.concatenate([model.embed[0], jnp.zeros(32)]))
+        assert float(alpha.max() - alpha.min()) > 0.5  # far from uniform: Σαk/√Σα² is not Σk/√E here
     ids = tokens(10, seed=5)
     shared, _ = run_segments(model, ids, 4, 5)
     np.testing.assert_allclose(shared, reference_recurrent(model, ids, 4, rule), atol=2e-4)

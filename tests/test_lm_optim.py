@@ -1,4 +1,4 @@
-"""The language models' optimiser: groups, Muon matrix views, the schedule, cautious decay, dtypes."""
+"""The language models' optimiser: groups, Muon matrix views, both schedules, cautious decay, dtypes and rounding."""
 
 import math
 from collections.abc import Callable
@@ -127,16 +127,28 @@ def test_defaults_and_warmup_length():
     assert [config.warmup_steps(n) for n in (10_000, 50_000, 150, 50)] == [100, 300, 1, 0]
 
 
-def test_schedule_matches_hand_computed_values():
+def test_authors_schedule_matches_hand_computed_values():
     lo, hi = 6e-6, 0.02
-    lr = schedule(OptimConfig(), 10_000)  # warm-up 100 steps, cosine over the other 9,900
+    lr = schedule(OptimConfig(), 10_000)  # warm-up 100 steps, cosine over 9,800, min_lr for the last 100
+    expected = {0: lo, 50: (lo + hi) / 2, 100: hi, 5_000: (lo + hi) / 2, 9_900: lo, 9_950: lo, 10_000: lo,
+                1_000: lo + (hi - lo) * 0.5 * (1 + math.cos(math.pi * 900 / 9_800))}
+    for step, value in expected.items():
+        np.testing.assert_allclose(float(lr(step)), value, rtol=1e-6, atol=2e-9, err_msg=f"step {step}")  # float32
+    assert OptimConfig().schedule == "authors"
+
+
+def test_schedule_to_the_last_update_matches_hand_computed_values():
+    lo, hi = 6e-6, 0.02
+    lr = schedule(OptimConfig(schedule="total"), 10_000)  # warm-up 100 steps, cosine over the other 9,900
     expected = {0: lo, 50: (lo + hi) / 2, 100: hi, 5_050: (lo + hi) / 2, 10_000: lo, 20_000: lo,
                 9_900: lo + (hi - lo) * 0.5 * (1 + math.cos(math.pi * 9_800 / 9_900))}
     for step, value in expected.items():
-        np.testing.assert_allclose(float(lr(step)), value, rtol=1e-6, atol=2e-9, err_msg=f"step {step}")  # float32
+        np.testing.assert_allclose(float(lr(step)), value, rtol=1e-6, atol=2e-9, err_msg=f"step {step}")
     assert float(lr(9_900)) > 1.5 * lo  # the cosine ends at total_steps, not at total − warm-up
     with pytest.raises(OptimError):
         schedule(OptimConfig(), 0)
+    with pytest.raises(OptimError, match="expected one of authors, total"):
+        OptimConfig(schedule="linear")
 
 
 def test_cautious_decay_on_a_hand_computed_example():
@@ -197,7 +209,7 @@ def test_embed_and_head_take_a_width_scaled_adamw_step(first_step):
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_bfloat16_parameters_stay_bfloat16_with_float32_moments(recurrent):
+def test_bfloat16_parameters_stay_bfloat16_with_float32_moments_and_updates(recurrent):
     model = toy_model(recurrent=recurrent, dtype=jnp.bfloat16)
     params = eqx.filter(model, eqx.is_array)
     opt = optimizer(model, OptimConfig.for_family(recurrent), 1_000)
@@ -206,12 +218,27 @@ def test_bfloat16_parameters_stay_bfloat16_with_float32_moments(recurrent):
     for seed in (1, 2):
         updates, state = step(params, state, toy_grads(params, seed=seed))
         params = optax.apply_updates(params, updates)
-    assert {x.dtype for x in jax.tree.leaves(updates)} == {jnp.dtype(jnp.bfloat16)}
+    assert {x.dtype for x in jax.tree.leaves(updates)} == {jnp.dtype(jnp.float32)}  # rounded only when applied
     assert {x.dtype for x in jax.tree.leaves(params)} == {jnp.dtype(jnp.bfloat16)}
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params))
     moments = [x for x in jax.tree.leaves(state) if x.shape == (L, E, D, H, HD)]
     assert moments and all(x.dtype == jnp.float32 for x in moments)  # Muon's momentum of the queries
     assert any(x.shape == (V, D) and x.dtype == jnp.float32 for x in jax.tree.leaves(state))  # Adam's mu
+
+
+def test_an_update_rounds_the_bfloat16_parameters_once():
+    """p ← bf16(p + u) with u in float32, as the authors apply it; rounding u to bf16 first differs."""
+    model = toy_model(recurrent=True, dtype=jnp.bfloat16)
+    params = eqx.filter(model, eqx.is_array)
+    opt = optimizer(model, OptimConfig.for_family(True), 1_000)
+    updates, _ = jax.jit(opt.update)(toy_grads(params), opt.init(params), params)
+    new = optax.apply_updates(params, updates)
+    once = jax.tree.map(lambda p, u: (p.astype(jnp.float32) + u).astype(jnp.bfloat16), params, updates)
+    twice = jax.tree.map(lambda p, u: p + u.astype(jnp.bfloat16), params, updates)
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(once)):
+        np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+    differ = sum(int(jnp.sum(a != b)) for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(twice)))
+    assert differ > 0  # the two roundings are distinguishable on these parameters
 
 
 @pytest.mark.parametrize("recurrent, aggregation", [(False, "sqrt_sum"), (True, "routed_mean")])
@@ -227,6 +254,6 @@ def test_real_models_get_their_groups_and_keep_bfloat16(recurrent, aggregation):
     grads = jax.tree.map(lambda p: jnp.ones_like(p) * 1e-3, params)
     opt = optimizer(params, OptimConfig.for_family(recurrent), 100)
     updates, _ = jax.jit(opt.update)(grads, opt.init(params), params)
-    new = eqx.apply_updates(params, updates)
+    new = optax.apply_updates(params, updates)
     assert all(leaf.dtype == jnp.bfloat16 for leaf in jax.tree.leaves(new))
     assert not bool(jnp.all(new.embed == params.embed)) and not bool(jnp.all(new.head == params.head))

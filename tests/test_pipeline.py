@@ -46,13 +46,17 @@ def check_outputs(workdir):
         test = results.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
-                 "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth"):
+                 "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth", "lm_ablations"):
         assert f'href="{name}.html"' in index
     lm = results.open_dataset(workdir / "results/lm/sweep.nc")
     assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
     # Both families are scored on the same validation tokens: 20,000 tokens in 4 streams of 5,000, chunks of 64,
     # ⌊4,999/64⌋ = 78 chunks per stream, the first ⌈16/64⌉ = 1 of them unscored.
     assert lm["scored_tokens"].values.tolist() == [(78 - 1) * 4 * 64] * 4
+    # The smoke ablation is the sweep's own run (its default rule): read from the sweep's files, not retrained.
+    ablations = results.open_dataset(workdir / "results/lm/ablations.nc")
+    assert json.loads(ablations.attrs["ablations"]) == {"aggregation": ["recurrent/small/W16/L1-E2-d16"]}
+    assert ablations["validation_loss"].item() == lm["validation_loss"].sel(run="recurrent/small/W16/L1-E2-d16").item()
 
 
 @pytest.mark.pipeline

@@ -19,6 +19,7 @@ SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
 SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
 SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
+LM_ABLATIONS = {"ablations": "results/lm/ablations.nc"}
 EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
 
 # Each Sokoban ablation (sokoban.ablations.<setting>): report name, the paper's figure, the target; one notebook.
@@ -26,6 +27,9 @@ SOKOBAN_ABLATION_FIGURES = {
     "aggregation": ("sokoban_aggregation", "Fig. 10 (left): Sokoban aggregation rules", "fig10_left"),
     "radius": ("sokoban_radius", "Fig. 11: Sokoban communication radius", "fig11"),
 }
+# Each LM ablation (lm.ablations.<setting>): the paper's item and its target. One report shows every setting; its
+# target is the first listed setting's that the config has.
+LM_ABLATION_FIGURES = {"aggregation": ("Fig. 10 (right): FineWeb aggregation rules", "fig10_right")}
 # The paper's figure and our named target for each (expert, budget) Sokoban sweep.
 SOKOBAN_FIGURES = {
     ("convlstm", "small"): ("Fig. 2", "fig2"),
@@ -49,13 +53,14 @@ class Report:
 
 def reports(config: Mapping) -> list[Report]:
     """Every report of a validated config, in index order: allocation grids, Sokoban, its probes, its ablations,
-    language model, number of experts."""
+    language model, its ablations, number of experts."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
     found += _probes(config)
     found += _sokoban_ablations(config)
     found += _lm(config)
+    found += _lm_ablations(config)
     found += _expert_count(config)
     return found
 
@@ -132,6 +137,15 @@ def _lm(config: Mapping) -> list[Report]:
         found.append(Report("lm_depth", "Fig. 3 (right): best FineWeb validation loss with depth at most L",
                             "lm_depth", LM_SWEEP, target="fig3_right"))
     return found
+
+
+def _lm_ablations(config: Mapping) -> list[Report]:
+    # One report for every LM ablation the config trains; it reads the ablations dataset (rule lm_ablations).
+    present = [item for setting, item in LM_ABLATION_FIGURES.items() if setting in config["lm"].get("ablations", {})]
+    if not present:
+        return []
+    return [Report("lm_ablations", "; ".join(paper for paper, _ in present), "lm_ablation", LM_ABLATIONS,
+                   target=present[0][1])]
 
 
 def _expert_count(config: Mapping) -> list[Report]:

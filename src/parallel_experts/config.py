@@ -112,7 +112,7 @@ def _check_lm(config: Mapping) -> None:
     from parallel_experts.lm import evaluate, experiment as lm_experiment
     from parallel_experts.lm.shards import DataError
 
-    lm_experiment.runs(config)
+    lm_experiment.runs_by_id(config)  # the sweep and the ablations
     if "pretokenized" in config["lm"]["corpus"]:  # the published validation shard: 100M tokens, fits any setting
         return
     spec = lm_experiment.evaluation(config)

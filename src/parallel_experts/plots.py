@@ -286,6 +286,24 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
     return fig
 
 
+def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float | None, title: str) -> plt.Figure:
+    """Fig. 10 (right): validation loss for each value of an LM ablation's `setting`, the `default` (the sweep's
+    run) black; the paper's value of the default, where comparable, as a hatched bar beside them."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    losses = scores["validation_loss"]
+    colours = ["k" if value == default else "0.6" for value in scores[setting]]
+    ax.bar(scores[setting].astype(str), losses, color=colours, label="ours")
+    if paper is not None:
+        ax.bar([f"paper:\n{default}"], [paper], color="white", edgecolor="tab:red", hatch="//",
+               label=f"paper, {default} (≈ {paper:.2f})")
+    _score_range(ax, losses, 0 * losses, [] if paper is None else [paper])
+    ax.set_ylabel("validation loss (nats/token)")
+    ax.set_xlabel(f"{setting} (one run each; lower is better)")
+    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig
+
+
 CONTROL_LINES = {"encoder": (".", "encoder output"), "control": ("x", "untrained control")}
 
 

@@ -91,9 +91,13 @@ SOKOBAN_DATASETS = {
     "ablations": sokoban_experiment.ablation_runs(config),
     "expert_count": sokoban_experiment.expert_count_runs(config),
 }
-SOKOBAN_RUNS = {run.id: run for runs in SOKOBAN_DATASETS.values() for run in runs}
+SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
-LM_RUNS = {run.id: run for run in lm_experiment.runs(config)}
+# The LM ablations (lm.ablations): each setting's runs in the order of its values; a run at the sweep's setting is
+# the sweep's run, so LM_RUNS holds it once.
+LM_ABLATIONS = lm_experiment.ablation_runs(config)
+LM_ABLATION_RUNS = lm_experiment.by_id(LM_ABLATIONS.values())
+LM_RUNS = lm_experiment.runs_by_id(config)
 
 
 def sokoban_run_json(wildcards):

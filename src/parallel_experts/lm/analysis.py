@@ -28,6 +28,13 @@ PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-to
                  "across budgets and windows recurrent models reach their best loss at L = 2 or 4, non-recurrent ones "
                  "keep improving up to L = 16 or 32 (about 1.31B FineWeb tokens per run: 10,000 updates of 131,072 "
                  "tokens).")
+# How our validation differs from the authors' (issue 10, item 9), stated on every LM report.
+VALIDATION_NOTE = ("Validation: every loss here is the cross-entropy of the final model, after its last update, "
+                   "over the scored tokens of the validation shard (SPEC F.1, F.2). The authors' recurrent trainer "
+                   "instead validates after each completed training shard and logs the cross-entropy plus the state "
+                   "penalty (reg · mean |s|²/d, about 1e-4 nats at reg = 1e-4) as `val/loss` (SPEC F.1), so its last "
+                   "value is of the model after about 9,880 of its 10,000 updates (SPEC D.2, inferred); their "
+                   "non-recurrent numbers come from the sliding-window evaluator of a checkpoint (SPEC F.2), as ours.")
 PAPER_NUMBERS = ("## The paper's published numbers for this budget\n\nNo per-allocation table exists in text form; "
                  "these are every value the authors quote (SPEC G.2).")
 # What the run reports show of each family's best allocation.

@@ -1,7 +1,11 @@
-"""The language-model runs a config asks for: every budget × attention window × family × allocation.
+"""The language-model runs a config asks for: every budget × attention window × family × allocation, and every
+ablation (`lm.ablations.<setting>`: the recurrent model at one allocation of a budget and one window, one
+ModelConfig setting varied).
 
-A run is named by what defines it (`recurrent/small/W128/L2-E8-d768`). Both families read the same tokens per
-update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
+A run is named by what defines it (`recurrent/small/W128/L2-E8-d768`; a model setting that an ablation varies,
+where it is not ModelConfig's default: `recurrent/small/W128/L2-E8-d768-mean`), so equal definitions share one
+id: an ablation's run at the default value is the sweep's run, trained once. Both families read the same tokens
+per update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
 * non-recurrent runs train on independent sequences of 2W tokens (the authors train on 256 tokens for W = 128
   and on 2,048 for W = 1,024) and are evaluated with a W-token sliding window;
 * recurrent runs keep a W-token rolling cache (M = W), train on segments of `lm.training.segment` tokens and
@@ -10,18 +14,23 @@ update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from parallel_experts import budget
+from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.results import Definition, family_id, run_results
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
 SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (SPEC E.8); a run setting, not TrainConfig's
-TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every")  # omitted: TrainConfig's defaults
+TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
+# The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
+# is not ModelConfig's default.
+VARIANTS = {"aggregation": "-{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
 
 
@@ -34,7 +43,17 @@ class Run(Definition):
 
     @property
     def id(self) -> str:
-        return f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
+        where = f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
+        return where + variant_id(self.model)
+
+
+_DEFAULTS = {f.name: f.default for f in fields(ModelConfig)}
+
+
+def variant_id(model: ModelConfig) -> str:
+    """The settings of VARIANTS where they are not ModelConfig's defaults, as a run id shows them: `-mean`."""
+    return "".join(form.format(getattr(model, name)) for name, form in VARIANTS.items()
+                   if getattr(model, name) != _DEFAULTS[name])
 
 
 def runs(config: Mapping) -> list[Run]:
@@ -60,9 +79,49 @@ def runs(config: Mapping) -> list[Run]:
     return found
 
 
+def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
+    """Each ablation's runs (`lm.ablations.<setting>`), in the order of its values: the sweep's recurrent run at
+    the ablation's budget, window and allocation, with ModelConfig.<setting> set to each value. A value equal to
+    the sweep's setting gives the sweep's run itself."""
+    sweep = runs(config)
+    found = {}
+    for setting, spec in config["lm"].get("ablations", {}).items():
+        where = f"lm.ablations.{setting}"
+        if spec["window"] not in config["lm"]["windows"]:
+            raise ConfigError(f"{where}.window: {spec['window']} is not one of lm.windows {config['lm']['windows']}")
+        if spec["budget"] not in config["lm"]["budgets"]:
+            raise ConfigError(f"{where}.budget: unknown budget {spec['budget']!r} (defined: "
+                              f"{', '.join(config['lm']['budgets'])})")
+        recurrent = [run for run in sweep
+                     if run.model.recurrent and run.budget == spec["budget"] and run.window == spec["window"]]
+        # [L, E, d] names the allocation as the budget lists it; [L, E, d, H, K] its heads too
+        base = [run for run in recurrent if _allocation(run.model)[:len(spec["allocation"])] == spec["allocation"]]
+        if len(base) != 1:
+            raise ConfigError(f"{where}.allocation: {spec['allocation']} names no single allocation of budget "
+                              f"{spec['budget']!r} (its allocations: "
+                              f"{', '.join(str(_allocation(run.model)) for run in recurrent)})")
+        [run] = base
+        found[setting] = [replace(run, model=replace(run.model, **{setting: value})) for value in spec["values"]]
+    return found
+
+
+def by_id(groups: Iterable[Iterable[Run]]) -> dict[str, Run]:
+    """Every run of `groups` (the sweep, each ablation) once, by id; one id never names two definitions."""
+    found: dict[str, Run] = {}
+    for run in (run for group in groups for run in group):
+        if found.setdefault(run.id, run) != run:
+            raise PipelineError(f"run id {run.id} names two different runs: {found[run.id]} and {run}; "
+                                "a setting that varies must appear in lm.experiment.VARIANTS")
+    return found
+
+
+def _allocation(model: ModelConfig) -> list[int]:
+    return [model.depth, model.experts, model.width, model.q_heads, model.kv_heads]
+
+
 def runs_by_id(config: Mapping) -> dict[str, Run]:
-    """Every LM run of a validated config, by id."""
-    return {run.id: run for run in runs(config)}
+    """Every LM run of a validated config (the sweep and every ablation), by id."""
+    return by_id([runs(config), *ablation_runs(config).values()])
 
 
 def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
@@ -85,8 +144,11 @@ def evaluation(config: Mapping) -> dict:
     return EVALUATION_DEFAULTS | config["lm"].get("evaluation", {})
 
 
-def collect(curve_paths: list[str], eval_paths: list[str]):
-    """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions."""
+def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
+    """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
+
+    With `ablations` ({setting: run ids in the order of its values}, see ablation_runs), the dataset is the
+    ablations': it names each ablation's runs in attribute `ablations` (JSON), as a run may belong to several."""
     import xarray as xr
 
     per_run = []
@@ -98,5 +160,12 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
             recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
             depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),
             q_heads=("run", [m.q_heads]), kv_heads=("run", [m.kv_heads]),
-            train_tokens=("run", [run.train.updates * run.train.batch_tokens])))
-    return xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
+            train_tokens=("run", [run.train.updates * run.train.batch_tokens]),
+            **{name: ("run", [getattr(m, name)]) for name in VARIANTS}))
+    ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
+    if ablations is None:
+        return ds
+    missing = sorted({name for ids in ablations.values() for name in ids} - set(ds["run"].values.tolist()))
+    if missing:
+        raise PipelineError(f"the ablations name runs whose results were not given: {', '.join(missing)}")
+    return ds.assign_attrs(ablations=json.dumps(dict(ablations)))

@@ -11,8 +11,9 @@ Muon orthogonalises matrices, so each leaf says which of its axes are the matrix
 and value are orthogonalised per head as d_in × h_d, the output projection per head as h_d × d, the MLP and W_in
 whole; every other axis (depth L, experts E, heads) is a batch axis. A leaf whose name is not known raises
 instead of being guessed. First moments (Adam's and Muon's) are float32 even for bfloat16 parameters, Adam's
-second moment follows the parameters, as in the authors' code; updates come back in the parameter dtype, so
-`optax.apply_updates` keeps bfloat16 weights bfloat16. Pass `eqx.filter(model, eqx.is_array)` as the parameters.
+second moment follows the parameters, as in the authors' code. The updates stay float32: `optax.apply_updates`
+adds them to the (bfloat16) parameters in float32 and rounds the sum to the parameters' dtype, once, as the
+authors' code does (no float32 master copy). Pass `eqx.filter(model, eqx.is_array)` as the parameters.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ MATRIX = MuonDimensionNumbers(reduction_axis=-2, output_axis=-1)  # out (..., he
 MUON_VIEWS = {"query": PER_HEAD, "key": PER_HEAD, "value": PER_HEAD, "out": MATRIX, "up": MATRIX,
               "down": MATRIX, "mix": MATRIX}
 REFERENCE_WIDTH = 768  # the embed/head learning rates are quoted at this width
-NO_PARAMS = "this transformation needs the parameters: call update(updates, state, params)"
+# Where the cosine of the matrix schedule reaches min_lr: `authors`, warm-up steps before the last update (their
+# decay_steps = total − warm-up, which optax counts with the warm-up), then min_lr held; `total`, at the last update.
+SCHEDULES = ("authors", "total")
 
 
 class OptimError(PipelineError, ValueError):
@@ -59,6 +62,11 @@ class OptimConfig:
     muon_eps: float = 1e-8
     cautious_decay: float = 0.01
     clip_norm: float = 1.0
+    schedule: str = "authors"  # one of SCHEDULES
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise OptimError(f"schedule {self.schedule!r}: expected one of {', '.join(SCHEDULES)}")
 
     @classmethod
     def for_family(cls, recurrent: bool) -> OptimConfig:
@@ -69,13 +77,15 @@ class OptimConfig:
 
 
 def schedule(config: OptimConfig, total_steps: int) -> optax.Schedule:
-    """Learning rate of the matrix group: linear from min_lr to the peak over the warm-up, then a cosine back
-    to min_lr over the remaining total − warm-up steps, reached at `total_steps` (optax's `decay_steps` counts
-    the warm-up too)."""
+    """Learning rate of the matrix group: linear from min_lr to the peak over the warm-up w, then a cosine back
+    to min_lr, reached at total − w and held for the last w updates (`authors`), or reached at `total_steps`
+    (`total`). optax's `decay_steps` counts the warm-up too."""
     if total_steps < 1:
         raise OptimError(f"total_steps {total_steps}: expected at least one optimiser update")
-    return optax.warmup_cosine_decay_schedule(config.min_lr, config.peak_lr, config.warmup_steps(total_steps),
-                                              decay_steps=total_steps, end_value=config.min_lr)
+    warmup = config.warmup_steps(total_steps)
+    end = total_steps - warmup if config.schedule == "authors" else total_steps
+    return optax.warmup_cosine_decay_schedule(config.min_lr, config.peak_lr, warmup, decay_steps=end,
+                                              end_value=config.min_lr)
 
 
 def _names(path) -> list[str]:
@@ -126,7 +136,7 @@ def cautious_weight_decay(rate: float, schedule: optax.Schedule) -> optax.Gradie
 
     def update(updates, state, params=None):
         if params is None:
-            raise ValueError(NO_PARAMS)
+            raise ValueError("cautious weight decay needs the parameters: call update(updates, state, params)")
         eta = schedule(state.count)  # the same step index Muon's learning rate used for these updates
 
         def decay(u, p):
@@ -137,17 +147,6 @@ def cautious_weight_decay(rate: float, schedule: optax.Schedule) -> optax.Gradie
         return jax.tree.map(decay, updates, params), CautiousDecayState(optax.safe_increment(state.count))
 
     return optax.GradientTransformation(init, update)
-
-
-def _in_param_dtype() -> optax.GradientTransformation:
-    """Float32 moments make float32 updates; hand them back in the parameters' (bfloat16) dtype."""
-
-    def update(updates, state, params=None):
-        if params is None:
-            raise ValueError(NO_PARAMS)
-        return optax.tree.cast_like(updates, params), state
-
-    return optax.GradientTransformation(optax.init_empty_state, update)
 
 
 def optimizer(model, config: OptimConfig, total_steps: int) -> optax.GradientTransformation:
@@ -170,5 +169,4 @@ def optimizer(model, config: OptimConfig, total_steps: int) -> optax.GradientTra
     decay = cautious_weight_decay(config.cautious_decay, lr)
     groups = {"embed": adamw(config.embed_lr * scale), "head": adamw(config.head_lr * scale),
               "gate": optax.chain(adamw(lr), decay), "other": optax.chain(muon, decay)}
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.multi_transform(groups, param_labels),
-                       _in_param_dtype())
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm), optax.multi_transform(groups, param_labels))

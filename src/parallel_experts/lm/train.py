@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,6 +53,7 @@ class TrainConfig:
     reg: float = 1e-4  # pre_output_reg_cost of the recurrent loss
     log_every: int = 10  # updates per point of the learning curve
     checkpoint_every: int = 100  # updates
+    schedule: str = "authors"  # where the matrix learning rate's cosine ends (optim.SCHEDULES)
 
     def __post_init__(self):
         where = "lm.training"
@@ -115,8 +116,8 @@ class Trainer:
                               f"{mesh.size} devices; make microbatch_tokens / sequence a multiple of {mesh.size}")
         model = models.build(model_config, jax.random.key(0))  # FineWeb runs are single-seed, key 0 (SPEC D.1)
         self.params, self.static = eqx.partition(model, eqx.is_array)
-        self.optimizer = optim.optimizer(self.params, optim.OptimConfig.for_family(model_config.recurrent),
-                                         config.updates)
+        optimizer = replace(optim.OptimConfig.for_family(model_config.recurrent), schedule=config.schedule)
+        self.optimizer = optim.optimizer(self.params, optimizer, config.updates)
         self.update = eqx.filter_jit(self._update, donate="all")
         self.advance = eqx.filter_jit(self._advance, donate="all")
 

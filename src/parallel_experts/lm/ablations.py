@@ -1,0 +1,104 @@
+"""Fig. 10 (right): the FineWeb ablations, scored as the sweeps are (validation cross-entropy at the run's window,
+lower is better), beside the paper's value of the same configuration, with a verdict on the paper's finding.
+
+Each ablation trains the recurrent model at one allocation of one budget and window once per value of one model
+setting (`lm.ablations`, see lm/experiment.py); the ablations dataset lists each ablation's runs in its attribute
+`ablations` and holds every varied setting as a coordinate. The run at ModelConfig's default is the sweep's run.
+The LM has one run per configuration (the paper has no seeds either), so no difference here has an error bar.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pandas as pd
+import xarray as xr
+
+from parallel_experts.lm import analysis
+
+# Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
+DEFAULTS = {"aggregation": "sqrt_sum"}
+# The paper's run of each ablation (ANALYSES §3): budget, window, allocation (L, E, d); the paper's value of the
+# default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its finding.
+PAPER_RUNS = {"aggregation": ("small", 128, (2, 8, 768))}
+PAPER_VALUES = {"aggregation": 3.51}
+PAPER_FINDINGS = {
+    "aggregation": "the paper's finding (App. D): the sqrt-sum, its default, is consistently competitive across "
+                   "domains; the FineWeb bars of Fig. 10 are not published as numbers, only the sqrt-sum run's "
+                   "≈ 3.51 (§5.2).",
+}
+# Each ablation's section: its title and what it varies (shown above its figure).
+PAGES = {
+    "aggregation": ("FineWeb aggregation rules (Fig. 10, right)",
+        "The recurrent Transformer at one allocation, trained once per rule that merges the experts' outputs "
+        "into the shared state s (paper App. D, SPEC E.11): sqrt-sum Σh/√E (the default), mean Σh/E, "
+        "routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²), with α = σ(λ) from a router that reads "
+        "[z; s] at every level. Only the merge of the outputs changes: every rule merges the experts' key and "
+        "value proposals into the level's cache by the sqrt-sum, and the router never sees them. Everything "
+        "else is the sweep's run, which is the sqrt-sum bar. Bars: validation cross-entropy at the run's "
+        "window (lower is better). The paper's run is the small budget's (2, 8, 768) at W = 128; its sqrt-sum "
+        "value (≈ 3.51) is drawn beside ours where this config runs the same configuration."),
+}
+NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a difference of a few hundredths of a "
+         "nat may be the run-to-run noise of one seed, so an ordering that close is not resolved.")
+
+
+def members(data: xr.Dataset) -> dict[str, list[str]]:
+    """Each ablation's run ids in the order of its values, from the dataset's `ablations` attribute."""
+    return json.loads(data.attrs["ablations"])
+
+
+def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
+    """One row per value of the ablation's `setting`, in the config's order: the value, the run's budget, window,
+    allocation, validation loss and final training cross-entropy."""
+    table = analysis.run_table(data).set_index("run").loc[members(data)[setting]].reset_index()
+    table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
+    return table[["run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads",
+                  "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]]
+
+
+def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:
+    """The paper's value of the default setting, where this ablation is the paper's configuration (its budget,
+    window and allocation, and the sweep's corpus, vocabulary and anchors); else None and the reasons."""
+    budget, window, allocation = PAPER_RUNS[setting]
+    row = table.iloc[0]
+    ours = (row["budget"], int(row["window"]), tuple(int(row[c]) for c in analysis.ALLOCATION))
+    reasons = analysis.comparability(config, ours[0], ours[1], vocab)
+    if ours != (budget, window, allocation):
+        reasons.append(f"this ablation runs the {ours[0]} budget's L{ours[2][0]} E{ours[2][1]} d{ours[2][2]} at "
+                       f"W = {ours[1]}, the paper's the {budget} budget's L{allocation[0]} E{allocation[1]} "
+                       f"d{allocation[2]} at W = {window}")
+    return (None, reasons) if reasons else (PAPER_VALUES[setting], [])
+
+
+def aggregation_verdict(table: pd.DataFrame) -> str:
+    """Whether the sqrt-sum has the lowest validation loss of the rules in `table`, its rank and the gap."""
+    if "sqrt_sum" not in set(table["aggregation"]) or len(table) < 2:
+        return "the paper's pattern cannot be checked: it needs the sqrt-sum and at least one other rule."
+    ranked = table.sort_values("validation_loss", kind="stable").reset_index(drop=True)
+    rank = int(ranked.index[ranked["aggregation"] == "sqrt_sum"][0])
+    sqrt_sum, best = ranked.iloc[rank], ranked.iloc[0]
+    if rank == 0:
+        runner_up = ranked.iloc[1]
+        return (f"the sqrt-sum has the lowest validation loss ({sqrt_sum['validation_loss']:.3f}), "
+                f"{runner_up['validation_loss'] - sqrt_sum['validation_loss']:.3f} nats below the next rule, "
+                f"{runner_up['aggregation']}.")
+    return (f"{best['aggregation']} has the lowest validation loss ({best['validation_loss']:.3f}), "
+            f"{sqrt_sum['validation_loss'] - best['validation_loss']:.3f} nats below the sqrt-sum "
+            f"({sqrt_sum['validation_loss']:.3f}), which ranks {rank + 1} of {len(ranked)}.")
+
+
+VERDICTS = {"aggregation": aggregation_verdict}
+
+
+def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> list[str]:
+    """The lines under an ablation's figure: the verdict, the paper's value or why it is not shown, the paper's
+    finding, the noise of one run per value."""
+    value, why_not = paper_value(config, setting, table, vocab)
+    default = DEFAULTS[setting]
+    budget, window, (depth, experts, width) = PAPER_RUNS[setting]
+    paper = (f"paper, {default}: ≈ {value:.2f} (the authors' {budget} L{depth} E{experts} d{width} at W = {window},"
+             f" 1.31B tokens; the same configuration)" if value is not None else
+             f"the paper's {default} value is not shown beside ours: " + "; ".join(why_not) + ".")
+    return [f"this run: {VERDICTS[setting](table)}", paper, PAPER_FINDINGS[setting], NOISE]

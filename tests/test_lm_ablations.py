@@ -1,0 +1,201 @@
+"""The FineWeb ablations (Fig. 10 right): the runs `lm.ablations` defines and their ids, their errors, the dataset,
+the report, and the scores, verdict and plot against hand-made data."""
+
+import copy
+import dataclasses
+import json
+
+import matplotlib
+import numpy as np
+import pytest
+import xarray as xr
+
+from helpers import REPO
+from parallel_experts import catalogue, config, plots, results
+from parallel_experts.errors import ConfigError, PipelineError
+from parallel_experts.lm import ablations, experiment
+from parallel_experts.lm.models import ModelConfig
+
+matplotlib.use("Agg")
+
+
+def load(name):
+    return config.load([REPO / "config" / name])
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def test_paper_ablation_is_the_sweeps_recurrent_L2_E8_at_the_first_window():
+    paper = load("paper.yaml")
+    [(setting, runs)] = experiment.ablation_runs(paper).items()
+    assert setting == "aggregation"
+    assert [r.model.aggregation for r in runs] == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
+    assert [r.id for r in runs] == ["recurrent/small/W128/L2-E8-d768", "recurrent/small/W128/L2-E8-d768-mean",
+                                    "recurrent/small/W128/L2-E8-d768-routed_mean",
+                                    "recurrent/small/W128/L2-E8-d768-routed_sqrt_sum"]
+    sweep = {run.id: run for run in experiment.runs(paper)}
+    assert runs[0] == sweep[runs[0].id]  # the sqrt-sum is the sweep's run itself: trained once
+    for run in runs:  # only the rule differs from the sweep's run
+        assert dataclasses.replace(run.model, aggregation="sqrt_sum") == sweep[runs[0].id].model
+        assert run.train == sweep[runs[0].id].train and run.train.memory == 128 and run.model.recurrent
+        assert (run.model.q_heads, run.model.kv_heads) == (8, 4)
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+    every = experiment.by_id([experiment.runs(paper), runs])
+    assert len(every) == len(sweep) + 3 and not set(r.id for r in runs[1:]) & set(sweep)
+
+
+def test_demo_and_smoke_ablations():
+    [demo] = experiment.ablation_runs(load("config.yaml")).values()
+    assert [r.id for r in demo] == ["recurrent/small/W64/L2-E2-d64", "recurrent/small/W64/L2-E2-d64-mean",
+                                    "recurrent/small/W64/L2-E2-d64-routed_mean",
+                                    "recurrent/small/W64/L2-E2-d64-routed_sqrt_sum"]
+    smoke = load("smoke.yaml")
+    [runs] = experiment.ablation_runs(smoke).values()
+    assert [r.id for r in runs] == ["recurrent/small/W16/L1-E2-d16"]  # the sweep's run: no extra training
+    assert runs[0] in experiment.runs(smoke)
+
+
+def test_a_sweep_with_another_rule_gives_ids_that_name_it():
+    demo = load("config.yaml")
+    demo["lm"]["aggregation"] = "mean"
+    sweep = {run.id: run for run in experiment.runs(demo)}
+    assert "recurrent/small/W64/L2-E2-d64-mean" in sweep and "nonrecurrent/small/W64/L4-E1-d64-mean" in sweep
+    [runs] = experiment.ablation_runs(demo).values()
+    assert runs[1] == sweep[runs[1].id] and runs[0].id == "recurrent/small/W64/L2-E2-d64"  # mean is the sweep's
+
+
+def test_one_id_never_names_two_runs(monkeypatch):
+    demo = load("config.yaml")
+    monkeypatch.setattr(experiment, "VARIANTS", {})  # a varied setting that the ids do not show
+    with pytest.raises(PipelineError, match="recurrent/small/W64/L2-E2-d64 names two different runs"):
+        experiment.by_id([experiment.runs(demo), *experiment.ablation_runs(demo).values()])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"window": 128}, r"lm.ablations.aggregation.window: 128 is not one of lm.windows \[64\]"),
+    ({"budget": "medium"}, r"lm.ablations.aggregation.budget: unknown budget 'medium' \(defined: small\)"),
+    ({"allocation": [2, 4, 64]}, r"lm.ablations.aggregation.allocation: \[2, 4, 64\] names no single allocation of "
+                                 r"budget 'small' \(its allocations: \[1, 4, 64, 4, 2\], \[2, 2, 64, 4, 2\]"),
+    ({"allocation": [2, 2, 64, 2, 1]}, "names no single allocation of budget"),
+])
+def test_bad_ablations_name_the_key(change, message):
+    demo = load("config.yaml")
+    demo["lm"]["ablations"]["aggregation"].update(change)
+    with pytest.raises(ConfigError, match=message):
+        experiment.ablation_runs(demo)
+
+
+def test_the_schema_refuses_unknown_rules_and_settings():
+    demo = load("config.yaml")
+    bad = copy.deepcopy(demo)
+    bad["lm"]["ablations"]["aggregation"]["values"] = ["sqrt_sum", "max"]
+    with pytest.raises(ConfigError, match="max"):
+        config.validate(bad)
+    bad = copy.deepcopy(demo)
+    bad["lm"]["ablations"]["radius"] = bad["lm"]["ablations"]["aggregation"]
+    with pytest.raises(ConfigError, match="radius"):
+        config.validate(bad)
+    bad = copy.deepcopy(demo)
+    bad["lm"]["training"]["schedule"] = "linear"
+    with pytest.raises(ConfigError, match="linear"):
+        config.validate(bad)
+
+
+def test_the_schedule_key_reaches_the_runs():
+    demo = load("config.yaml")
+    assert {run.train.schedule for run in experiment.runs(demo)} == {"authors"}  # TrainConfig's default
+    demo["lm"]["training"]["schedule"] = "total"
+    assert {run.train.schedule for run in experiment.runs(demo)} == {"total"}
+
+
+def test_each_settings_default_is_model_configs():
+    for setting, default in ablations.DEFAULTS.items():
+        assert getattr(ModelConfig(1, 1, 8, 2, 1), setting) == default
+    assert set(ablations.DEFAULTS) == set(experiment.VARIANTS) == set(ablations.PAGES) == set(ablations.VERDICTS)
+    assert set(catalogue.LM_ABLATION_FIGURES) == set(experiment.VARIANTS)
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def test_the_report_exists_where_the_config_has_ablations():
+    demo = load("config.yaml")
+    [report] = [r for r in catalogue.reports(demo) if r.notebook == "lm_ablation"]
+    assert (report.name, report.target, dict(report.inputs)) == (
+        "lm_ablations", "fig10_right", {"ablations": "results/lm/ablations.nc"})
+    assert catalogue.targets(catalogue.reports(demo))["fig10_right"] == ["lm_ablations"]
+    del demo["lm"]["ablations"]
+    assert not [r for r in catalogue.reports(demo) if r.notebook == "lm_ablation"]
+    assert "fig10_right" in catalogue.targets(catalogue.reports(load("paper.yaml")))
+
+
+def write_run(tmp_path, run, loss):
+    """The curve and evaluation files of a trained run, as lm-train and lm-evaluate write them."""
+    folder = tmp_path / run.id
+    folder.mkdir(parents=True)
+    curve = xr.Dataset({"train_loss": ("update", [5.0, loss + 0.5]), "train_ce_loss": ("update", [5.0, loss + 0.4])},
+                       coords={"update": [1, 2], "tokens": ("update", [8192, 16384])},
+                       attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
+    evaluation = xr.Dataset({"validation_loss": ((), loss), "scored_tokens": ((), 4096)}, attrs={"run": run.id})
+    results.write_netcdf(curve, folder / "curve.nc")
+    results.write_netcdf(evaluation, folder / "validation.nc")
+    return str(folder / "curve.nc"), str(folder / "validation.nc")
+
+
+# The hand-made losses of the demo ablation's rules; routed_mean is lowest, the sqrt-sum second.
+LOSSES = {"sqrt_sum": 4.20, "mean": 4.25, "routed_mean": 4.17, "routed_sqrt_sum": 4.31}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    [runs] = experiment.ablation_runs(load("config.yaml")).values()
+    files = [write_run(tmp_path_factory.mktemp("runs"), run, LOSSES[run.model.aggregation]) for run in runs]
+    curves, evals = zip(*files)
+    members = {"aggregation": [run.id for run in runs]}
+    with pytest.raises(PipelineError, match="recurrent/small/W64/L2-E2-d64-mean"):
+        experiment.collect(curves[:1], evals[:1], members)
+    return experiment.collect(list(curves), list(evals), members)
+
+
+def test_scores_follow_the_ablations_order(dataset):
+    table = ablations.scores(dataset, "aggregation")
+    assert table["aggregation"].tolist() == list(LOSSES)
+    np.testing.assert_allclose(table["validation_loss"], list(LOSSES.values()))
+    np.testing.assert_allclose(table["final_train_ce_loss"], [v + 0.4 for v in LOSSES.values()])
+    assert set(table["depth"]) == {2} and set(table["window"]) == {64}
+
+
+def test_verdict_on_hand_made_losses(dataset):
+    table = ablations.scores(dataset, "aggregation")
+    assert ablations.aggregation_verdict(table) == ("routed_mean has the lowest validation loss (4.170), 0.030 nats "
+                                                    "below the sqrt-sum (4.200), which ranks 2 of 4.")
+    best = table.assign(validation_loss=[4.10, 4.25, 4.17, 4.31])
+    assert ablations.aggregation_verdict(best) == (
+        "the sqrt-sum has the lowest validation loss (4.100), 0.070 nats below the next rule, routed_mean.")
+    assert "cannot be checked" in ablations.aggregation_verdict(table.iloc[1:])
+    assert "cannot be checked" in ablations.aggregation_verdict(table.iloc[:1])
+
+
+def test_the_papers_value_only_at_the_papers_configuration(dataset):
+    table = ablations.scores(dataset, "aggregation")
+    value, why_not = ablations.paper_value(load("config.yaml"), "aggregation", table, 4096)
+    assert value is None and any("L2 E8 d768 at W = 128" in reason for reason in why_not)
+    paper = load("paper.yaml")
+    paper["lm"]["corpus"] = {"pretokenized": {"train_shards": 14}}
+    at_paper = table.assign(window=128, experts=8, width=768)
+    assert ablations.paper_value(paper, "aggregation", at_paper, 50304) == (3.51, [])
+    assert ablations.paper_value(paper, "aggregation", at_paper.assign(experts=4), 50304)[0] is None
+    lines = ablations.summary(paper, "aggregation", at_paper, 50304)
+    assert lines[0].startswith("this run: routed_mean has the lowest") and "≈ 3.51" in lines[1]
+    assert lines[2] == ablations.PAPER_FINDINGS["aggregation"] and lines[3] == ablations.NOISE
+    assert "not shown beside ours" in ablations.summary(load("config.yaml"), "aggregation", table, 4096)[1]
+
+
+def test_the_plot_draws_every_rule_and_the_papers_bar(dataset):
+    table = ablations.scores(dataset, "aggregation")
+    fig = plots.lm_ablation(table, "aggregation", "sqrt_sum", 3.51, "title")
+    bars = fig.axes[0].patches
+    assert [round(b.get_height(), 2) for b in bars] == [*LOSSES.values(), 3.51]
+    assert bars[0].get_facecolor()[:3] == (0, 0, 0) and bars[1].get_facecolor()[:3] != (0, 0, 0)
+    assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].patches) == 4
