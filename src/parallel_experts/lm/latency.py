@@ -20,6 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts.benchmarking import table, time_calls
+from parallel_experts.errors import ConfigError
 from parallel_experts.lm import decode, models, systems
 
 DEFAULTS = {"steps": 64, "warmup": 3, "repeats": 20}  # the paper's protocol (ANALYSES §6)
@@ -29,6 +30,8 @@ PAPER_RATIO = 0.108 / 0.565  # Table 5 at C = 128
 
 def settings(config: Mapping) -> dict:
     """`lm.latency` of a validated config with the protocol's defaults filled in."""
+    if "latency" not in config["lm"]:
+        raise ConfigError("lm.latency: missing; this config defines no decode-latency table")
     return DEFAULTS | dict(config["lm"]["latency"])
 
 
@@ -62,7 +65,8 @@ def measure(model_config: models.ModelConfig, context: int, batch: int, steps: i
 def run(config: Mapping, progress=print) -> xr.Dataset:
     """Table 5 over the config's contexts and batches (`lm.latency`): every row, side by side in one process."""
     spec = settings(config)
-    contexts, batches, rows = list(spec["contexts"]), list(spec["batches"]), systems.LATENCY_ROWS
+    contexts, batches = list(spec["contexts"]), list(spec["batches"])
+    rows = systems.selected(systems.LATENCY_ROWS, spec)
     shape = (len(rows), len(contexts), len(batches))
     decode_s, step_s = np.zeros((*shape, spec["repeats"])), np.zeros((*shape, spec["repeats"]))
     compile_s = np.zeros(shape)

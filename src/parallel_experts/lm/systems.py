@@ -24,6 +24,13 @@ LATENCY_ROWS = (TRANSFORMER, (True, 1, 16), (True, 2, 8), (True, 4, 4), (True, 8
 THROUGHPUT_ROWS = LATENCY_ROWS[:5]  # the paper's Table 6 has no recurrent L16 E1
 
 
+def selected(rows: Sequence[tuple[bool, int, int]], spec: Mapping) -> list[tuple[bool, int, int]]:
+    """The rows a table's settings keep (`rows`: labels, for test-sized configs), in the paper's order; the
+    Transformer is always kept, since every ratio is to it."""
+    keep = set(spec.get("rows", map(label, rows))) | {label(TRANSFORMER)}
+    return [row for row in rows if label(row) in keep]
+
+
 def label(row: tuple[bool, int, int]) -> str:
     recurrent, depth, n_experts = row
     return f"{'recurrent' if recurrent else 'Transformer'} L{depth} E{n_experts}"

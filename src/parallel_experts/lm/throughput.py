@@ -45,6 +45,8 @@ SKIPPED = 2  # the first updates, excluded from the median (compilation, first t
 
 def settings(config: Mapping) -> dict:
     """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
+    if "throughput" not in config["lm"]:
+        raise ConfigError("lm.throughput: missing; this config defines no training-throughput table")
     spec = DEFAULTS | dict(config["lm"]["throughput"])
     for context in spec["contexts"]:
         if spec["batch_tokens"] % context:
@@ -127,7 +129,7 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
     spec = settings(config)
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
-    contexts, rows = list(spec["contexts"]), systems.THROUGHPUT_ROWS
+    contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
     shape = (len(rows), len(contexts))
     seconds = np.full((*shape, spec["steps"]), np.nan)
     planned, peak, flops, oom = np.zeros(shape), np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
