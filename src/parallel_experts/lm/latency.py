@@ -124,9 +124,10 @@ def pattern_line(ds: xr.Dataset) -> str:
     recurrent = ds["ms_per_token"].where(ds["recurrent"], drop=True).sortby("depth")
     rising = bool((recurrent.diff("allocation") > 0).all())
     faster = bool((ds["ratio"].sel(allocation=systems.label((True, 1, 16))) < 1).all())
-    shows = "shows" if rising and faster else "does not show"
-    return (f"the paper's pattern ({'recurrent latency rises with depth L' if rising else 'recurrent latency does not rise with L at every C and B'}; "
-            f"L1 E16 {'faster' if faster else 'not faster'} than the Transformer everywhere): this run {shows} it.")
+    found = [f"the recurrent latency {'rises' if rising else 'does not rise'} with L at every C and B",
+             f"recurrent L1 E16 is {'faster' if faster else 'not faster'} than the Transformer everywhere"]
+    return (f"the paper's pattern (recurrent latency rising with L, L1 E16 the fastest row) "
+            f"{'shows' if rising and faster else 'does not show'}: {'; '.join(found)}.")
 
 
 def summary(ds: xr.Dataset) -> list[str]:

@@ -37,7 +37,6 @@ from parallel_experts.errors import ConfigError
 from parallel_experts.lm import shards as shard_io
 from parallel_experts.lm import systems
 from parallel_experts.lm.models import ModelConfig
-from parallel_experts.lm.train import Trainer, TrainConfig
 
 DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed (ANALYSES §7)
 SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
@@ -57,15 +56,18 @@ def settings(config: Mapping) -> dict:
     return spec
 
 
-def trainer(model_config: ModelConfig, context: int, batch_tokens: int) -> Trainer:
-    """The training job of one cell: B = batch_tokens / C streams of C tokens in one microbatch."""
+def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
+    """The training job (`lm.train.Trainer`) of one cell: B = batch_tokens / C streams of C tokens in one
+    microbatch."""
+    from parallel_experts.lm.train import Trainer, TrainConfig  # not at import: the report reads results only
+
     config = TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
                          batch_tokens=batch_tokens, microbatch=batch_tokens // context,
                          train_tokens=batch_tokens * 1000)
     return Trainer(model_config, config)
 
 
-def timed_updates(job: Trainer, update, carry, shards: Sequence[np.ndarray], steps: int
+def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int
                   ) -> Iterator[tuple[float, np.ndarray]]:
     """(seconds, the inputs it trained on) of each of `steps` updates, read and run as `lm.train.train` does:
     the batch from the sampler, warm-up windows advanced at a shard's start, the update, all in the timer."""
@@ -175,7 +177,7 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
 def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
     """One row per allocation and context: ours (tokens/s, ratio, memory, OOM) and the paper's (its B)."""
     columns = ["tokens_per_s", "vs_transformer", "planned_bytes", "peak_bytes", "oom", "fraction_of_peak"]
-    ours = ds[columns].to_dataframe().reset_index()
+    ours = ds[columns].reset_coords(["recurrent", "depth", "experts"], drop=True).to_dataframe().reset_index()
     ours["planned_MiB"], ours["peak_MiB"] = ours.pop("planned_bytes") / 2**20, ours.pop("peak_bytes") / 2**20
     paper = systems.paper_table("table6_throughput", "tokens_per_s").rename(
         columns={"tokens_per_s": "paper_tokens_per_s", "oom": "paper_oom"})
