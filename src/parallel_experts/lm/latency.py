@@ -101,10 +101,7 @@ def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
     ours = ours[["allocation", "context", "batch", "ms_per_token", "step_ms", "ratio"]]
     paper = systems.paper_table("table5_latency", "ms_per_token").rename(columns={"ms_per_token": "paper_ms"})
     paper["paper_ratio"] = paper["paper_ms"] / paper["paper_ms"].xs(systems.label(systems.TRANSFORMER))
-    joined = ours.join(paper, on=["allocation", "context"])
-    order = {name: i for i, name in enumerate(ds["allocation"].values)}
-    return joined.sort_values(["context", "batch", "allocation"], key=lambda c: c.map(order) if c.name ==
-                              "allocation" else c).reset_index(drop=True)
+    return systems.beside_paper(ours, paper, ds, ["context", "batch", "allocation"])
 
 
 def goal_line(ds: xr.Dataset) -> str:

@@ -68,6 +68,14 @@ def paper_table(name: str, value: str) -> pd.DataFrame:
     return table.set_index(["allocation", "context"])[[value] + [c for c in ("oom",) if c in table]]
 
 
+def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, ds: xr.Dataset, order: Sequence[str]) -> pd.DataFrame:
+    """Our rows joined with the paper's by allocation and context, sorted by `order` (rows in the table's order)."""
+    rank = {name: i for i, name in enumerate(ds["allocation"].values)}
+    joined = ours.join(paper, on=["allocation", "context"])
+    return joined.sort_values(list(order), key=lambda c: c.map(rank) if c.name == "allocation" else c
+                              ).reset_index(drop=True)
+
+
 def machine_line(ds: xr.Dataset) -> str:
     """Where the numbers were measured, in one line."""
     machine = json.loads(ds.attrs["machine"])

@@ -183,10 +183,7 @@ def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
         columns={"tokens_per_s": "paper_tokens_per_s", "oom": "paper_oom"})
     paper["paper_vs_transformer"] = paper["paper_tokens_per_s"] / paper["paper_tokens_per_s"].xs(
         systems.label(systems.TRANSFORMER))
-    joined = ours.join(paper, on=["allocation", "context"])
-    order = {name: i for i, name in enumerate(ds["allocation"].values)}
-    return joined.sort_values(["context", "allocation"], key=lambda c: c.map(order) if c.name == "allocation"
-                              else c).reset_index(drop=True)
+    return systems.beside_paper(ours, paper, ds, ["context", "allocation"])
 
 
 def summary(ds: xr.Dataset) -> list[str]:
