@@ -10,6 +10,7 @@ timed the same way beside it. Ratios are to the Transformer at the same C and B.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Mapping
 
@@ -70,8 +71,8 @@ def run(config: Mapping, progress=print) -> xr.Dataset:
     shape = (len(rows), len(contexts), len(batches))
     decode_s, step_s = np.zeros((*shape, spec["repeats"])), np.zeros((*shape, spec["repeats"]))
     compile_s = np.zeros(shape)
-    for (i, row), (j, context), (k, batch) in ((a, b, c) for a in enumerate(rows) for b in enumerate(contexts)
-                                               for c in enumerate(batches)):
+    for (i, row), (j, context), (k, batch) in itertools.product(enumerate(rows), enumerate(contexts),
+                                                                enumerate(batches)):
         found = measure(systems.model_config(row, spec["width"], config["lm"]), context, batch, spec["steps"],
                         spec["warmup"], spec["repeats"])
         decode_s[i, j, k], step_s[i, j, k], compile_s[i, j, k] = found["decode"], found["step"], found["decode_compile"]
@@ -129,8 +130,8 @@ def pattern_line(ds: xr.Dataset) -> str:
 
 def summary(ds: xr.Dataset) -> list[str]:
     return [goal_line(ds), pattern_line(ds),
-            "the paper's numbers: four H100s, B = 16 in all (4 streams per GPU), d = 768, bfloat16; ours: one "
-            "device, so B = 4 is one H100's share of the paper's load.", systems.machine_line(ds)]
+            "the paper's numbers (paper_ms, beside each of our B): four H100s, B = 16 in all (4 streams per GPU), "
+            "d = 768, bfloat16; ours: one device, so B = 4 is one H100's share of the paper's load.", systems.machine_line(ds)]
 
 
 def printed(ds: xr.Dataset) -> str:
