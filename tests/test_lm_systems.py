@@ -53,10 +53,11 @@ def test_a_cell_is_timed_with_its_flops_or_reported_oom_without_running(shards):
     assert planned_only["planned_bytes"] == found["planned_bytes"]
 
 
-def test_decode_latency_is_measured_per_call(shards):
+def test_decode_latency_cells_are_prepared_and_keep_decoding():
     config = ModelConfig(2, 2, 16, 2, 1, vocab=64, recurrent=True, dtype="float32")
-    found = latency.measure(config, context=8, batch=2, steps=4, warmup=2, repeats=3)
-    assert len(found["decode"]) == len(found["step"]) == 3 and min(found["decode"] + found["step"]) > 0
+    cell = latency.prepare(config, context=8, batch=2, steps=4, warmup=2)
+    decoded = cell["decode"]()
+    assert decoded.shape == (4, 2) and cell["step"]().shape == (2,) and cell["first_call"] > 0
 
 
 def synthetic_latency(ms: dict[str, float], context=128) -> xr.Dataset:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -393,6 +394,9 @@ def lm_throughput(args) -> int:
     from parallel_experts import results
     from parallel_experts.lm import throughput
 
+    # Set before JAX starts its backend: on a GPU this process only coordinates, and the fresh process of each
+    # cell must get the memory, not JAX's default preallocation of 75 % here.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     loaded = load_config(args.config)
     if args.batch_tokens:
         loaded["lm"]["throughput"]["batch_tokens"] = args.batch_tokens

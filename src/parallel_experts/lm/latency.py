@@ -5,13 +5,12 @@ the caches (`decode.prefill`: the Transformer's C-slot ring per layer and expert
 rolling cache M = C per level), then `decode.generate` runs `steps` greedy steps in one jitted `lax.scan`,
 its rings donated and carried from call to call. After `warmup` calls, `repeats` timed calls give the median
 milliseconds per token (one decode step of all B streams); the single-step call (one jitted greedy step) is
-timed the same way beside it. Ratios are to the Transformer at the same C and B.
+timed the same way beside it. The timed calls of all cells are interleaved (see `run`). Ratios are to the Transformer at the same C and B.
 """
 
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Mapping
 
 import equinox as eqx
@@ -36,9 +35,9 @@ def settings(config: Mapping) -> dict:
     return DEFAULTS | dict(config["lm"]["latency"])
 
 
-def measure(model_config: models.ModelConfig, context: int, batch: int, steps: int, warmup: int,
-            repeats: int) -> dict:
-    """Decode `batch` streams after pre-filling `context` tokens: seconds per `steps`-step call and per step."""
+def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: int, warmup: int) -> dict:
+    """Pre-fill `context` tokens for `batch` streams, compile and warm up: the decode call (`steps` greedy steps)
+    and the single-step call, each carrying its rings on, and the time of the first decode call."""
     model = models.build(model_config, jax.random.key(0))
     prompts = jax.random.randint(jax.random.key(1), (batch, context), 0, model_config.vocab)
     last, rings = eqx.filter_jit(jax.vmap(decode.prefill, in_axes=(None, 0, None)))(model, prompts, context)
@@ -54,30 +53,32 @@ def measure(model_config: models.ModelConfig, context: int, batch: int, steps: i
         state["rings"], state["tokens"] = single(model, state["rings"], state["tokens"])
         return state["tokens"]
 
-    result = {}
-    for name, call in (("decode", decode_call), ("step", step_call)):
-        compile_and_first = time_calls(call, 1)[0]
-        time_calls(call, warmup - 1)
-        result[name] = time_calls(call, repeats)
-        result[f"{name}_compile"] = compile_and_first
-    return result
+    first = time_calls(decode_call, 1)[0]
+    time_calls(decode_call, warmup - 1)
+    time_calls(step_call, warmup)
+    return {"decode": decode_call, "step": step_call, "first_call": first}
 
 
 def run(config: Mapping, progress=print) -> xr.Dataset:
-    """Table 5 over the config's contexts and batches (`lm.latency`): every row, side by side in one process."""
+    """Table 5 over the config's contexts and batches (`lm.latency`): every cell is prepared first, then the
+    timed calls go round the cells, one call of each per round, so that a shared machine's changing load falls
+    on every row alike."""
     spec = settings(config)
     contexts, batches = list(spec["contexts"]), list(spec["batches"])
     rows = systems.selected(systems.LATENCY_ROWS, spec)
+    cells = list(itertools.product(range(len(rows)), range(len(contexts)), range(len(batches))))
     shape = (len(rows), len(contexts), len(batches))
+    calls, compile_s = {}, np.zeros(shape)
+    for i, j, k in cells:
+        calls[i, j, k] = prepare(systems.model_config(rows[i], spec["width"], config["lm"]), contexts[j], batches[k],
+                                 spec["steps"], spec["warmup"])
+        compile_s[i, j, k] = calls[i, j, k]["first_call"]
+        progress(f"{systems.label(rows[i])}  C={contexts[j]}  B={batches[k]}: prepared")
     decode_s, step_s = np.zeros((*shape, spec["repeats"])), np.zeros((*shape, spec["repeats"]))
-    compile_s = np.zeros(shape)
-    for (i, row), (j, context), (k, batch) in itertools.product(enumerate(rows), enumerate(contexts),
-                                                                enumerate(batches)):
-        found = measure(systems.model_config(row, spec["width"], config["lm"]), context, batch, spec["steps"],
-                        spec["warmup"], spec["repeats"])
-        decode_s[i, j, k], step_s[i, j, k], compile_s[i, j, k] = found["decode"], found["step"], found["decode_compile"]
-        progress(f"{systems.label(row)}  C={context}  B={batch}: "
-                 f"{1e3 * statistics.median(found['decode']) / spec['steps']:.4f} ms/token")
+    for repeat in range(spec["repeats"]):
+        for cell in cells:
+            decode_s[(*cell, repeat)] = time_calls(calls[cell]["decode"], 1)[0]
+            step_s[(*cell, repeat)] = time_calls(calls[cell]["step"], 1)[0]
     ms = 1e3 * np.median(decode_s, -1) / spec["steps"]
     dims = ("allocation", "context", "batch")
     variables = {
