@@ -11,6 +11,7 @@ timed the same way beside it. The timed calls of all cells are interleaved (see 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping
 
 import equinox as eqx
@@ -130,9 +131,12 @@ def pattern_line(ds: xr.Dataset) -> str:
 
 
 def summary(ds: xr.Dataset) -> list[str]:
+    """The lines above Table 5: the decode goal, the paper's pattern, both settings, the machine."""
+    lm = json.loads(ds.attrs["config"])["lm"]
     return [goal_line(ds), pattern_line(ds),
             "the paper's numbers (paper_ms, beside each of our B): four H100s, B = 16 in all (4 streams per GPU), "
-            "d = 768, bfloat16; ours: one device, so B = 4 is one H100's share of the paper's load.", systems.machine_line(ds)]
+            f"d = 768, bfloat16; ours: one device (B = 4 is one H100's share of the paper's load), d = "
+            f"{json.loads(ds.attrs['settings'])['width']}, {lm['dtype']}, a {lm['vocabulary']:,}-id vocabulary.", systems.machine_line(ds)]
 
 
 def printed(ds: xr.Dataset) -> str:
