@@ -28,13 +28,20 @@ def test_demo_reports_and_targets():
     assert [r.name for r in reports] == ["allocations", "sokoban_convlstm_small", "sokoban_depth", "sokoban_tables",
                                          "sokoban_table2", "sokoban_probe_recall", "sokoban_probe_depth",
                                          "sokoban_plans", "sokoban_aggregation", "sokoban_radius", "lm_small_W64",
-                                         "lm_depth", "lm_ablations", "expert_count"]
+                                         "lm_depth", "lm_ablations", "expert_count", "lm_latency",
+                                         "lm_throughput"]
     assert catalogue.targets(reports) == {
         "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"], "fig3_left": ["sokoban_depth"],
         "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig4": ["sokoban_probe_recall"],
         "fig12": ["sokoban_probe_depth"], "fig13": ["sokoban_plans"], "fig10_left": ["sokoban_aggregation"],
-        "fig11": ["sokoban_radius"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"],
-        "fig10_right": ["lm_ablations"], "fig6": ["expert_count"]}
+        "fig11": ["sokoban_radius"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"], "fig6": ["expert_count"],
+        "fig10_right": ["lm_ablations"], "table5": ["lm_latency"], "table6": ["lm_throughput"]}
+    systems = {r.name: r for r in reports if r.target in ("table5", "table6")}
+    assert systems["lm_latency"].inputs == {"latency": "results/lm/latency.nc"}
+    assert systems["lm_throughput"].notebook == "lm_throughput"
+    without = load("config.yaml")
+    del without["lm"]["latency"], without["lm"]["throughput"]
+    assert not {"table5", "table6"} & set(catalogue.targets(catalogue.reports(without)))
     sweep = next(r for r in reports if r.name == "sokoban_convlstm_small")
     assert sweep.params == {"sweep_name": "convlstm", "budget": "small"} and sweep.notebook == "sokoban_sweep"
     with_convglu = load("config.yaml")
@@ -49,7 +56,7 @@ def test_paper_scale_has_every_figure_target():
     assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
     assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
             "tables_1_7", "fig3_right", "allocations", "fig6", "table2", "fig10_left", "fig11",
-            "fig10_right"} <= set(targets)
+            "fig10_right", "table5", "table6"} <= set(targets)
 
 
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():

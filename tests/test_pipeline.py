@@ -57,6 +57,14 @@ def check_outputs(workdir):
     ablations = results.open_dataset(workdir / "results/lm/ablations.nc")
     assert json.loads(ablations.attrs["ablations"]) == {"aggregation": ["recurrent/small/W16/L1-E2-d16"]}
     assert ablations["validation_loss"].item() == lm["validation_loss"].sel(run="recurrent/small/W16/L1-E2-d16").item()
+    # Tables 5 and 6: the smoke config keeps the Transformer and recurrent L1 E16 (lm.latency.rows, .throughput.rows).
+    decode = results.open_dataset(workdir / "results/lm/latency.nc")
+    assert decode["allocation"].values.tolist() == ["Transformer L16 E1", "recurrent L1 E16"]
+    assert decode["decode_seconds"].sizes["call"] == 2 and float(decode["ratio"][0, 0, 0]) == 1.0
+    training = results.open_dataset(workdir / "results/lm/throughput.nc")
+    assert training["batch"].values.tolist() == [4] and not training["oom"].any()  # 64 tokens = 4 streams of 16
+    for name in ("lm_latency", "lm_throughput"):
+        assert f'href="{name}.html"' in index
 
 
 @pytest.mark.pipeline
@@ -69,7 +77,7 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     assert len(logs) == sum(jobs.values()) - jobs["all"], jobs  # every job that runs a command has a log
     benchmarks = list((tmp_path / "results/benchmarks").rglob("*.tsv"))
     timed = ("sokoban_train", "sokoban_evaluate", "sokoban_probe_data", "sokoban_probe_fit", "lm_train",
-             "lm_evaluate")
+             "lm_evaluate", "lm_latency", "lm_throughput")
     assert len(benchmarks) == sum(jobs[rule] for rule in timed)  # training, evaluation and probe jobs are timed
 
     again = snakemake("--cores", "2", "--configfile", SMOKE, "--directory", str(tmp_path), "-n")

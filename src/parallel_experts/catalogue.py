@@ -20,6 +20,13 @@ SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
 SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
 LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
 LM_ABLATIONS = {"ablations": "results/lm/ablations.nc"}
+# The systems tables (lm.latency, lm.throughput): report name, the paper's table, the target, the result it reads.
+LM_SYSTEMS = {
+    "latency": ("lm_latency", "Table 5: per-token decode latency after pre-filling the caches", "table5",
+                "results/lm/latency.nc"),
+    "throughput": ("lm_throughput", "Table 6: training throughput and memory, the complete update", "table6",
+                   "results/lm/throughput.nc"),
+}
 EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
 
 # Each Sokoban ablation (sokoban.ablations.<setting>): report name, the paper's figure, the target; one notebook.
@@ -53,7 +60,7 @@ class Report:
 
 def reports(config: Mapping) -> list[Report]:
     """Every report of a validated config, in index order: allocation grids, Sokoban, its probes, its ablations,
-    language model, its ablations, number of experts."""
+    language model, its ablations, number of experts, the systems tables."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
@@ -62,6 +69,7 @@ def reports(config: Mapping) -> list[Report]:
     found += _lm(config)
     found += _lm_ablations(config)
     found += _expert_count(config)
+    found += _lm_systems(config)
     return found
 
 
@@ -177,3 +185,9 @@ def _planned(planned: Iterable[tuple]) -> pd.DataFrame:
              "width": a.width} for panel, recurrences, name, allocations in planned
             for recurrent in recurrences for a in allocations]
     return pd.DataFrame(rows, columns=expert_count.POINT)
+
+
+def _lm_systems(config: Mapping) -> list[Report]:
+    """Tables 5 and 6, where the config defines them (`lm.latency`, `lm.throughput`); one notebook each."""
+    return [Report(name, paper, f"lm_{table}", {table: path}, target=target)
+            for table, (name, paper, target, path) in LM_SYSTEMS.items() if table in config["lm"]]

@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from parallel_experts import budget
 from parallel_experts import config as configuration
@@ -126,9 +125,17 @@ def parser() -> argparse.ArgumentParser:
     add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
                               "per step and fraction of the matmul peak per allocation, measured side by side",
                               formatter_class=argparse.ArgumentDefaultsHelpFormatter))
-    add_lm_bench(command("lm-bench", lm_bench, "language-model training throughput and memory: tokens/s, FLOPs "
-                         "and planned memory of the Transformer against recurrent allocations of equal work",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+    p = command("lm-latency", lm_latency, "Table 5: per-token decode latency of every row after pre-filling the "
+                "caches (the config's lm.latency), side by side; netCDF")
+    add_config(p)
+    p.add_argument("--out", required=True)
+
+    p = command("lm-throughput", lm_throughput, "Table 6: training tokens/s and memory of every row, the complete "
+                "update read from token shards (the config's lm.throughput), side by side; netCDF")
+    add_config(p)
+    p.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
+    p.add_argument("--batch-tokens", type=int, help="tokens per update instead of the config's")
+    p.add_argument("--out", required=True)
     return parser
 
 
@@ -399,24 +406,29 @@ def sokoban_bench(args) -> int:
     return bench.run(args, load_config(args.config))
 
 
-def add_lm_bench(p: argparse.ArgumentParser) -> None:
-    physical_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    p.add_argument("--width", type=int, default=64, help="d of every allocation (paper: 768)")
-    p.add_argument("--head-dim", type=int, default=16, help="query heads = d / head_dim, KV heads half as many")
-    p.add_argument("--vocab", type=int, default=4096, help="vocabulary (paper: 50304)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--contexts", type=int, nargs="+", default=[128, 1024, 2048])
-    p.add_argument("--batch-tokens", type=int, default=8192, help="tokens per update (paper: 131072)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--count-flops-up-to", type=int, default=1024,
-                   help="count FLOPs (unrolled trace, slow for long contexts) only up to this context")
-    p.add_argument("--memory-limit-gb", type=float, default=round(0.6 * physical_memory / 2**30, 1),
-                   help="skip updates whose planned memory exceeds this (default: 60%% of RAM)")
-    p.add_argument("--quick", action="store_true", help="tiny sizes, for tests")
-    p.add_argument("--json", type=Path, help="write every number here")
+def lm_latency(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.lm import latency
+
+    ds = latency.run(load_config(args.config))
+    results.write_netcdf(ds, args.out)
+    print(latency.printed(ds))
+    print(f"{args.out}: {latency.goal_line(ds)}")
+    return 0
 
 
-def lm_bench(args) -> int:
-    from parallel_experts.lm import bench
+def lm_throughput(args) -> int:
+    from parallel_experts import results
+    from parallel_experts.lm import throughput
 
-    return bench.run(args)
+    # Set before JAX starts its backend: on a GPU this process only coordinates, and the fresh process of each
+    # cell must get the memory, not JAX's default preallocation of 75 % here.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    loaded = load_config(args.config)
+    if args.batch_tokens:
+        loaded["lm"]["throughput"]["batch_tokens"] = args.batch_tokens
+    ds = throughput.run(loaded, args.tokens)
+    results.write_netcdf(ds, args.out)
+    print(throughput.printed(ds))
+    print(f"{args.out}: {ds.sizes['allocation']} allocations at {ds.sizes['context']} contexts")
+    return 0

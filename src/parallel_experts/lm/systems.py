@@ -1,0 +1,84 @@
+"""What the two systems tables share (Tables 5 and 6, ANALYSES §6-7): their rows, how a row becomes a model,
+the ratio to the Transformer, the paper's numbers beside ours, and how a table's dataset describes itself.
+
+Every row spends the same work per token as the Transformer L16 E1 at the same width (L·E = 16 blocks, SPEC
+D.2 proxy), so the tables compare how fast equal work runs, not how much there is. Width, heads, vocabulary and
+dtype come from the config (`lm.latency.width` or `lm.throughput.width`, `lm.head_dim`, `lm.vocabulary`,
+`lm.dtype`); the paper: d = 768, 8 query and 4 KV heads, GPT-2's padded vocabulary, bfloat16.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import xarray as xr
+
+from parallel_experts import results
+from parallel_experts.benchmarking import machine_info
+from parallel_experts.lm.models import ModelConfig
+
+TRANSFORMER = (False, 16, 1)  # (recurrent, L, E): the reference row of both tables
+LATENCY_ROWS = (TRANSFORMER, (True, 1, 16), (True, 2, 8), (True, 4, 4), (True, 8, 2), (True, 16, 1))
+THROUGHPUT_ROWS = LATENCY_ROWS[:5]  # the paper's Table 6 has no recurrent L16 E1
+
+
+def selected(rows: Sequence[tuple[bool, int, int]], spec: Mapping) -> list[tuple[bool, int, int]]:
+    """The rows a table's settings keep (`rows`: labels, for test-sized configs), in the paper's order; the
+    Transformer is always kept, since every ratio is to it."""
+    keep = set(spec.get("rows", map(label, rows))) | {label(TRANSFORMER)}
+    return [row for row in rows if label(row) in keep]
+
+
+def label(row: tuple[bool, int, int]) -> str:
+    recurrent, depth, n_experts = row
+    return f"{'recurrent' if recurrent else 'Transformer'} L{depth} E{n_experts}"
+
+
+def model_config(row: tuple[bool, int, int], width: int, lm: Mapping) -> ModelConfig:
+    """The model of one row at `width`, with the config's head width, vocabulary and dtype (KV heads: half)."""
+    recurrent, depth, n_experts = row
+    heads = width // lm["head_dim"]
+    return ModelConfig(depth, n_experts, width, heads, max(1, heads // 2), vocab=lm["vocabulary"],
+                       recurrent=recurrent, dtype=lm["dtype"])
+
+
+def dataset(rows: Sequence[tuple[bool, int, int]], variables: Mapping, coords: Mapping, config: Mapping,
+            settings: Mapping) -> xr.Dataset:
+    """One table's measurements over (allocation, ...), with the rows' L, E and family, the machine that ran
+    them, the table's settings and the config."""
+    allocation = {"allocation": [label(r) for r in rows], "recurrent": ("allocation", [r[0] for r in rows]),
+                  "depth": ("allocation", [r[1] for r in rows]), "experts": ("allocation", [r[2] for r in rows])}
+    ds = xr.Dataset(dict(variables), coords=allocation | dict(coords),
+                    attrs={"machine": json.dumps(machine_info()), "settings": json.dumps(dict(settings))})
+    return results.with_provenance(ds, config)
+
+
+def ratio_to_transformer(values: xr.DataArray) -> xr.DataArray:
+    """Each row's value over the Transformer's at the same coordinates."""
+    return values / values.sel(allocation=label(TRANSFORMER))
+
+
+def paper_table(name: str, value: str) -> pd.DataFrame:
+    """The paper's numbers of one table (reference/`name`.csv) by allocation label and context."""
+    table = results.reference(name)
+    table["allocation"] = [label((bool(r), int(d), int(e))) for r, d, e in
+                           zip(table["recurrent"], table["depth"], table["experts"])]
+    return table.set_index(["allocation", "context"])[[value] + [c for c in ("oom",) if c in table]]
+
+
+def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, ds: xr.Dataset, order: Sequence[str]) -> pd.DataFrame:
+    """Our rows joined with the paper's by allocation and context, sorted by `order` (rows in the table's order)."""
+    rank = {name: i for i, name in enumerate(ds["allocation"].values)}
+    joined = ours.join(paper, on=["allocation", "context"])
+    return joined.sort_values(list(order), key=lambda c: c.map(rank) if c.name == "allocation" else c
+                              ).reset_index(drop=True)
+
+
+def machine_line(ds: xr.Dataset) -> str:
+    """Where the numbers were measured, in one line."""
+    machine = json.loads(ds.attrs["machine"])
+    devices = ", ".join(sorted(set(machine["devices"])))
+    return (f"measured on {machine['cpu']} ({machine['usable_cpus']} usable CPUs), JAX {machine['jax']} on "
+            f"{machine['backend']} ({devices}); load average {machine['loadavg_start'][0]:.1f} when it started.")

@@ -1,0 +1,215 @@
+"""Table 6: training throughput and memory of the Transformer and the recurrent allocations (P H.2, ANALYSES §7).
+
+The complete update is timed, dataloader included: each update reads its windows from the real token shards
+(`results/lm/tokens`) through the training sampler (`Trainer.batches`, `shards.stream_windows`), warms up
+the recurrent state at a shard's start as `lm.train.train` does, and runs the compiled optimiser update, all
+of it inside the timer. Every context C of the grid keeps the tokens per update fixed (`batch_tokens`), so
+B = batch_tokens / C: the Transformer trains on B independent sequences of C tokens, the recurrent model on
+B streams with segment C and cache M = C (rematerialised token steps), in one microbatch. `steps` updates run;
+the median over updates 2 onwards (0 and 1 excluded, as the paper's medians over steps 2-5) gives tokens/s.
+
+Memory: XLA's planned bytes of the compiled update (arguments + temporaries + outputs − aliased) everywhere,
+and on devices that report it (GPUs) the measured peak, each (allocation, C) then in a fresh process so that the
+peak is its own. An update planned above the device's memory (its `bytes_limit`, or the host's RAM on CPU, or
+`memory_limit_gb`) is reported as OOM without running, and so is one that runs out of memory.
+FLOPs per update (XLA's count with every scan unrolled) and their fraction of the fp32 matmul peak measured
+beside them are counted for contexts up to `flops_up_to` (0: none; the unrolled trace is slow at long C).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import statistics
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from parallel_experts.benchmarking import flops_of, fmt, matmul_peak, table, unrolled_scans
+from parallel_experts.errors import ConfigError
+from parallel_experts.lm import shards as shard_io
+from parallel_experts.lm import systems
+from parallel_experts.lm.models import ModelConfig
+
+DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed (ANALYSES §7)
+SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
+
+
+def settings(config: Mapping) -> dict:
+    """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
+    if "throughput" not in config["lm"]:
+        raise ConfigError("lm.throughput: missing; this config defines no training-throughput table")
+    spec = DEFAULTS | dict(config["lm"]["throughput"])
+    for context in spec["contexts"]:
+        if spec["batch_tokens"] % context:
+            raise ConfigError(f"lm.throughput: batch_tokens {spec['batch_tokens']} is not a multiple of context "
+                              f"{context}")
+    if spec["steps"] <= SKIPPED:
+        raise ConfigError(f"lm.throughput.steps: {spec['steps']}, expected more than the {SKIPPED} untimed updates")
+    return spec
+
+
+def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
+    """The training job (`lm.train.Trainer`) of one cell: B = batch_tokens / C streams of C tokens in one
+    microbatch."""
+    from parallel_experts.lm.train import Trainer, TrainConfig  # not at import: the report reads results only
+
+    config = TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
+                         batch_tokens=batch_tokens, microbatch=batch_tokens // context,
+                         train_tokens=batch_tokens * 1000)
+    return Trainer(model_config, config)
+
+
+def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int
+                  ) -> Iterator[tuple[float, np.ndarray]]:
+    """(seconds, the inputs it trained on) of each of `steps` updates, read and run as `lm.train.train` does:
+    the batch from the sampler, warm-up windows advanced at a shard's start, the update, all in the timer."""
+    batches = job.batches(shards, (0, 0, 0))
+    for _ in range(steps):
+        start = time.perf_counter()
+        position, inputs, labels, reset = next(batches)
+        while position[2] < job.config.warmup:
+            carry = job.advance(carry, inputs, reset)
+            position, inputs, labels, reset = next(batches)
+        carry, metrics = update(carry, inputs, labels, reset)
+        jax.block_until_ready(metrics["loss"])
+        yield time.perf_counter() - start, inputs
+
+
+def device_memory() -> int:
+    """What one device can hold: its allocator's limit where it reports one (GPUs), else the host's RAM."""
+    stats = jax.devices()[0].memory_stats() or {}
+    return int(stats.get("bytes_limit") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def planned_bytes(compiled) -> int:
+    m = compiled.memory_analysis()
+    return int(m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes)
+
+
+def measure(model_config: ModelConfig, context: int, spec: Mapping, tokens: str | Path,
+            memory_limit: int) -> dict:
+    """One cell: plan, and unless it cannot fit, time `steps` updates on the shards of `tokens`."""
+    job = trainer(model_config, context, spec["batch_tokens"])
+    vocabulary, _, training = shard_io.model_shards(tokens, model_config.vocab)
+    shards = [shard_io.load_tokens(path, vocabulary) for path in training]
+    carry = job.init()
+    _, inputs, labels, reset = next(job.batches(shards, (0, 0, 0)))
+    compiled = jax.jit(job._update, donate_argnums=0).lower(carry, inputs, labels, reset).compile()
+    result = {"planned_bytes": planned_bytes(compiled), "flops_per_update": np.nan}
+    if context <= spec["flops_up_to"]:
+        with unrolled_scans():
+            result["flops_per_update"] = flops_of(jax.jit(job._update).lower(carry, inputs, labels, reset))
+    if result["planned_bytes"] > memory_limit:
+        return result | {"oom": True}
+    try:
+        seconds = [s for s, _ in timed_updates(job, compiled, carry, shards, spec["steps"])]
+    except jax.errors.JaxRuntimeError as error:  # the device ran out of memory after all
+        if "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        return result | {"oom": True}
+    stats = jax.devices()[0].memory_stats() or {}
+    return result | {"oom": False, "seconds": seconds, "peak_bytes": stats.get("peak_bytes_in_use", np.nan)}
+
+
+def _isolated(*args) -> dict:
+    """`measure` in a fresh process: its device's peak memory is this cell's own."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(measure, *args).result()
+
+
+def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None) -> xr.Dataset:
+    """Table 6 over the config's contexts (`lm.throughput`): every row, side by side in one process (a process
+    per cell where the device reports its peak memory, or when `isolate` says so)."""
+    spec = settings(config)
+    isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
+    limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
+    contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
+    shape = (len(rows), len(contexts))
+    seconds = np.full((*shape, spec["steps"]), np.nan)
+    planned, peak, flops, oom = np.zeros(shape), np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
+    peak_start = matmul_peak(1024, 3)
+    for i, row in enumerate(rows):
+        for j, context in enumerate(contexts):
+            args = (systems.model_config(row, spec["width"], config["lm"]), context, spec, str(tokens), limit)
+            found = _isolated(*args) if isolate else measure(*args)
+            planned[i, j], flops[i, j], oom[i, j] = found["planned_bytes"], found["flops_per_update"], found["oom"]
+            if not found["oom"]:
+                seconds[i, j], peak[i, j] = found["seconds"], found["peak_bytes"]
+            speed = "OOM" if found["oom"] else fmt(spec["batch_tokens"] / statistics.median(found["seconds"][SKIPPED:]))
+            progress(f"{systems.label(row)}  C={context}: {speed} tokens/s, planned "
+                     f"{found['planned_bytes'] / 2**20:,.0f} MiB")
+    peak_end = matmul_peak(1024, 3)
+    tokens_per_s = spec["batch_tokens"] / np.median(seconds[..., SKIPPED:], -1)
+    dims = ("allocation", "context")
+    matmul = 0.5 * (peak_start["gflops"] + peak_end["gflops"])
+    variables = {
+        "tokens_per_s": (dims, tokens_per_s, {"long_name": f"training tokens per second (median over updates "
+                                              f"{SKIPPED}-{spec['steps'] - 1}, dataloader included)",
+                                              "units": "tokens/s"}),
+        "update_seconds": ((*dims, "update"), seconds, {"long_name": "time of each update, read to result",
+                                                       "units": "s"}),
+        "planned_bytes": (dims, planned, {"long_name": "XLA's planned memory of the compiled update", "units": "B"}),
+        "peak_bytes": (dims, peak, {"long_name": "the device's measured peak memory in use (where reported)",
+                                    "units": "B"}),
+        "oom": (dims, oom, {"long_name": f"out of memory: planned above {limit / 2**30:.1f} GiB, or ran out"}),
+        "flops_per_update": (dims, flops, {"long_name": "XLA-counted FLOPs of one update, every scan unrolled",
+                                           "units": "FLOP"}),
+        "fraction_of_peak": (dims, flops * tokens_per_s / spec["batch_tokens"] / (matmul * 1e9),
+                             {"long_name": "achieved FLOP/s over the fp32 matmul peak measured beside",
+                              "units": "1"}),
+    }
+    coords = {"context": contexts, "batch": ("context", [spec["batch_tokens"] // c for c in contexts]),
+              "update": np.arange(spec["steps"])}
+    ds = systems.dataset(rows, variables, coords, config, spec | {"memory_limit_bytes": limit})
+    ds["vs_transformer"] = systems.ratio_to_transformer(ds["tokens_per_s"]).assign_attrs(
+        long_name="tokens/s relative to the Transformer L16 E1 at the same C", units="1")
+    return ds.assign_attrs(matmul_peak_gflops_start=peak_start["gflops"], matmul_peak_gflops_end=peak_end["gflops"])
+
+
+def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per allocation and context: ours (tokens/s, ratio, memory, OOM) and the paper's (its B)."""
+    columns = ["tokens_per_s", "vs_transformer", "planned_bytes", "peak_bytes", "oom", "fraction_of_peak"]
+    ours = ds[columns].reset_coords(["recurrent", "depth", "experts"], drop=True).to_dataframe().reset_index()
+    ours["planned_MiB"], ours["peak_MiB"] = ours.pop("planned_bytes") / 2**20, ours.pop("peak_bytes") / 2**20
+    paper = systems.paper_table("table6_throughput", "tokens_per_s").rename(
+        columns={"tokens_per_s": "paper_tokens_per_s", "oom": "paper_oom"})
+    paper["paper_vs_transformer"] = paper["paper_tokens_per_s"] / paper["paper_tokens_per_s"].xs(
+        systems.label(systems.TRANSFORMER))
+    return systems.beside_paper(ours, paper, ds, ["context", "allocation"])
+
+
+def summary(ds: xr.Dataset) -> list[str]:
+    """The lines under Table 6: the ratio of each recurrent row, the memory pattern, the paper's setting."""
+    spec = json.loads(ds.attrs["settings"])
+    lines = []
+    for context in ds["context"].values:
+        at = ds.sel(context=context)
+        ratios = ", ".join(f"{name.removeprefix('recurrent ')} {'OOM' if bool(at['oom'].sel(allocation=name)) else f'{float(r):.2f}'}"
+                           for name, r in zip(at["allocation"].values[1:], at["vs_transformer"].values[1:]))
+        lines.append(f"C = {int(context)} (B = {int(at['batch'])}): recurrent tokens/s over the Transformer's: {ratios}.")
+    fits = ds["planned_bytes"] <= ds["planned_bytes"].sel(allocation=systems.label(systems.TRANSFORMER))
+    recurrent = fits.where(ds["recurrent"], drop=True)
+    lines.append(f"memory: {int(recurrent.sum())} of {recurrent.size} recurrent cells plan at most the Transformer's "
+                 "memory at the same C (the paper's code ran out of memory wherever L·C ≥ 1,024).")
+    lines.append(f"{spec['batch_tokens']:,} tokens per update, width {spec['width']}; the paper: 131,072 tokens per "
+                 "update on four H100s, d = 768, bfloat16 (tokens/s summed over the four).")
+    return lines + [systems.machine_line(ds)]
+
+
+def printed(ds: xr.Dataset) -> str:
+    rows = [[r.allocation, str(r.context), "OOM" if r.oom else fmt(r.tokens_per_s),
+             "" if r.oom else f"{r.vs_transformer:.2f}", f"{r.planned_MiB:,.0f}",
+             "" if pd.isna(r.peak_MiB) else f"{r.peak_MiB:,.0f}",
+             "" if pd.isna(r.fraction_of_peak) else f"{100 * r.fraction_of_peak:.0f}%",
+             "OOM" if pd.notna(r.paper_oom) and bool(r.paper_oom) else ("" if pd.isna(r.paper_tokens_per_s) else fmt(r.paper_tokens_per_s))]
+            for r in comparison_table(ds).itertuples()]
+    return table(rows, ["allocation", "C", "tokens/s", "vs Transformer", "planned MiB", "peak MiB", "% peak",
+                        "paper tokens/s"])

@@ -1,0 +1,43 @@
+# Systems benchmarks: Table 5 (decode latency) and Table 6 (training throughput and memory), each one job that
+# measures every row side by side and writes one netCDF. They read the config snapshot (lm.latency,
+# lm.throughput); the throughput job also reads the token shards, as training does.
+
+
+rule lm_latency:
+    """Per-token decode latency of every row after pre-filling the caches to each C (random weights)."""
+    input:
+        config=CONFIG_JSON,
+    output:
+        "results/lm/latency.nc",
+    log:
+        "results/logs/lm/latency.log",
+    benchmark:
+        "results/benchmarks/lm/latency.tsv"
+    threads: threads("bench")
+    resources:
+        **resources("bench"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts lm-latency --config {input.config:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule lm_throughput:
+    """Training tokens/s and memory of every row at each C, the complete update read from the shards."""
+    input:
+        config=CONFIG_JSON,
+        tokens="results/lm/tokens",
+    output:
+        "results/lm/throughput.nc",
+    log:
+        "results/logs/lm/throughput.log",
+    benchmark:
+        "results/benchmarks/lm/throughput.tsv"
+    threads: threads("bench")
+    resources:
+        **resources("bench"),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts lm-throughput --config {input.config:q} --tokens {input.tokens:q} "
+        "--out {output:q} > {log:q} 2>&1"
