@@ -37,6 +37,7 @@ ROPE_BASE = 1e4
 SOFTCAP = 15.0
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
 MASKED = -1e30  # a finite "minus infinity" keeps fully padded rows free of NaN
+KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ModelConfig:
     recurrent: bool = False
     aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
     dtype: str = "bfloat16"
+    kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
 
     def __post_init__(self):
         if self.width % self.q_heads or self.q_heads % self.kv_heads:
@@ -61,6 +63,10 @@ class ModelConfig:
             raise ConfigError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
         if experts.is_routed(self.aggregation) and not self.recurrent:
             raise ConfigError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
+        if self.kv_cache not in KV_CACHES:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: expected one of {KV_CACHES}")
+        if self.kv_cache != "level" and not self.recurrent:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: the non-recurrent Transformer has no shared cache to split")
 
     @property
     def head_dim(self) -> int:
@@ -279,13 +285,16 @@ class RecurrentState(eqx.Module):
     """What one stream carries from token to token; all zeros at a reset."""
 
     shared: Array  # s (d,): the last depth level's merged output
-    keys: Array  # (L, M, K, hd): merged keys of the last M tokens per level, oldest first
+    keys: Array  # (L, M, K, hd) merged keys of the last M tokens per level, oldest first; (L, M, E, K, hd) per expert
     values: Array
     position: Array  # () int32: tokens since the reset; the caches hold min(position, M) of them
 
     @classmethod
     def zeros(cls, config: ModelConfig, memory: int) -> RecurrentState:
-        cache = jnp.zeros((config.depth, memory, config.kv_heads, config.head_dim), config.dtype)
+        entry = (config.kv_heads, config.head_dim)
+        if config.kv_cache == "expert":
+            entry = (config.experts, *entry)
+        cache = jnp.zeros((config.depth, memory, *entry), config.dtype)
         return cls(jnp.zeros(config.width, config.dtype), cache, cache, jnp.zeros((), jnp.int32))
 
     def reset_where(self, reset: Array) -> RecurrentState:
@@ -314,19 +323,21 @@ class RecurrentTransformer(eqx.Module):
                 unroll: bool = False) -> tuple[Array, RecurrentState]:
         """Run T tokens (T,) of one stream from `state`: the shared states s_t (T, d) and the state after them.
 
-        Each token attends, at every level, to the merged entries of itself and the previous M − 1 tokens:
-        those of earlier segments come from the read-only (stop-gradient) cache, those of this segment from
-        a local buffer that the backward pass differentiates through. Each token step is rematerialised.
+        Each token attends, at every level, to the entries of itself and the previous M − 1 tokens (merged, or
+        each expert's own with `kv_cache="expert"`): those of earlier segments come from the read-only
+        (stop-gradient) cache, those of this segment from a local buffer that the backward pass differentiates
+        through. The token scan is checkpointed in blocks (see `checkpoint_block`), so that training memory
+        grows as L·T·(T/b + b) per stream rather than L·T².
         `unroll` unrolls the loop over depth levels (XLA's cost analysis counts a loop body once).
         """
         length, rule = tokens.shape[0], self.config.aggregation
+        own = 1 if self.config.kv_cache == "expert" else None  # the axis of a buffer entry that holds each expert's
         start, filled = state.position, jnp.minimum(state.position, memory)
         cached_keys, cached_values = lax.stop_gradient(state.keys), lax.stop_gradient(state.values)
         slots, steps = jnp.arange(memory), jnp.arange(length)
         key_positions = jnp.concatenate([start - filled + slots, start + steps])
         local = jnp.zeros((self.config.depth, length, *state.keys.shape[2:]), state.keys.dtype)
 
-        @jax.checkpoint
         def token(carry, j):
             s, local_keys, local_values = carry
             z, position = self.embed[tokens[j]], start + j
@@ -335,9 +346,11 @@ class RecurrentTransformer(eqx.Module):
             def level(s, xs):
                 expert, router, cache_k, cache_v, local_k, local_v = xs
                 u, q, k, v = experts.apply(expert, z, s, position, in_axes=None, call=RecurrentExpert.propose)
-                local_k, local_v = local_k.at[j].set(_merge(k)), local_v.at[j].set(_merge(v))
+                if own is None:
+                    k, v = _merge(k), _merge(v)
+                local_k, local_v = local_k.at[j].set(k), local_v.at[j].set(v)
                 keys, values = jnp.concatenate([cache_k, local_k]), jnp.concatenate([cache_v, local_v])
-                h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, None, None, None),
+                h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, own, own, None),
                                   call=RecurrentExpert.complete)
                 alpha = router(jnp.concatenate([z, s])) if router is not None else None
                 return experts.aggregate(h, rule, alpha), (local_k, local_v)
@@ -346,7 +359,13 @@ class RecurrentTransformer(eqx.Module):
             s, (local_keys, local_values) = lax.scan(level, s, xs, unroll=unroll)
             return (s, local_keys, local_values), s
 
-        (_, local_keys, local_values), shared = lax.scan(token, (state.shared, local, local), steps)
+        @jax.checkpoint
+        def block(carry, js):
+            return lax.scan(token, carry, js)
+
+        blocks = steps.reshape(-1, checkpoint_block(length))
+        (_, local_keys, local_values), shared = lax.scan(block, (state.shared, local, local), blocks)
+        shared = shared.reshape(length, -1)
 
         # The new cache: the last min(position, M) entries of (valid cache ‖ local buffer), oldest first.
         end = start + length
@@ -354,13 +373,22 @@ class RecurrentTransformer(eqx.Module):
         source = end - new_filled + slots  # absolute position held by each new slot
         index = jnp.where(source >= start, memory + source - start, source - (start - filled))
         index = jnp.clip(index, 0, memory + length - 1)
-        keep = (slots < new_filled)[None, :, None, None]
 
         def roll(cache, buffer):
+            keep = (slots < new_filled).reshape(memory, *(1,) * (cache.ndim - 2))
             return jnp.where(keep, jnp.concatenate([cache, buffer], axis=1)[:, index], 0).astype(cache.dtype)
 
         new_state = RecurrentState(shared[-1], roll(state.keys, local_keys), roll(state.values, local_values), end)
         return shared, new_state
+
+
+def checkpoint_block(length: int) -> int:
+    """Tokens per checkpointed block of a T-token segment: the largest divisor of T up to √T.
+
+    The backward pass keeps the local buffer (L·T entries) once per block, T/b copies, and re-runs one block
+    at a time with every token step's activations saved (each about a buffer's size), b copies: T/b + b is
+    smallest at b = √T. Each token step runs forward twice, as with checkpointing every step."""
+    return max(b for b in range(1, math.isqrt(length) + 1) if length % b == 0)
 
 
 def _merge(proposals: Array) -> Array:
