@@ -299,8 +299,9 @@ def test_recurrent_aggregation_rules(rule):
 
 
 def stepwise_segment(model, state, tokens, memory):
-    """The segment path as it was before its token scan was checkpointed in blocks (kept verbatim as the
-    reference for gradients): every token step checkpointed, which saves the local buffer at every step."""
+    """The segment path as it was before the ring and the checkpointed blocks (kept verbatim as the reference
+    for gradients): the cache ‖ a local buffer of T entries, every token step checkpointed, which saves the
+    buffer at every step."""
     length, rule = tokens.shape[0], model.config.aggregation
     start, filled = state.position, jnp.minimum(state.position, memory)
     cached_keys, cached_values = jax.lax.stop_gradient(state.keys), jax.lax.stop_gradient(state.values)
@@ -344,7 +345,7 @@ def stepwise_segment(model, state, tokens, memory):
 
 
 @pytest.mark.parametrize("depth, n_experts, memory, length", [(1, 3, 4, 9), (2, 2, 6, 4), (3, 1, 5, 16), (2, 3, 8, 7)])
-def test_block_checkpointed_segments_have_the_stepwise_gradients(depth, n_experts, memory, length):
+def test_ring_segments_have_the_stepwise_gradients(depth, n_experts, memory, length):
     """Gradients of a training-like loss (the shared states and the new caches, three streams, one reset) with
     respect to every parameter and the entering s: equal to the stepwise path's, T > M and T < M, T prime."""
     model = randomise(RecurrentTransformer(config(depth, n_experts, recurrent=True), jax.random.key(23)),
@@ -362,8 +363,8 @@ def test_block_checkpointed_segments_have_the_stepwise_gradients(depth, n_expert
     grad = eqx.filter_jit(eqx.filter_grad(loss))
     ours = grad(model, states, lambda m, st, x, mem: m.segment(st, x, mem))
     theirs = grad(model, states, stepwise_segment)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):  # float32 sums in another order: ~1e-7
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * float(jnp.abs(b).max()))
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):  # float32, keys summed in ring order
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * float(jnp.abs(b).max()))
     assert float(jnp.abs(ours.levels.mix).sum()) > 0 and float(jnp.abs(ours.embed).sum()) > 0
 
 
@@ -407,7 +408,7 @@ def test_measured_flops_per_token_match_a_hand_count(recurrent):
     base = dict(width=d, q_heads=4, kv_heads=2, vocab=VOCAB, recurrent=recurrent, dtype="float32")
     one, two = (models.token_flops(ModelConfig(depth, 1, **base), window) for depth in (1, 2))
     matmuls = d * (4 + 2 * 2) * 16 + 4 * 16 * d + 8 * d * d + (2 * d * d if recurrent else 0)
-    attention = 2 * (window + (1 if recurrent else 0)) * 4 * 16  # the recurrent window also holds the local entry
+    attention = 2 * window * 4 * 16
     assert 2 * (matmuls + attention) <= two - one <= 1.15 * 2 * (matmuls + attention)
     wide = models.token_flops(ModelConfig(1, 2, **base), window)
     assert 0.9 * (two - one) <= wide - one <= 1.1 * (two - one)  # a second expert costs about a second layer

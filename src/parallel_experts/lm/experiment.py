@@ -34,7 +34,15 @@ class Run(Definition):
 
     @property
     def id(self) -> str:
-        return f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
+        kv_cache = "" if self.model.kv_cache == "level" else f"-kv_{self.model.kv_cache}"  # old runs keep their ids
+        return (f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/"
+                f"{budget.allocation_id(self.model)}{kv_cache}")
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self.model.kv_cache == "level":  # runs defined before the option existed keep their params: not retrained
+            del d["model"]["kv_cache"]
+        return d
 
 
 def runs(config: Mapping) -> list[Run]:

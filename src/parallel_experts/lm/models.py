@@ -324,70 +324,73 @@ class RecurrentTransformer(eqx.Module):
         """Run T tokens (T,) of one stream from `state`: the shared states s_t (T, d) and the state after them.
 
         Each token attends, at every level, to the entries of itself and the previous M − 1 tokens (merged, or
-        each expert's own with `kv_cache="expert"`): those of earlier segments come from the read-only
-        (stop-gradient) cache, those of this segment from a local buffer that the backward pass differentiates
-        through. The token scan is checkpointed in blocks (see `checkpoint_block`), so that training memory
-        grows as L·T·(T/b + b) per stream rather than L·T².
+        each expert's own with `kv_cache="expert"`), held in a ring of M slots (the token at position p in slot
+        p mod M): the ring starts from the read-only (stop-gradient) cache, and the segment's own entries, which
+        the backward pass differentiates through, overwrite the oldest. The token scan is checkpointed in blocks
+        (see `checkpoint_block`), so that training memory grows as L·M·(T/b + b) per stream rather than L·M·T.
         `unroll` unrolls the loop over depth levels (XLA's cost analysis counts a loop body once).
         """
         length, rule = tokens.shape[0], self.config.aggregation
-        own = 1 if self.config.kv_cache == "expert" else None  # the axis of a buffer entry that holds each expert's
+        own = 1 if self.config.kv_cache == "expert" else None  # the axis of a ring entry that holds each expert's
         start, filled = state.position, jnp.minimum(state.position, memory)
-        cached_keys, cached_values = lax.stop_gradient(state.keys), lax.stop_gradient(state.values)
-        slots, steps = jnp.arange(memory), jnp.arange(length)
-        key_positions = jnp.concatenate([start - filled + slots, start + steps])
-        local = jnp.zeros((self.config.depth, length, *state.keys.shape[2:]), state.keys.dtype)
+        oldest = start - filled  # the position of the cache's first entry
+        slots = jnp.arange(memory)
+
+        def held(position):
+            """The position that each ring slot holds once the token at `position` is written."""
+            return position - (position - slots) % memory
+
+        entering = held(start - 1)
+        ring = [_slots_where(entering >= oldest, lax.stop_gradient(cache)[:, jnp.clip(entering - oldest, 0)])
+                for cache in (state.keys, state.values)]
 
         def token(carry, j):
-            s, local_keys, local_values = carry
+            s, ring_keys, ring_values = carry
             z, position = self.embed[tokens[j]], start + j
-            mask = window_mask(position[None], key_positions, jnp.concatenate([slots < filled, steps <= j]), memory)[0]
+            mask, slot = held(position) >= oldest, position % memory
 
             def level(s, xs):
-                expert, router, cache_k, cache_v, local_k, local_v = xs
+                expert, router, keys, values = xs
                 u, q, k, v = experts.apply(expert, z, s, position, in_axes=None, call=RecurrentExpert.propose)
                 if own is None:
                     k, v = _merge(k), _merge(v)
-                local_k, local_v = local_k.at[j].set(k), local_v.at[j].set(v)
-                keys, values = jnp.concatenate([cache_k, local_k]), jnp.concatenate([cache_v, local_v])
+                keys, values = keys.at[slot].set(k), values.at[slot].set(v)
                 h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, own, own, None),
                                   call=RecurrentExpert.complete)
                 alpha = router(jnp.concatenate([z, s])) if router is not None else None
-                return experts.aggregate(h, rule, alpha), (local_k, local_v)
+                return experts.aggregate(h, rule, alpha), (keys, values)
 
-            xs = (self.levels, self.routers, cached_keys, cached_values, local_keys, local_values)
-            s, (local_keys, local_values) = lax.scan(level, s, xs, unroll=unroll)
-            return (s, local_keys, local_values), s
+            s, (ring_keys, ring_values) = lax.scan(level, s, (self.levels, self.routers, ring_keys, ring_values),
+                                                   unroll=unroll)
+            return (s, ring_keys, ring_values), s
 
         @jax.checkpoint
         def block(carry, js):
             return lax.scan(token, carry, js)
 
-        blocks = steps.reshape(-1, checkpoint_block(length))
-        (_, local_keys, local_values), shared = lax.scan(block, (state.shared, local, local), blocks)
+        blocks = jnp.arange(length).reshape(-1, checkpoint_block(length))
+        (_, ring_keys, ring_values), shared = lax.scan(block, (state.shared, *ring), blocks)
         shared = shared.reshape(length, -1)
 
-        # The new cache: the last min(position, M) entries of (valid cache ‖ local buffer), oldest first.
+        # The new cache, oldest first: slot i holds position end − min(end, M) + i, found in the ring at its p mod M.
         end = start + length
         new_filled = jnp.minimum(end, memory)
-        source = end - new_filled + slots  # absolute position held by each new slot
-        index = jnp.where(source >= start, memory + source - start, source - (start - filled))
-        index = jnp.clip(index, 0, memory + length - 1)
+        order = (end - new_filled + slots) % memory
+        keys, values = (_slots_where(slots < new_filled, r[:, order]) for r in (ring_keys, ring_values))
+        return shared, RecurrentState(shared[-1], keys, values, end)
 
-        def roll(cache, buffer):
-            keep = (slots < new_filled).reshape(memory, *(1,) * (cache.ndim - 2))
-            return jnp.where(keep, jnp.concatenate([cache, buffer], axis=1)[:, index], 0).astype(cache.dtype)
 
-        new_state = RecurrentState(shared[-1], roll(state.keys, local_keys), roll(state.values, local_values), end)
-        return shared, new_state
+def _slots_where(valid: Array, cache: Array) -> Array:
+    """`cache` (L, M, ...) where the slot is `valid` (M,), zero elsewhere."""
+    return jnp.where(valid.reshape(-1, *(1,) * (cache.ndim - 2)), cache, 0).astype(cache.dtype)
 
 
 def checkpoint_block(length: int) -> int:
     """Tokens per checkpointed block of a T-token segment: the largest divisor of T up to √T.
 
-    The backward pass keeps the local buffer (L·T entries) once per block, T/b copies, and re-runs one block
-    at a time with every token step's activations saved (each about a buffer's size), b copies: T/b + b is
-    smallest at b = √T. Each token step runs forward twice, as with checkpointing every step."""
+    The backward pass keeps the ring (L·M entries) once per block, T/b copies, and re-runs one block at a time
+    with every token step's activations saved (each about a ring's size), b copies: T/b + b is smallest at
+    b = √T. Each token step runs forward twice, as with checkpointing every step."""
     return max(b for b in range(1, math.isqrt(length) + 1) if length % b == 0)
 
 
