@@ -6,17 +6,20 @@
   window evaluation feeds chunks with a cache of the previous `window` tokens' keys and values.
 * `RecurrentTransformer` — the recurrent Transformer: at every token, L depth levels of E experts each read
   the token embedding z and the incoming shared state s; their key/value proposals are merged into ONE
-  entry per level of a rolling cache of the last M tokens, their outputs (RMS-normalised) into the next s;
-  the last s is both the output and the state carried to the next token.
+  entry per level of a rolling cache of the last M tokens (or, with `kv_cache="expert"`, each expert keeps
+  its own proposals in its own cache: the ablation of paper App. A.3), their outputs (RMS-normalised) into
+  the next s; the last s is both the output and the state carried to the next token.
 
 Both are written per sequence (one stream) and vmapped over batches by the callers. Experts are a stacked
 module (leading (L, E) axes): `lax.scan` over depth, `experts.apply` (a vmap) over experts. Parameters
 and matmuls use the model's `dtype` (the authors train in bfloat16); norms, softmax and logits use float32.
 
-The recurrent `segment` path is the authors' `segment_local_kv_cache` (E.4): the cache entering a segment is
-read-only and stop-gradient, the segment's own merged entries go to a local buffer, and each token attends
-to the valid entries of both inside its window of M positions. A segment of one token is one step of E.3,
-so decoding and the token-by-token reference use the same code.
+The recurrent `segment` path computes what the authors' `segment_local_kv_cache` (E.4) computes: the cache
+entering a segment is read-only and stop-gradient, the segment's own entries are differentiated through, and
+each token attends to the valid entries inside its window of M positions. Here the window is a ring of M
+slots (E.4 attends to M cached + T local slots, half of them masked at T = M) and the token scan is
+checkpointed in blocks of about √T tokens, so that training memory grows with L·M·√T per stream, not L·M·T.
+A segment of one token is one step of E.3, so decoding and the token-by-token reference use the same code.
 """
 
 from __future__ import annotations
@@ -253,11 +256,11 @@ def _newest(old: Array, new: Array, axis: int) -> Array:
 
 
 # --------------------------------------------------------------------------------------------------
-# The recurrent Transformer with one shared rolling KV cache per depth level
+# The recurrent Transformer with a rolling KV cache per depth level (shared by its experts) or per expert
 
 
 class RecurrentExpert(eqx.Module):
-    """One expert of one depth level: u = W_in [z; s], attention over the level's shared cache, MLP, RMSNorm."""
+    """One expert of one depth level: u = W_in [z; s], attention over the level's cache (or its own), MLP, RMSNorm."""
 
     mix: Array  # W_in (2d, d)
     attention: Attention
@@ -276,7 +279,7 @@ class RecurrentExpert(eqx.Module):
         return u, q[0], k[0], v[0]
 
     def complete(self, u: Array, q: Array, keys: Array, values: Array, mask: Array) -> Array:
-        """The expert's output h = N(u' + MLP(N(u'))), u' = u + attention of its query over the shared cache."""
+        """The expert's output h = N(u' + MLP(N(u'))), u' = u + attention of its query over the cache."""
         u = u + self.attention.output(attend(q[None], keys, values, mask[None]))[0]
         return rms_norm(u + self.mlp(rms_norm(u)))
 
@@ -340,8 +343,9 @@ class RecurrentTransformer(eqx.Module):
             """The position that each ring slot holds once the token at `position` is written."""
             return position - (position - slots) % memory
 
-        entering = held(start - 1)
-        ring = [_slots_where(entering >= oldest, lax.stop_gradient(cache)[:, jnp.clip(entering - oldest, 0)])
+        entering = held(start - 1)  # invalid slots are zeroed: they stay so until written, and reach the new cache
+        valid = (entering >= oldest).reshape(-1, *(1,) * (state.keys.ndim - 2))
+        ring = [jnp.where(valid, lax.stop_gradient(cache)[:, jnp.clip(entering - oldest, 0)], 0).astype(cache.dtype)
                 for cache in (state.keys, state.values)]
 
         def token(carry, j):
@@ -354,7 +358,7 @@ class RecurrentTransformer(eqx.Module):
                 u, q, k, v = experts.apply(expert, z, s, position, in_axes=None, call=RecurrentExpert.propose)
                 if own is None:
                     k, v = _merge(k), _merge(v)
-                keys, values = keys.at[slot].set(k), values.at[slot].set(v)
+                keys, values = (lax.dynamic_update_index_in_dim(x, e, slot, 0) for x, e in ((keys, k), (values, v)))
                 h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, own, own, None),
                                   call=RecurrentExpert.complete)
                 alpha = router(jnp.concatenate([z, s])) if router is not None else None
@@ -373,16 +377,10 @@ class RecurrentTransformer(eqx.Module):
         shared = shared.reshape(length, -1)
 
         # The new cache, oldest first: slot i holds position end − min(end, M) + i, found in the ring at its p mod M.
+        # Before the cache fills (end < M) the order is the identity and the slots from `end` on are still zero.
         end = start + length
-        new_filled = jnp.minimum(end, memory)
-        order = (end - new_filled + slots) % memory
-        keys, values = (_slots_where(slots < new_filled, r[:, order]) for r in (ring_keys, ring_values))
-        return shared, RecurrentState(shared[-1], keys, values, end)
-
-
-def _slots_where(valid: Array, cache: Array) -> Array:
-    """`cache` (L, M, ...) where the slot is `valid` (M,), zero elsewhere."""
-    return jnp.where(valid.reshape(-1, *(1,) * (cache.ndim - 2)), cache, 0).astype(cache.dtype)
+        order = (end - jnp.minimum(end, memory) + slots) % memory
+        return shared, RecurrentState(shared[-1], ring_keys[:, order], ring_values[:, order], end)
 
 
 def checkpoint_block(length: int) -> int:
