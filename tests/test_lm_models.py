@@ -228,8 +228,8 @@ def test_segments_match_token_by_token_reference(depth, n_experts, memory, lengt
 
 @pytest.mark.parametrize("depth, n_experts, memory, length", [(1, 3, 4, 5), (2, 2, 6, 4), (2, 3, 5, 1), (1, 2, 16, 20)])
 def test_per_expert_caches_match_token_by_token_reference(depth, n_experts, memory, length):
-    """kv_cache="expert": each expert reads only its own proposals; outputs and the final caches, which wrap
-    (20 tokens > M) except in the last case."""
+    """kv_cache="expert": each expert reads only its own proposals; outputs and the final caches, at segments
+    shorter and longer than M; every cache wraps (20 tokens > M), the last inside one segment."""
     model = randomise(RecurrentTransformer(config(depth, n_experts, recurrent=True, kv_cache="expert"),
                                            jax.random.key(9)), jax.random.key(10))
     ids = tokens(20, seed=3)
@@ -403,13 +403,14 @@ def test_reset_clears_one_stream():
 def test_measured_flops_per_token_match_a_hand_count(recurrent):
     """One more layer adds its matmuls (2 FLOPs per multiply-add) and the attention over the W-token window:
     q, k, v, o: d·(H + 2K)·hd + H·hd·d; MLP 8d²; recurrent W_in 2d²; attention 2·W·H·hd (scores and values).
-    The rest (norms, RoPE, softmax) is at most 15%; for the recurrent model, whose one-token step also fills
-    and reorders the level's M-slot ring (elementwise work that XLA's fusions count more than once), 35%."""
+    The rest (norms, RoPE, softmax) is at most 15% of a second expert; a second recurrent level also fills and
+    reorders its M-slot ring (about 30% more in XLA's count of the compiled one-token step)."""
     d, window = 64, 128
     base = dict(width=d, q_heads=4, kv_heads=2, vocab=VOCAB, recurrent=recurrent, dtype="float32")
     one, two = (models.token_flops(ModelConfig(depth, 1, **base), window) for depth in (1, 2))
     matmuls = d * (4 + 2 * 2) * 16 + 4 * 16 * d + 8 * d * d + (2 * d * d if recurrent else 0)
     attention = 2 * window * 4 * 16
-    assert 2 * (matmuls + attention) <= two - one <= (1.35 if recurrent else 1.15) * 2 * (matmuls + attention)
+    hand = 2 * (matmuls + attention)
+    assert hand <= two - one <= (1.35 if recurrent else 1.15) * hand
     wide = models.token_flops(ModelConfig(1, 2, **base), window)
-    assert 0.9 * (two - one) <= wide - one <= 1.1 * (two - one)  # a second expert costs about a second layer
+    assert hand <= wide - one <= 1.15 * hand  # a second expert costs its matmuls and attention
