@@ -1,5 +1,6 @@
 """The LM runs a config defines: every budget × window × family × allocation, with the paper's sequence rules."""
 
+import dataclasses
 import json
 
 from helpers import REPO
@@ -20,6 +21,15 @@ def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
             assert run.train.sequence == 2 * run.window and run.train.memory == 0
             assert run.id.startswith("nonrecurrent/")
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_per_expert_caches_get_their_own_run_id():
+    paper = config.load([REPO / "config/paper.yaml"])
+    run = next(r for r in experiment.runs(paper) if r.model.recurrent and r.model.experts > 1)
+    assert run.model.kv_cache == "level" and not run.id.endswith("-kv_level")
+    per_expert = dataclasses.replace(run, model=dataclasses.replace(run.model, kv_cache="expert"))
+    assert per_expert.id == run.id + "-kv_expert"
+    assert experiment.Run.from_dict(json.loads(json.dumps(per_expert.to_dict()))) == per_expert
 
 
 def test_step_flops_has_one_value_per_window_and_family():

@@ -30,7 +30,7 @@ SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (SPEC E.
 TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.
-VARIANTS = {"aggregation": "-{}"}
+VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
 
 

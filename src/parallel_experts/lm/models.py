@@ -6,17 +6,20 @@
   window evaluation feeds chunks with a cache of the previous `window` tokens' keys and values.
 * `RecurrentTransformer` — the recurrent Transformer: at every token, L depth levels of E experts each read
   the token embedding z and the incoming shared state s; their key/value proposals are merged into ONE
-  entry per level of a rolling cache of the last M tokens, their outputs (RMS-normalised) into the next s;
-  the last s is both the output and the state carried to the next token.
+  entry per level of a rolling cache of the last M tokens (or, with `kv_cache="expert"`, each expert keeps
+  its own proposals in its own cache: the ablation of paper App. A.3), their outputs (RMS-normalised) into
+  the next s; the last s is both the output and the state carried to the next token.
 
 Both are written per sequence (one stream) and vmapped over batches by the callers. Experts are a stacked
 module (leading (L, E) axes): `lax.scan` over depth, `experts.apply` (a vmap) over experts. Parameters
 and matmuls use the model's `dtype` (the authors train in bfloat16); norms, softmax and logits use float32.
 
-The recurrent `segment` path is the authors' `segment_local_kv_cache` (E.4): the cache entering a segment is
-read-only and stop-gradient, the segment's own merged entries go to a local buffer, and each token attends
-to the valid entries of both inside its window of M positions. A segment of one token is one step of E.3,
-so decoding and the token-by-token reference use the same code.
+The recurrent `segment` path computes what the authors' `segment_local_kv_cache` (E.4) computes: the cache
+entering a segment is read-only and stop-gradient, the segment's own entries are differentiated through, and
+each token attends to the valid entries inside its window of M positions. Here the window is a ring of M
+slots (E.4 attends to M cached + T local slots, half of them masked at T = M) and the token scan is
+checkpointed in blocks of about √T tokens, so that training memory grows with L·M·√T per stream, not L·M·T.
+A segment of one token is one step of E.3, so decoding and the token-by-token reference use the same code.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ ROPE_BASE = 1e4
 SOFTCAP = 15.0
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
 MASKED = -1e30  # a finite "minus infinity" keeps fully padded rows free of NaN
+KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class ModelConfig:
     recurrent: bool = False
     aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
     dtype: str = "bfloat16"
+    kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
 
     def __post_init__(self):
         if self.width % self.q_heads or self.q_heads % self.kv_heads:
@@ -61,6 +66,10 @@ class ModelConfig:
             raise ConfigError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
         if experts.is_routed(self.aggregation) and not self.recurrent:
             raise ConfigError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
+        if self.kv_cache not in KV_CACHES:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: expected one of {KV_CACHES}")
+        if self.kv_cache != "level" and not self.recurrent:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: the non-recurrent Transformer has no shared cache to split")
 
     @property
     def head_dim(self) -> int:
@@ -247,11 +256,11 @@ def _newest(old: Array, new: Array, axis: int) -> Array:
 
 
 # --------------------------------------------------------------------------------------------------
-# The recurrent Transformer with one shared rolling KV cache per depth level
+# The recurrent Transformer with a rolling KV cache per depth level (shared by its experts) or per expert
 
 
 class RecurrentExpert(eqx.Module):
-    """One expert of one depth level: u = W_in [z; s], attention over the level's shared cache, MLP, RMSNorm."""
+    """One expert of one depth level: u = W_in [z; s], attention over the level's cache (or its own), MLP, RMSNorm."""
 
     mix: Array  # W_in (2d, d)
     attention: Attention
@@ -270,7 +279,7 @@ class RecurrentExpert(eqx.Module):
         return u, q[0], k[0], v[0]
 
     def complete(self, u: Array, q: Array, keys: Array, values: Array, mask: Array) -> Array:
-        """The expert's output h = N(u' + MLP(N(u'))), u' = u + attention of its query over the shared cache."""
+        """The expert's output h = N(u' + MLP(N(u'))), u' = u + attention of its query over the cache."""
         u = u + self.attention.output(attend(q[None], keys, values, mask[None]))[0]
         return rms_norm(u + self.mlp(rms_norm(u)))
 
@@ -279,13 +288,16 @@ class RecurrentState(eqx.Module):
     """What one stream carries from token to token; all zeros at a reset."""
 
     shared: Array  # s (d,): the last depth level's merged output
-    keys: Array  # (L, M, K, hd): merged keys of the last M tokens per level, oldest first
+    keys: Array  # (L, M, K, hd) merged keys of the last M tokens per level, oldest first; (L, M, E, K, hd) per expert
     values: Array
     position: Array  # () int32: tokens since the reset; the caches hold min(position, M) of them
 
     @classmethod
     def zeros(cls, config: ModelConfig, memory: int) -> RecurrentState:
-        cache = jnp.zeros((config.depth, memory, config.kv_heads, config.head_dim), config.dtype)
+        entry = (config.kv_heads, config.head_dim)
+        if config.kv_cache == "expert":
+            entry = (config.experts, *entry)
+        cache = jnp.zeros((config.depth, memory, *entry), config.dtype)
         return cls(jnp.zeros(config.width, config.dtype), cache, cache, jnp.zeros((), jnp.int32))
 
     def reset_where(self, reset: Array) -> RecurrentState:
@@ -314,53 +326,70 @@ class RecurrentTransformer(eqx.Module):
                 unroll: bool = False) -> tuple[Array, RecurrentState]:
         """Run T tokens (T,) of one stream from `state`: the shared states s_t (T, d) and the state after them.
 
-        Each token attends, at every level, to the merged entries of itself and the previous M − 1 tokens:
-        those of earlier segments come from the read-only (stop-gradient) cache, those of this segment from
-        a local buffer that the backward pass differentiates through. Each token step is rematerialised.
+        Each token attends, at every level, to the entries of itself and the previous M − 1 tokens (merged, or
+        each expert's own with `kv_cache="expert"`), held in a ring of M slots (the token at position p in slot
+        p mod M): the ring starts from the read-only (stop-gradient) cache, and the segment's own entries, which
+        the backward pass differentiates through, overwrite the oldest. The token scan is checkpointed in blocks
+        (see `checkpoint_block`), so that training memory grows as L·M·(T/b + b) per stream rather than L·M·T.
         `unroll` unrolls the loop over depth levels (XLA's cost analysis counts a loop body once).
         """
         length, rule = tokens.shape[0], self.config.aggregation
+        own = 1 if self.config.kv_cache == "expert" else None  # the axis of a ring entry that holds each expert's
         start, filled = state.position, jnp.minimum(state.position, memory)
-        cached_keys, cached_values = lax.stop_gradient(state.keys), lax.stop_gradient(state.values)
-        slots, steps = jnp.arange(memory), jnp.arange(length)
-        key_positions = jnp.concatenate([start - filled + slots, start + steps])
-        local = jnp.zeros((self.config.depth, length, *state.keys.shape[2:]), state.keys.dtype)
+        oldest = start - filled  # the position of the cache's first entry
+        slots = jnp.arange(memory)
 
-        @jax.checkpoint
+        def held(position):
+            """The position that each ring slot holds once the token at `position` is written."""
+            return position - (position - slots) % memory
+
+        entering = held(start - 1)  # invalid slots are zeroed: they stay so until written, and reach the new cache
+        valid = (entering >= oldest).reshape(-1, *(1,) * (state.keys.ndim - 2))
+        ring = [jnp.where(valid, lax.stop_gradient(cache)[:, jnp.clip(entering - oldest, 0)], 0).astype(cache.dtype)
+                for cache in (state.keys, state.values)]
+
         def token(carry, j):
-            s, local_keys, local_values = carry
+            s, ring_keys, ring_values = carry
             z, position = self.embed[tokens[j]], start + j
-            mask = window_mask(position[None], key_positions, jnp.concatenate([slots < filled, steps <= j]), memory)[0]
+            mask, slot = held(position) >= oldest, position % memory
 
             def level(s, xs):
-                expert, router, cache_k, cache_v, local_k, local_v = xs
+                expert, router, keys, values = xs
                 u, q, k, v = experts.apply(expert, z, s, position, in_axes=None, call=RecurrentExpert.propose)
-                local_k, local_v = local_k.at[j].set(_merge(k)), local_v.at[j].set(_merge(v))
-                keys, values = jnp.concatenate([cache_k, local_k]), jnp.concatenate([cache_v, local_v])
-                h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, None, None, None),
+                if own is None:
+                    k, v = _merge(k), _merge(v)
+                keys, values = (lax.dynamic_update_index_in_dim(x, e, slot, 0) for x, e in ((keys, k), (values, v)))
+                h = experts.apply(expert, u, q, keys, values, mask, in_axes=(0, 0, own, own, None),
                                   call=RecurrentExpert.complete)
                 alpha = router(jnp.concatenate([z, s])) if router is not None else None
-                return experts.aggregate(h, rule, alpha), (local_k, local_v)
+                return experts.aggregate(h, rule, alpha), (keys, values)
 
-            xs = (self.levels, self.routers, cached_keys, cached_values, local_keys, local_values)
-            s, (local_keys, local_values) = lax.scan(level, s, xs, unroll=unroll)
-            return (s, local_keys, local_values), s
+            s, (ring_keys, ring_values) = lax.scan(level, s, (self.levels, self.routers, ring_keys, ring_values),
+                                                   unroll=unroll)
+            return (s, ring_keys, ring_values), s
 
-        (_, local_keys, local_values), shared = lax.scan(token, (state.shared, local, local), steps)
+        @jax.checkpoint
+        def block(carry, js):
+            return lax.scan(token, carry, js)
 
-        # The new cache: the last min(position, M) entries of (valid cache ‖ local buffer), oldest first.
+        blocks = jnp.arange(length).reshape(-1, checkpoint_block(length))
+        (_, ring_keys, ring_values), shared = lax.scan(block, (state.shared, *ring), blocks)
+        shared = shared.reshape(length, -1)
+
+        # The new cache, oldest first: slot i holds position end − min(end, M) + i, found in the ring at its p mod M.
+        # Before the cache fills (end < M) the order is the identity and the slots from `end` on are still zero.
         end = start + length
-        new_filled = jnp.minimum(end, memory)
-        source = end - new_filled + slots  # absolute position held by each new slot
-        index = jnp.where(source >= start, memory + source - start, source - (start - filled))
-        index = jnp.clip(index, 0, memory + length - 1)
-        keep = (slots < new_filled)[None, :, None, None]
+        order = (end - jnp.minimum(end, memory) + slots) % memory
+        return shared, RecurrentState(shared[-1], ring_keys[:, order], ring_values[:, order], end)
 
-        def roll(cache, buffer):
-            return jnp.where(keep, jnp.concatenate([cache, buffer], axis=1)[:, index], 0).astype(cache.dtype)
 
-        new_state = RecurrentState(shared[-1], roll(state.keys, local_keys), roll(state.values, local_values), end)
-        return shared, new_state
+def checkpoint_block(length: int) -> int:
+    """Tokens per checkpointed block of a T-token segment: the largest divisor of T up to √T.
+
+    The backward pass keeps the ring (L·M entries) once per block, T/b copies, and re-runs one block at a time
+    with every token step's activations saved (each about a ring's size), b copies: T/b + b is smallest at
+    b = √T. Each token step runs forward twice, as with checkpointing every step."""
+    return max(b for b in range(1, math.isqrt(length) + 1) if length % b == 0)
 
 
 def _merge(proposals: Array) -> Array:
