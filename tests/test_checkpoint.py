@@ -104,6 +104,8 @@ def test_a_checkpoint_of_another_definition_is_discarded_not_resumed(tmp_path):
         assert checkpoint.load_checkpoint(tmp_path, TREE) is None
     assert json.loads((tmp_path / "run.json").read_text()) == {"lr": 2}
     checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
-    (tmp_path / "run.json").unlink()  # a folder from before definitions were recorded: unknown, so not resumed
-    with checkpoint.run_lock(tmp_path, {"lr": 2}):
-        assert checkpoint.checkpoint_update(tmp_path) is None
+    (tmp_path / "run.json").unlink()  # a checkpoint of an unknown run: refused, and kept
+    with pytest.raises(CheckpointError, match="a checkpoint without the run.json that names its run"):
+        with checkpoint.run_lock(tmp_path, {"lr": 2}):
+            pass
+    assert checkpoint.checkpoint_update(tmp_path) == 10

@@ -129,14 +129,19 @@ def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
 
 
 def _claim(run_dir: Path, definition: Mapping) -> None:
-    """Make `run.json` name `definition`, discarding a checkpoint of any other (or of an unknown) definition."""
+    """Make `run.json` name `definition`: a checkpoint of another definition is discarded; one whose definition
+    was never recorded is refused (it may be anything), as is a damaged pointer."""
     text = json.dumps(definition, indent=1, sort_keys=True) + "\n"
     recorded = run_dir / "run.json"
-    if recorded.is_file() and recorded.read_text(encoding="utf-8", errors="replace") == text:
-        return
-    stale = sorted(run_dir.glob("checkpoint-*")) + ([run_dir / "latest"] if (run_dir / "latest").exists() else [])
-    if stale:
-        print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over", file=sys.stderr)
-    for path in stale:
-        path.unlink()
+    checkpoint = _latest(run_dir)
+    if recorded.is_file():
+        if recorded.read_text(encoding="utf-8", errors="replace") == text:
+            return
+        if checkpoint:
+            print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over", file=sys.stderr)
+            for path in [*run_dir.glob("checkpoint-*"), run_dir / "latest"]:
+                path.unlink()
+    elif checkpoint:
+        raise CheckpointError(f"{run_dir}: a checkpoint without the run.json that names its run; delete {run_dir} "
+                              "to train it again")
     atomic.write_text(recorded, text)
