@@ -28,8 +28,9 @@ def load(name):
 
 def test_paper_ablation_is_the_sweeps_recurrent_L2_E8_at_the_first_window():
     paper = load("paper.yaml")
-    [(setting, runs)] = experiment.ablation_runs(paper).items()
-    assert setting == "aggregation"
+    found = experiment.ablation_runs(paper)
+    assert list(found) == ["aggregation", "kv_cache"]
+    runs = found["aggregation"]
     assert [r.model.aggregation for r in runs] == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
     assert [r.id for r in runs] == ["recurrent/small/W128/L2-E8-d768", "recurrent/small/W128/L2-E8-d768-mean",
                                     "recurrent/small/W128/L2-E8-d768-routed_mean",
@@ -43,17 +44,21 @@ def test_paper_ablation_is_the_sweeps_recurrent_L2_E8_at_the_first_window():
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
     every = experiment.by_id([experiment.runs(paper), runs])
     assert len(every) == len(sweep) + 3 and not set(r.id for r in runs[1:]) & set(sweep)
+    shared, per_expert = found["kv_cache"]  # App. A.3's pair: the shared cache is the same sweep run
+    assert shared == runs[0] and per_expert.id == runs[0].id + "-kv_expert"
+    assert dataclasses.replace(per_expert.model, kv_cache="level") == runs[0].model
 
 
 def test_demo_and_smoke_ablations():
-    [demo] = experiment.ablation_runs(load("config.yaml")).values()
+    demo = experiment.ablation_runs(load("config.yaml"))["aggregation"]
     assert [r.id for r in demo] == ["recurrent/small/W64/L2-E2-d64", "recurrent/small/W64/L2-E2-d64-mean",
                                     "recurrent/small/W64/L2-E2-d64-routed_mean",
                                     "recurrent/small/W64/L2-E2-d64-routed_sqrt_sum"]
     smoke = load("smoke.yaml")
-    [runs] = experiment.ablation_runs(smoke).values()
-    assert [r.id for r in runs] == ["recurrent/small/W16/L1-E2-d16"]  # the sweep's run: no extra training
-    assert runs[0] in experiment.runs(smoke)
+    runs = experiment.ablation_runs(smoke)
+    assert [r.id for r in runs["aggregation"]] == ["recurrent/small/W16/L1-E2-d16"]  # the sweep's run: no training
+    assert runs["aggregation"][0] in experiment.runs(smoke)
+    assert [r.id for r in runs["kv_cache"]] == ["recurrent/small/W16/L1-E2-d16", "recurrent/small/W16/L1-E2-d16-kv_expert"]
 
 
 def test_a_sweep_with_another_rule_gives_ids_that_name_it():
@@ -61,7 +66,7 @@ def test_a_sweep_with_another_rule_gives_ids_that_name_it():
     demo["lm"]["aggregation"] = "mean"
     sweep = {run.id: run for run in experiment.runs(demo)}
     assert "recurrent/small/W64/L2-E2-d64-mean" in sweep and "nonrecurrent/small/W64/L4-E1-d64-mean" in sweep
-    [runs] = experiment.ablation_runs(demo).values()
+    runs = experiment.ablation_runs(demo)["aggregation"]
     assert runs[1] == sweep[runs[1].id] and runs[0].id == "recurrent/small/W64/L2-E2-d64"  # mean is the sweep's
 
 
@@ -145,14 +150,17 @@ def write_run(tmp_path, run, loss):
 
 # The hand-made losses of the demo ablation's rules; routed_mean is lowest, the sqrt-sum second.
 LOSSES = {"sqrt_sum": 4.20, "mean": 4.25, "routed_mean": 4.17, "routed_sqrt_sum": 4.31}
+KV_COST = {"level": 0.0, "expert": -0.03}  # per-expert caches 0.03 nats lower: sharing costs +0.030
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    [runs] = experiment.ablation_runs(load("config.yaml")).values()
-    files = [write_run(tmp_path_factory.mktemp("runs"), run, LOSSES[run.model.aggregation]) for run in runs]
+    found = experiment.ablation_runs(load("config.yaml"))
+    runs = experiment.by_id(found.values()).values()
+    files = [write_run(tmp_path_factory.mktemp("runs"), run, LOSSES[run.model.aggregation] + KV_COST[run.model.kv_cache])
+             for run in runs]
     curves, evals = zip(*files)
-    members = {"aggregation": [run.id for run in runs]}
+    members = {setting: [run.id for run in group] for setting, group in found.items()}
     with pytest.raises(PipelineError, match="recurrent/small/W64/L2-E2-d64-mean"):
         experiment.collect(curves[:1], evals[:1], members)
     return experiment.collect(list(curves), list(evals), members)
@@ -199,3 +207,15 @@ def test_the_plot_draws_every_rule_and_the_papers_bar(dataset):
     assert [round(b.get_height(), 2) for b in bars] == [*LOSSES.values(), 3.51]
     assert bars[0].get_facecolor()[:3] == (0, 0, 0) and bars[1].get_facecolor()[:3] != (0, 0, 0)
     assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].patches) == 4
+
+
+def test_kv_sharing_verdict_and_page(dataset):
+    table = ablations.scores(dataset, "kv_cache")
+    assert table["kv_cache"].tolist() == ["level", "expert"]
+    assert ablations.kv_cache_verdict(table) == ("sharing one cache per level costs 0.030 nats of validation loss "
+                                                 "against one cache per expert (4.200 against 4.170; the paper: "
+                                                 "+0.02).")
+    lines = ablations.summary(load("paper.yaml"), "kv_cache", table, 50304)
+    assert "no value of this configuration" in lines[1] and lines[2] == ablations.PAPER_FINDINGS["kv_cache"]
+    assert "gains 0.050" in ablations.kv_cache_verdict(table.assign(validation_loss=[4.10, 4.15]))
+    assert "cannot be checked" in ablations.kv_cache_verdict(table.iloc[:1])

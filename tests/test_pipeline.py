@@ -55,8 +55,11 @@ def check_outputs(workdir):
     assert lm["scored_tokens"].values.tolist() == [(78 - 1) * 4 * 64] * 4
     # The smoke ablation is the sweep's own run (its default rule): read from the sweep's files, not retrained.
     ablations = results.open_dataset(workdir / "results/lm/ablations.nc")
-    assert json.loads(ablations.attrs["ablations"]) == {"aggregation": ["recurrent/small/W16/L1-E2-d16"]}
-    assert ablations["validation_loss"].item() == lm["validation_loss"].sel(run="recurrent/small/W16/L1-E2-d16").item()
+    shared = "recurrent/small/W16/L1-E2-d16"
+    assert json.loads(ablations.attrs["ablations"]) == {"aggregation": [shared],
+                                                        "kv_cache": [shared, f"{shared}-kv_expert"]}
+    assert ablations["validation_loss"].sel(run=shared).item() == lm["validation_loss"].sel(run=shared).item()
+    assert ablations["kv_cache"].values.tolist() == ["level", "expert"]  # the per-expert run trained and scored
     # Tables 5 and 6: the smoke config keeps the Transformer and recurrent L1 E16 (lm.latency.rows, .throughput.rows).
     decode = results.open_dataset(workdir / "results/lm/latency.nc")
     assert decode["allocation"].values.tolist() == ["Transformer L16 E1", "recurrent L1 E16"]

@@ -36,7 +36,8 @@ SOKOBAN_ABLATION_FIGURES = {
 }
 # Each LM ablation (lm.ablations.<setting>): the paper's item and its target. One report shows every setting; its
 # target is the first listed setting's that the config has.
-LM_ABLATION_FIGURES = {"aggregation": ("Fig. 10 (right): FineWeb aggregation rules", "fig10_right")}
+LM_ABLATION_FIGURES = {"aggregation": ("Fig. 10 (right): FineWeb aggregation rules", "fig10_right"),
+                       "kv_cache": ("App. A.3: KV-cache sharing", "fig10_right")}  # one report, one target
 # The paper's figure and our named target for each (expert, budget) Sokoban sweep.
 SOKOBAN_FIGURES = {
     ("convlstm", "small"): ("Fig. 2", "fig2"),

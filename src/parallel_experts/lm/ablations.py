@@ -18,15 +18,19 @@ import xarray as xr
 from parallel_experts.lm import analysis
 
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
-DEFAULTS = {"aggregation": "sqrt_sum"}
+DEFAULTS = {"aggregation": "sqrt_sum", "kv_cache": "level"}
 # The paper's run of each ablation (ANALYSES §3): budget, window, allocation (L, E, d); the paper's value of the
-# default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its finding.
+# default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its finding. The KV-sharing pair has
+# no stated run, only its effect (App. A.3).
 PAPER_RUNS = {"aggregation": ("small", 128, (2, 8, 768))}
 PAPER_VALUES = {"aggregation": 3.51}
+PAPER_KV_SHARING_COST = 0.02  # App. A.3: sharing the cache "increases validation loss by approximately 0.02"
 PAPER_FINDINGS = {
     "aggregation": "the paper's finding (App. D): the sqrt-sum, its default, is consistently competitive across "
                    "domains; the FineWeb bars of Fig. 10 are not published as numbers, only the sqrt-sum run's "
                    "≈ 3.51 (§5.2).",
+    "kv_cache": f"the paper's finding (App. A.3): sharing the cache between the experts of a level increases "
+                f"validation loss by about {PAPER_KV_SHARING_COST}, and saves memory and time.",
 }
 # Each ablation's section: its title and what it varies (shown above its figure).
 PAGES = {
@@ -39,6 +43,12 @@ PAGES = {
         "else is the sweep's run, which is the sqrt-sum bar. Bars: validation cross-entropy at the run's "
         "window (lower is better). The paper's run is the small budget's (2, 8, 768) at W = 128; its sqrt-sum "
         "value (≈ 3.51) is drawn beside ours where this config runs the same configuration."),
+    "kv_cache": ("FineWeb KV-cache sharing (App. A.3)",
+        "The recurrent Transformer at one allocation, trained twice: with one rolling key/value cache per depth "
+        "level that all its experts read, their key and value proposals merged into one entry by the sqrt-sum "
+        "(`level`: the paper's model and the sweep's run), and with one cache per expert that holds only its "
+        "own proposals (`expert`). Everything else is the sweep's run. Bars: validation cross-entropy at the "
+        "run's window (lower is better). The paper states no run for this pair, only its effect."),
 }
 NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a difference of a few hundredths of a "
          "nat may be the run-to-run noise of one seed, so an ordering that close is not resolved.")
@@ -61,6 +71,8 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
 def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:
     """The paper's value of the default setting, where this ablation is the paper's configuration (its budget,
     window and allocation, and the sweep's corpus, vocabulary and anchors); else None and the reasons."""
+    if setting not in PAPER_RUNS:
+        return None, ["the paper gives no value of this configuration, only the effect stated below"]
     budget, window, allocation = PAPER_RUNS[setting]
     row = table.iloc[0]
     ours = (row["budget"], int(row["window"]), tuple(int(row[c]) for c in analysis.ALLOCATION))
@@ -89,7 +101,18 @@ def aggregation_verdict(table: pd.DataFrame) -> str:
             f"({sqrt_sum['validation_loss']:.3f}), which ranks {rank + 1} of {len(ranked)}.")
 
 
-VERDICTS = {"aggregation": aggregation_verdict}
+def kv_cache_verdict(table: pd.DataFrame) -> str:
+    """What sharing one cache per level costs against one cache per expert, beside the paper's +0.02."""
+    losses = dict(zip(table["kv_cache"], table["validation_loss"]))
+    if not {"level", "expert"} <= set(losses):
+        return "the paper's effect cannot be checked: it needs both the shared (level) and the per-expert cache."
+    cost = losses["level"] - losses["expert"]
+    return (f"sharing one cache per level {'costs' if cost >= 0 else 'gains'} {abs(cost):.3f} nats of validation "
+            f"loss against one cache per expert ({losses['level']:.3f} against {losses['expert']:.3f}; the paper: "
+            f"+{PAPER_KV_SHARING_COST}).")
+
+
+VERDICTS = {"aggregation": aggregation_verdict, "kv_cache": kv_cache_verdict}
 
 
 def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> list[str]:
@@ -97,8 +120,10 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> l
     finding, the noise of one run per value."""
     value, why_not = paper_value(config, setting, table, vocab)
     default = DEFAULTS[setting]
-    budget, window, (depth, experts, width) = PAPER_RUNS[setting]
-    paper = (f"paper, {default}: ≈ {value:.2f} (the authors' {budget} L{depth} E{experts} d{width} at W = {window},"
-             f" 1.31B tokens; the same configuration)" if value is not None else
-             f"the paper's {default} value is not shown beside ours: " + "; ".join(why_not) + ".")
+    if value is None:
+        paper = f"the paper's {default} value is not shown beside ours: " + "; ".join(why_not) + "."
+    else:
+        budget, window, (depth, experts, width) = PAPER_RUNS[setting]
+        paper = (f"paper, {default}: ≈ {value:.2f} (the authors' {budget} L{depth} E{experts} d{width} at "
+                 f"W = {window}, 1.31B tokens; the same configuration)")
     return [f"this run: {VERDICTS[setting](table)}", paper, PAPER_FINDINGS[setting], NOISE]
