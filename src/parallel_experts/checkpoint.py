@@ -20,7 +20,7 @@ from pathlib import Path
 import equinox as eqx
 
 from parallel_experts import atomic
-from parallel_experts.errors import PipelineError
+from parallel_experts.errors import PipelineError, reason
 
 
 class CheckpointError(PipelineError, ValueError):
@@ -66,8 +66,8 @@ def _latest(run_dir: Path) -> tuple[str, int] | None:
     try:
         text = latest.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{latest}: unreadable checkpoint pointer ({error}); delete {run_dir} to start "
-                              "over") from None
+        raise CheckpointError(f"{latest}: unreadable checkpoint pointer ({reason(error)}); delete {run_dir} to "
+                              "start over") from None
     match = CHECKPOINT_NAME.fullmatch(text)
     if match is None:  # also refuses any path, so a pointer never leads outside its run folder
         raise CheckpointError(f"{latest}: expected a checkpoint name such as checkpoint-000000200, got "
@@ -138,7 +138,8 @@ def _claim(run_dir: Path, definition: Mapping) -> None:
         if recorded.read_text(encoding="utf-8", errors="replace") == text:
             return
         if checkpoint:
-            print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over", file=sys.stderr)
+            print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over",
+                  file=sys.stderr)
             for path in [*run_dir.glob("checkpoint-*"), run_dir / "latest"]:
                 path.unlink()
     elif checkpoint:
