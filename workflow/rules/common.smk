@@ -98,6 +98,7 @@ PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_ABLATIONS = lm_experiment.ablation_runs(config)
 LM_ABLATION_RUNS = lm_experiment.by_id(LM_ABLATIONS.values())
 LM_RUNS = lm_experiment.runs_by_id(config)
+LM_SWEEP_RUNS = [run.id for run in lm_experiment.runs(config)]  # the sweep's dataset: not the ablations' variants
 
 
 def sokoban_run_json(wildcards):

@@ -76,10 +76,10 @@ rule lm_evaluate:
 
 
 rule lm_sweep:
-    """Every run's learning curve and validation loss in one dataset."""
+    """Every sweep run's learning curve and validation loss in one dataset (the ablations have their own)."""
     input:
-        curves=expand("results/lm/runs/{run}/curve.nc", run=LM_RUNS),
-        evals=expand("results/lm/runs/{run}/validation.nc", run=LM_RUNS),
+        curves=expand("results/lm/runs/{run}/curve.nc", run=LM_SWEEP_RUNS),
+        evals=expand("results/lm/runs/{run}/validation.nc", run=LM_SWEEP_RUNS),
     output:
         "results/lm/sweep.nc",
     log:
