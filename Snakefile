@@ -28,7 +28,6 @@ include: "workflow/rules/reports.smk"
 
 localrules:
     all,
-    config_snapshot,
 
 
 rule all:
@@ -36,16 +35,3 @@ rule all:
     default_target: True
     input:
         "reports/index.html",
-
-
-rule config_snapshot:
-    """The effective configuration (files plus any --config overrides) that every later step reads. Written by
-    Snakemake itself: the config can be any size, a command line cannot."""
-    output:
-        CONFIG_JSON,
-    params:
-        config=config,  # rewritten whenever the config changes
-    log:
-        "results/logs/config_snapshot.log",
-    run:
-        Path(log[0]).write_text(configuration.write_snapshot(params.config, output[0]))

@@ -10,7 +10,7 @@ from parallel_experts import reports, results
 from parallel_experts.sokoban.levels import LevelSet
 
 SMOKE = "config/smoke.yaml"
-LOCAL_RULES = {"all", "config_snapshot", "index"}  # run by Snakemake itself, never submitted
+LOCAL_RULES = {"all", "index"}  # run by Snakemake itself, never submitted
 
 
 def planned_jobs(*args) -> dict[str, int]:
@@ -108,5 +108,5 @@ def test_smoke_reports_run_through_slurm(slurm_cluster, tmp_path):
     assert sweep.sizes["run"] == 4 and results.open_dataset(workdir / "results/lm/sweep.nc").sizes["run"] == 4
     for name in SLURM_TARGETS:
         assert reports.offline((workdir / name).read_text()) == (workdir / name).read_text()
-    # Every job went through sbatch except the local rules (the config snapshot and targets).
+    # Every job went through sbatch except the local rules (the targets).
     assert len(submitted_job_ids(slurm_cluster)) == sum(n for rule, n in jobs.items() if rule not in LOCAL_RULES)

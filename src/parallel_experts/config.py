@@ -189,11 +189,12 @@ def _describe_form(error: jsonschema.ValidationError, where: str) -> str:
     return f"{where}: expected one of the forms {listed}, got the keys {', '.join(map(repr, error.instance))}"
 
 
-def write_snapshot(config: Mapping, path: str | Path) -> str:
-    """Write the effective configuration as JSON (results/config.json, which every job reads its runs from);
-    returns the line to log."""
-    atomic.write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return f"{path}: config digest {digest(config)}\n"
+def write_snapshot(config: Mapping, path: str | Path) -> None:
+    """Write the effective configuration as JSON (results/config.json, which every job reads its runs from),
+    only where it changed: its modification time is when the config last changed."""
+    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    if not (Path(path).is_file() and Path(path).read_text(encoding="utf-8", errors="replace") == text):
+        atomic.write_text(path, text)
 
 
 def digest(config: Mapping) -> str:

@@ -1,14 +1,17 @@
 # Systems benchmarks: Table 5 (decode latency) and Table 6 (training throughput and memory), each one job that
 # measures every row side by side and writes one netCDF. They read the config snapshot (lm.latency,
-# lm.throughput); the throughput job also reads the token shards, as training does.
+# lm.throughput) but rerun only when the settings they use change (params), not on every config edit; the
+# throughput job also reads the token shards, as training does.
 
 
 rule lm_latency:
     """Per-token decode latency of every row after pre-filling the caches to each C (random weights)."""
     input:
-        config=CONFIG_JSON,
+        config=ancient(CONFIG_JSON),
     output:
         "results/lm/latency.nc",
+    params:
+        settings=systems_settings("latency"),
     log:
         "results/logs/lm/latency.log",
     benchmark:
@@ -25,10 +28,12 @@ rule lm_latency:
 rule lm_throughput:
     """Training tokens/s and memory of every row at each C, the complete update read from the shards."""
     input:
-        config=CONFIG_JSON,
+        config=ancient(CONFIG_JSON),
         tokens="results/lm/tokens",
     output:
         "results/lm/throughput.nc",
+    params:
+        settings=systems_settings("throughput"),
     log:
         "results/logs/lm/throughput.log",
     benchmark:

@@ -38,7 +38,11 @@ try:
 except ConfigError as error:
     sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
+# The effective configuration (files plus any --config overrides), which every job reads: written here, when it
+# changes, not by a rule. A rule's output would make Snakemake skip the params check of every job reading it in
+# the run that rewrites it, so a run whose definition changed would not be retrained until the next invocation.
 CONFIG_JSON = "results/config.json"
+configuration.write_snapshot(config, CONFIG_JSON)
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
 # Every report of the config (parallel_experts.catalogue): its notebook, the results it reads, its target.
@@ -109,6 +113,12 @@ def sokoban_run_json(wildcards):
 def lm_run_json(wildcards):
     """The run's full definition: its rules rerun exactly when it changes."""
     return json.dumps(LM_RUNS[wildcards.run].to_dict(), sort_keys=True)
+
+
+def systems_settings(table):
+    """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol."""
+    return json.dumps({key: config["lm"].get(key) for key in (table, "head_dim", "vocabulary", "dtype")},
+                      sort_keys=True)
 
 
 def dataset_files(name):
