@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import snakemake
+from helpers import REPO, snakemake
 from slurm_cluster import submitted_job_ids
 
 from parallel_experts import reports, results
@@ -13,9 +13,11 @@ SMOKE = "config/smoke.yaml"
 LOCAL_RULES = {"all", "index"}  # run by Snakemake itself, never submitted
 
 
-def planned_jobs(*args) -> dict[str, int]:
+def planned_jobs(*args, configfile=SMOKE) -> dict[str, int]:
     """Jobs per rule that a dry run of the smoke DAG (or of the targets among `args`) plans (its "Job stats")."""
-    run = snakemake("-n", *args, "--configfile", SMOKE)
+    run = snakemake("-n", *args, "--configfile", str(configfile))
+    if "Nothing to be done" in run.stdout + run.stderr:
+        return {}
     table = run.stdout.split("Job stats:")[1].split("total")[0]
     return {rule: int(count) for rule, count in (line.split() for line in table.splitlines()[3:] if line.strip())}
 
@@ -89,6 +91,13 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     report = snakemake("--configfile", SMOKE, "--directory", str(tmp_path), "--report", "snakemake-report.html")
     assert report.returncode == 0, report.stderr[-3000:]
     assert (tmp_path / "snakemake-report.html").stat().st_size > 10_000
+
+    # A config edit retrains exactly the runs whose definition it changes, in the same invocation.
+    edited = tmp_path / "edited.yaml"
+    edited.write_text((REPO / SMOKE).read_text().replace("time_limit: 20}", "time_limit: 21}"))
+    assert planned_jobs("--directory", str(tmp_path), configfile=edited)["sokoban_train"] == jobs["sokoban_train"]
+    edited.write_text((REPO / SMOKE).read_text().replace("Its numbers mean nothing.", "Nothing to see."))
+    assert not {"sokoban_train", "lm_train"} & set(planned_jobs("--directory", str(tmp_path), configfile=edited))
 
 
 # Through SLURM: one report of each domain, which needs every kind of job that trains or evaluates (both
