@@ -115,12 +115,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--out", required=True)
         p.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
         p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
-
-    p = command("lm-ablations", lm_ablations, "collect the runs of every LM ablation into one dataset")
-    p.add_argument("--ablations", required=True, help="JSON: {setting: run ids in the order of its values}")
-    p.add_argument("--out", required=True)
-    p.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
-    p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
+        if domain == "lm":  # a run may belong to several LM ablations, so their dataset names each one's runs
+            p.add_argument("--ablations", type=json.loads, help="JSON {setting: run ids in the order of its "
+                           "values}: the dataset of the ablations (lm.ablations)")
 
     add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
                               "per step and fraction of the matmul peak per allocation, measured side by side",
@@ -298,20 +295,10 @@ def sweep(args) -> int:
     """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
     from parallel_experts import results
 
-    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals)
+    options = {"ablations": args.ablations} if getattr(args, "ablations", None) is not None else {}
+    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, **options)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} runs")
-    return 0
-
-
-def lm_ablations(args) -> int:
-    from parallel_experts import results
-    from parallel_experts.lm import experiment as lm_experiment
-
-    members = json.loads(args.ablations)
-    ds = lm_experiment.collect(args.curves, args.evals, members)
-    results.write_netcdf(ds, args.out)
-    print(f"{args.out}: {ds.sizes['run']} runs in {len(members)} ablations")
     return 0
 
 

@@ -105,14 +105,9 @@ LM_RUNS = lm_experiment.runs_by_id(config)
 LM_SWEEP_RUNS = [run.id for run in lm_experiment.runs(config)]  # the sweep's dataset: not the ablations' variants
 
 
-def sokoban_run_json(wildcards):
-    """The run's full definition: its rules rerun exactly when it changes."""
-    return json.dumps(SOKOBAN_RUNS[wildcards.run].to_dict(), sort_keys=True)
-
-
-def lm_run_json(wildcards):
-    """The run's full definition: its rules rerun exactly when it changes."""
-    return json.dumps(LM_RUNS[wildcards.run].to_dict(), sort_keys=True)
+def run_json(runs):
+    """A job's run's full definition (a param, not on its command line): its rules rerun exactly when it changes."""
+    return lambda wildcards: json.dumps(runs[wildcards.run].to_dict(), sort_keys=True)
 
 
 def systems_settings(table):

@@ -31,7 +31,7 @@ rule lm_train:
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
-        definition=lm_run_json,  # reruns the job when the run's definition changes
+        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
     log:
         "results/logs/lm/train/{run}.log",
@@ -58,7 +58,7 @@ rule lm_evaluate:
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
-        definition=lm_run_json,  # reruns the job when the run's definition changes
+        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
         evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
     log:
@@ -110,5 +110,5 @@ rule lm_ablations:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts lm-ablations --ablations {params.ablations:q} --out {output:q} "
+        "python -m parallel_experts lm-sweep --ablations {params.ablations:q} --out {output:q} "
         "--curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

@@ -14,7 +14,7 @@ rule sokoban_probe_data:
         run=one_of(PROBED_RUNS),
         split=one_of(sokoban_experiment.PROBE_SPLITS),
     params:
-        definition=sokoban_run_json,  # reruns the job when the run's definition changes
+        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
         seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
         played=probe_count,

@@ -33,7 +33,7 @@ rule sokoban_train:
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
-        definition=sokoban_run_json,  # reruns the job when the run's definition changes
+        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
     log:
         "results/logs/sokoban/train/{run}.log",
@@ -60,7 +60,7 @@ rule sokoban_evaluate:
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
-        definition=sokoban_run_json,  # reruns the job when the run's definition changes
+        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
     log:
         "results/logs/sokoban/evaluate/{run}.log",

@@ -21,7 +21,6 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts.benchmarking import table, time_calls
-from parallel_experts.errors import ConfigError
 from parallel_experts.lm import decode, models, systems
 
 DEFAULTS = {"steps": 64, "warmup": 3, "repeats": 20}  # the paper's protocol (ANALYSES §6)
@@ -31,9 +30,7 @@ PAPER_RATIO = 0.108 / 0.565  # Table 5 at C = 128
 
 def settings(config: Mapping) -> dict:
     """`lm.latency` of a validated config with the protocol's defaults filled in."""
-    if "latency" not in config["lm"]:
-        raise ConfigError("lm.latency: missing; this config defines no decode-latency table")
-    return DEFAULTS | dict(config["lm"]["latency"])
+    return systems.settings(config, "latency", DEFAULTS)
 
 
 def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: int, warmup: int) -> dict:

@@ -17,11 +17,19 @@ import xarray as xr
 
 from parallel_experts import results
 from parallel_experts.benchmarking import machine_info
+from parallel_experts.errors import ConfigError
 from parallel_experts.lm.models import ModelConfig
 
 TRANSFORMER = (False, 16, 1)  # (recurrent, L, E): the reference row of both tables
 LATENCY_ROWS = (TRANSFORMER, (True, 1, 16), (True, 2, 8), (True, 4, 4), (True, 8, 2), (True, 16, 1))
 THROUGHPUT_ROWS = LATENCY_ROWS[:5]  # the paper's Table 6 has no recurrent L16 E1
+
+
+def settings(config: Mapping, table: str, defaults: Mapping) -> dict:
+    """A table's block of a validated config (`lm.latency`, `lm.throughput`), its protocol's defaults filled in."""
+    if table not in config["lm"]:
+        raise ConfigError(f"lm.{table}: missing; this config defines no {table} table")
+    return dict(defaults) | dict(config["lm"][table])
 
 
 def selected(rows: Sequence[tuple[bool, int, int]], spec: Mapping) -> list[tuple[bool, int, int]]:

@@ -44,9 +44,7 @@ SKIPPED = 2  # the first updates, excluded from the median (compilation, first t
 
 def settings(config: Mapping) -> dict:
     """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
-    if "throughput" not in config["lm"]:
-        raise ConfigError("lm.throughput: missing; this config defines no training-throughput table")
-    spec = DEFAULTS | dict(config["lm"]["throughput"])
+    spec = systems.settings(config, "throughput", DEFAULTS)
     for context in spec["contexts"]:
         if spec["batch_tokens"] % context:
             raise ConfigError(f"lm.throughput: batch_tokens {spec['batch_tokens']} is not a multiple of context "
