@@ -38,7 +38,7 @@ def forward(net, tokens, capacity):
 def test_greedy_decode_after_prefill_equals_the_forward_pass(recurrent, prompt_length, capacity):
     net, steps = model(recurrent), 12  # 12 steps wrap the ring of 8 slots
     prompts = jax.random.randint(jax.random.key(3), (2, prompt_length), 0, VOCAB)
-    last, rings = eqx.filter_jit(jax.vmap(decode.prefill, in_axes=(None, 0, None)))(net, prompts, capacity)
+    last, rings = eqx.filter_jit(decode.prefill_batch)(net, prompts, capacity)
     first = jnp.argmax(last, -1).astype(jnp.int32)
     _, _, decoded = eqx.filter_jit(decode.generate)(net, rings, first, steps)
     sequences = jnp.concatenate([prompts, first[:, None], decoded.T], 1)  # prompt, then every decoded token
@@ -49,7 +49,9 @@ def test_greedy_decode_after_prefill_equals_the_forward_pass(recurrent, prompt_l
         expected = jnp.argmax(reference[prompt_length - 1:-1], -1)
         np.testing.assert_array_equal(sequences[stream, prompt_length:], expected)
     # The logits of one step at the end, beside the forward pass's last position.
-    out, _ = eqx.filter_jit(decode.step)(net, jax.tree.map(lambda x: x[0], rings), first[0])
+    stream = jax.tree.map(lambda x, axis: x if axis is None else x[0], rings, decode.BATCHED,
+                          is_leaf=lambda x: x is None)
+    out, _ = eqx.filter_jit(decode.step)(net, stream, first[0])
     np.testing.assert_allclose(out, forward(net, sequences[0, :prompt_length + 1], capacity)[-1], rtol=1e-5,
                                atol=1e-5)
 
@@ -64,3 +66,10 @@ def test_the_decoded_logits_match_at_every_step_with_a_routed_rule():
         out, ring = step(net, ring, tokens[position])
         np.testing.assert_allclose(out, reference[position], rtol=1e-5, atol=1e-5)
     assert int(ring.position) == 12 and sorted(np.asarray(ring.slots).tolist()) == list(range(4, 12))
+
+
+def test_argmax_takes_the_first_maximum_as_jnp_argmax_does():
+    out = jnp.round(jax.random.normal(jax.random.key(5), (64, VOCAB)), 1)  # rounded: many rows hold ties
+    out = out.at[3].set(0.0)  # a row that is all one value
+    np.testing.assert_array_equal(decode.argmax(out), jnp.argmax(out, -1))
+    assert decode.argmax(out)[3] == 0

@@ -38,8 +38,8 @@ def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: i
     and the single-step call, each carrying its rings on, and the time of the first decode call."""
     model = models.build(model_config, jax.random.key(0))
     prompts = jax.random.randint(jax.random.key(1), (batch, context), 0, model_config.vocab)
-    last, rings = eqx.filter_jit(jax.vmap(decode.prefill, in_axes=(None, 0, None)))(model, prompts, context)
-    state = {"rings": rings, "tokens": last.argmax(-1).astype(np.int32)}
+    last, rings = eqx.filter_jit(decode.prefill_batch)(model, prompts, context)
+    state = {"rings": rings, "tokens": decode.argmax(last)}
     generate = eqx.filter_jit(decode.generate, donate="all-except-first")
     single = eqx.filter_jit(decode.greedy_step, donate="all-except-first")
 
