@@ -25,8 +25,8 @@ def load(name):
 
 
 def test_paper_ablations_are_the_papers_settings():
-    runs = experiment.ablation_runs(load("paper.yaml"))
-    by_setting = {s: [r for r in runs if r.ablation == s] for s in experiment.ABLATIONS}
+    by_setting = experiment.ablation_runs(load("paper.yaml"))
+    runs = [run for group in by_setting.values() for run in group]
     rules = [r.agent.aggregation for r in by_setting["aggregation"]]
     assert rules == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
     assert [r.agent.radius for r in by_setting["radius"]] == [0, 1, 2, None]  # None: full
@@ -37,39 +37,54 @@ def test_paper_ablations_are_the_papers_settings():
     assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["aggregation"]} == {(1, 4, 128)}
     assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["radius"]} == {(2, 7, 64)}
     assert [r.id for r in by_setting["radius"]] == [
-        "radius_ablation/recurrent/medium/L2-E7-d64-r0", "radius_ablation/recurrent/medium/L2-E7-d64-r1",
-        "radius_ablation/recurrent/medium/L2-E7-d64-r2", "radius_ablation/recurrent/medium/L2-E7-d64"]
-    assert by_setting["aggregation"][1].id == "aggregation_ablation/recurrent/medium/L1-E4-d128-mean"
+        "ablation/recurrent/medium/L2-E7-d64-r0", "ablation/recurrent/medium/L2-E7-d64-r1",
+        "ablation/recurrent/medium/L2-E7-d64-r2", "ablation/recurrent/medium/L2-E7-d64"]
+    assert by_setting["aggregation"][1].id == "ablation/recurrent/medium/L1-E4-d128-mean"
 
 
 def test_run_ids_and_params_of_the_sweeps_do_not_change():
     # A run without a radius has the id and the JSON definition (Snakemake params) it had before radii existed.
     paper = load("paper.yaml")
     run = experiment.runs(paper)[0]
-    assert run.id == "convlstm/recurrent/small/L1-E1-d128" and run.ablation is None
+    assert run.id == "convlstm/recurrent/small/L1-E1-d128"
     assert "radius" not in run.to_dict()["agent"]
-    for run in experiment.runs(paper) + experiment.ablation_runs(paper):
+    for run in experiment.runs_by_id(paper).values():
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
 
 
 def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
-    runs = experiment.ablation_runs(load("config.yaml"))
+    by_setting = experiment.ablation_runs(load("config.yaml"))
+    runs = [run for group in by_setting.values() for run in group]
     assert {(r.budget, r.agent.depth, r.agent.experts, r.agent.width, r.seeds) for r in runs} == {
         ("small", 1, 4, 8, (0,))}
-    assert [r.agent.radius for r in runs if r.ablation == "radius"] == [0, None]  # E = 4: r = 2 is already full
-    assert [r.id for r in runs if r.ablation == "radius"] == [
-        "radius_ablation/recurrent/small/L1-E4-d8-r0", "radius_ablation/recurrent/small/L1-E4-d8"]
+    assert [r.agent.radius for r in by_setting["radius"]] == [0, None]  # E = 4: r = 2 is already full
+    assert [r.id for r in by_setting["radius"]] == [
+        "ablation/recurrent/small/L1-E4-d8-r0", "ablation/recurrent/small/L1-E4-d8"]
+
+
+def test_two_ablations_of_one_allocation_train_their_default_agent_once():
+    demo = load("config.yaml")
+    by_setting = experiment.ablation_runs(demo)
+    default = "ablation/recurrent/small/L1-E4-d8"  # the sqrt-sum rule and the full radius: the same agent
+    assert by_setting["aggregation"][0].id == by_setting["radius"][1].id == default
+    assert by_setting["aggregation"][0] == by_setting["radius"][1]
+    ablation_ids = {run.id for run in experiment.runs_by_id(demo).values() if run.sweep == experiment.ABLATION}
+    assert len(ablation_ids) == 4 + 2 - 1
+    demo["sokoban"]["ablations"]["radius"]["seeds"] = [0, 1]  # then the two are different runs under one id
+    with pytest.raises(ConfigError, match=r"sokoban.ablations.radius.values\[1\]: 'full' is the agent of "
+                       r"sokoban.ablations.aggregation.values\[0\], with other seeds \(\[0, 1\] against \[0\]\)"):
+        config.validate(demo)
 
 
 def test_an_ablation_takes_the_budgets_seeds_unless_it_lists_its_own():
     demo = load("config.yaml")
     for spec in demo["sokoban"]["ablations"].values():
         del spec["seeds"]
-    assert {r.seeds for r in experiment.ablation_runs(demo)} == {tuple(demo["seeds"])}
+    assert {r.seeds for runs in experiment.ablation_runs(demo).values() for r in runs} == {tuple(demo["seeds"])}
     demo["sokoban"]["budgets"]["small"]["seeds"] = [4]
-    demo["sokoban"]["ablations"]["radius"]["seeds"] = [7, 8, 9]
-    seeds = {r.ablation: r.seeds for r in experiment.ablation_runs(demo)}
-    assert seeds == {"aggregation": (4,), "radius": (7, 8, 9)}
+    demo["sokoban"]["ablations"]["radius"].update(seeds=[7, 8, 9], values=[0])  # full would be the sqrt-sum run
+    seeds = {setting: {r.seeds for r in runs} for setting, runs in experiment.ablation_runs(demo).items()}
+    assert seeds == {"aggregation": {(4,)}, "radius": {(7, 8, 9)}}
 
 
 def with_ablation(**changes):
@@ -110,8 +125,8 @@ def test_the_schema_keeps_ablations_closed(edit, message):
 
 def test_a_sweep_cannot_take_an_ablations_name():
     demo = load("config.yaml")
-    demo["sokoban"]["sweeps"]["radius_ablation"] = demo["sokoban"]["sweeps"]["convlstm"]
-    with pytest.raises(ConfigError, match="sokoban.sweeps.radius_ablation: the name is taken by the runs of sokoban.ablations.radius"):
+    demo["sokoban"]["sweeps"]["ablation"] = demo["sokoban"]["sweeps"]["convlstm"]
+    with pytest.raises(ConfigError, match="sokoban.sweeps.ablation: the name is taken by the runs of sokoban.ablations"):
         config.validate(demo)
 
 
@@ -122,7 +137,7 @@ def test_a_sweep_cannot_take_an_ablations_name():
 def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(name):
     cfg = load(name)
     reports = {r.name: r for r in catalogue.reports(cfg) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
-    trained = {run.ablation for run in experiment.ablation_runs(cfg)}
+    trained = set(experiment.ablation_runs(cfg))
     assert {catalogue.SOKOBAN_ABLATION_FIGURES[s][0] for s in trained} == set(reports)
     targets = catalogue.targets(reports.values())
     assert targets == {catalogue.SOKOBAN_ABLATION_FIGURES[s][2]: [catalogue.SOKOBAN_ABLATION_FIGURES[s][0]]
@@ -136,27 +151,27 @@ def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(nam
 # ---------------------------------------------------------------------------------------------- scores
 
 
-def ablation_data(setting, values, finals, experts=7, sweep_runs=0):
-    """The layout of `sokoban.experiment.collect` for one ablation (plus `sweep_runs` runs of a sweep)."""
-    n = len(values) + sweep_runs
+def ablation_data(setting, values, finals, experts=7, other_runs=0):
+    """The layout of `sokoban.experiment.collect` for one ablation, plus `other_runs` runs that it does not name
+    (another ablation's)."""
+    n = len(values) + other_runs
     seeds = max(len(f) for f in finals)
-    final = [list(f) + [np.nan] * (seeds - len(f)) for f in finals] + [[1.0] * seeds] * sweep_runs
+    final = [list(f) + [np.nan] * (seeds - len(f)) for f in finals] + [[1.0] * seeds] * other_runs
     varied = {"aggregation": [v if setting == "aggregation" else "sqrt_sum" for v in values],
               "radius": [v if setting == "radius" else experts // 2 for v in values]}
+    runs = [f"run{i}" for i in range(n)]
     return xr.Dataset(
         {"final_five": (("run", "seed"), final)},
-        coords={"run": [f"run{i}" for i in range(n)],
-                "sweep": ("run", [experiment.ABLATIONS[setting]] * len(values) + ["convlstm"] * sweep_runs),
-                "ablation": ("run", [setting] * len(values) + [""] * sweep_runs),
-                "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
+        coords={"run": runs, "sweep": ("run", [experiment.ABLATION] * n), "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
                 "experts": ("run", [experts] * n), "width": ("run", [64] * n),
-                "aggregation": ("run", varied["aggregation"] + ["sqrt_sum"] * sweep_runs),
-                "radius": ("run", varied["radius"] + [experts // 2] * sweep_runs), "seed": list(range(seeds))})
+                "aggregation": ("run", varied["aggregation"] + ["mean"] * other_runs),
+                "radius": ("run", varied["radius"] + [experts // 2] * other_runs), "seed": list(range(seeds))},
+        attrs={"ablations": json.dumps({setting: runs[:len(values)]})})
 
 
 def test_scores_are_the_mean_and_standard_error_over_seeds_by_hand():
     finals = [[13.0, 14.0, 15.0], [12.0, 12.5], [11.0, 13.0, 12.0]]
-    table = ablations.scores(ablation_data("radius", [3, 0, 1], finals, sweep_runs=2), "radius")
+    table = ablations.scores(ablation_data("radius", [3, 0, 1], finals, other_runs=2), "radius")
     assert list(table["radius"]) == [0, 1, 3] and list(table["full"]) == [False, False, True]
     assert list(table["seeds"]) == [2, 3, 3]
     np.testing.assert_allclose(table["mean"], [12.25, 12.0, 14.0])
@@ -236,7 +251,7 @@ def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():
 
 
 def test_run_ids_name_an_ablations_setting_only_where_it_is_not_the_default():
-    run = experiment.ablation_runs(load("paper.yaml"))[-1]
+    run = experiment.ablation_runs(load("paper.yaml"))["radius"][-1]
     assert run.agent == AgentConfig(2, 7, 64) and experiment.variant_id(run.agent) == ""
     assert experiment.variant_id(AgentConfig(2, 7, 64, aggregation="routed_mean")) == "-routed_mean"
     assert experiment.variant_id(AgentConfig(2, 7, 64, radius=1)) == "-r1"

@@ -115,9 +115,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--out", required=True)
         p.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
         p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
-        if domain == "lm":  # a run may belong to several LM ablations, so their dataset names each one's runs
-            p.add_argument("--ablations", type=json.loads, help="JSON {setting: run ids in the order of its "
-                           "values}: the dataset of the ablations (lm.ablations)")
+        # A run may belong to several ablations, so their dataset names each one's runs.
+        p.add_argument("--ablations", type=json.loads, help="JSON {setting: run ids in the order of its "
+                       f"values}}: the dataset of the ablations ({domain}.ablations)")
 
     add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
                               "per step and fraction of the matmul peak per allocation, measured side by side",
@@ -295,8 +295,7 @@ def sweep(args) -> int:
     """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
     from parallel_experts import results
 
-    options = {"ablations": args.ablations} if getattr(args, "ablations", None) is not None else {}
-    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, **options)
+    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, args.ablations)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} runs")
     return 0

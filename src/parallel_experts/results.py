@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -56,6 +56,31 @@ def _rebuilt(kind, value):
     if dataclasses.is_dataclass(kind):
         return kind(**value)
     return tuple(value) if typing.get_origin(kind) is tuple else value
+
+
+def by_id(groups: Iterable[Iterable[Definition]]) -> dict[str, Definition]:
+    """Every run of `groups` (a domain's sweep, each ablation, ...) once, by id; one id never names two
+    definitions, as a run id shows every setting that varies."""
+    found: dict[str, Definition] = {}
+    for run in (run for group in groups for run in group):
+        if found.setdefault(run.id, run) != run:
+            raise PipelineError(f"run id {run.id} names two different runs: {found[run.id]} and {run}; "
+                                "a setting that varies must appear in the run id (its experiment's variant_id)")
+    return found
+
+
+def with_ablations(ds: xr.Dataset, ablations: Mapping[str, list[str]]) -> xr.Dataset:
+    """The ablations' dataset: `ds` naming each ablation's runs ({setting: run ids in the order of its values})
+    in attribute `ablations` (JSON), as a run may belong to several."""
+    missing = sorted({name for ids in ablations.values() for name in ids} - set(ds["run"].values.tolist()))
+    if missing:
+        raise PipelineError(f"the ablations name runs whose results were not given: {', '.join(missing)}")
+    return ds.assign_attrs(ablations=json.dumps(dict(ablations)))
+
+
+def ablation_members(data: xr.Dataset) -> dict[str, list[str]]:
+    """Each ablation's run ids in the order of its values, from an ablations dataset (with_ablations)."""
+    return json.loads(data.attrs["ablations"])
 
 
 def allocation_dataset(config: Mapping, domain: str,

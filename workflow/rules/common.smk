@@ -22,7 +22,7 @@ _python_first = (
 # Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from parallel_experts import budget, catalogue
+from parallel_experts import budget, catalogue, results
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError
 from parallel_experts.lm import experiment as lm_experiment
@@ -88,21 +88,27 @@ def one_of(names):
 
 
 # Every Sokoban run trains and is evaluated alike (SOKOBAN_RUNS); each family of runs makes its own dataset
-# results/sokoban/{dataset}.nc: the budget sweeps' sweep.nc, the ablations' (sokoban.ablations) ablations.nc and
-# the expert-count sweep's (no budget) expert_count.nc.
+# results/sokoban/{dataset}.nc: the budget sweeps' sweep.nc and the expert-count sweep's (no budget)
+# expert_count.nc. The ablations' (sokoban.ablations) ablations.nc names each ablation's runs, as the LM's does.
 SOKOBAN_DATASETS = {
     "sweep": sokoban_experiment.runs(config),
-    "ablations": sokoban_experiment.ablation_runs(config),
     "expert_count": sokoban_experiment.expert_count_runs(config),
 }
+SOKOBAN_ABLATIONS = sokoban_experiment.ablation_runs(config)
+SOKOBAN_ABLATION_RUNS = results.by_id(SOKOBAN_ABLATIONS.values())  # two ablations' default agent: one run
 SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 # The LM ablations (lm.ablations): each setting's runs in the order of its values; a run at the sweep's setting is
 # the sweep's run, so LM_RUNS holds it once.
 LM_ABLATIONS = lm_experiment.ablation_runs(config)
-LM_ABLATION_RUNS = lm_experiment.by_id(LM_ABLATIONS.values())
+LM_ABLATION_RUNS = results.by_id(LM_ABLATIONS.values())
 LM_RUNS = lm_experiment.runs_by_id(config)
 LM_SWEEP_RUNS = [run.id for run in lm_experiment.runs(config)]  # the sweep's dataset: not the ablations' variants
+
+
+def members_json(ablations):
+    """Each ablation's run ids in the order of its values, as an ablations dataset names them (--ablations)."""
+    return json.dumps({setting: [run.id for run in runs] for setting, runs in ablations.items()})
 
 
 def run_json(runs):

@@ -101,7 +101,7 @@ rule lm_ablations:
     output:
         "results/lm/ablations.nc",
     params:
-        ablations=json.dumps({setting: [run.id for run in runs] for setting, runs in LM_ABLATIONS.items()}),
+        ablations=members_json(LM_ABLATIONS),
     log:
         "results/logs/lm/ablations.log",
     threads: threads()

@@ -77,8 +77,8 @@ rule sokoban_evaluate:
 
 
 rule sokoban_dataset:
-    """One family's runs (budget sweeps, ablations or the expert-count sweep): every run's learning curve,
-    final-five score and solve rate in one dataset."""
+    """One family's runs (the budget sweeps or the expert-count sweep): every run's learning curve, final-five
+    score and solve rate in one dataset."""
     input:
         curves=dataset_files("curve"),
         evals=dataset_files("eval"),
@@ -96,3 +96,24 @@ rule sokoban_dataset:
     shell:
         "python -m parallel_experts sokoban-sweep --out {output:q} --curves {input.curves:q} "
         "--evals {input.evals:q} > {log:q} 2>&1"
+
+
+rule sokoban_ablations:
+    """Every ablation's runs (sokoban.ablations) in one dataset that names each ablation's runs."""
+    input:
+        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_ABLATION_RUNS),
+        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_ABLATION_RUNS),
+    output:
+        "results/sokoban/ablations.nc",
+    params:
+        ablations=members_json(SOKOBAN_ABLATIONS),
+    log:
+        "results/logs/sokoban/ablations.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts sokoban-sweep --ablations {params.ablations:q} --out {output:q} "
+        "--curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

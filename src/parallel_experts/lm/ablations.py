@@ -9,12 +9,12 @@ The LM has one run per configuration (the paper has no seeds either), so no diff
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import pandas as pd
 import xarray as xr
 
+from parallel_experts import results
 from parallel_experts.lm import analysis
 
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
@@ -54,15 +54,10 @@ NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a d
          "nat may be the run-to-run noise of one seed, so an ordering that close is not resolved.")
 
 
-def members(data: xr.Dataset) -> dict[str, list[str]]:
-    """Each ablation's run ids in the order of its values, from the dataset's `ablations` attribute."""
-    return json.loads(data.attrs["ablations"])
-
-
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`, in the config's order: the value, the run's budget, window,
     allocation, validation loss and final training cross-entropy."""
-    table = analysis.run_table(data).set_index("run").loc[members(data)[setting]].reset_index()
+    table = analysis.run_table(data).set_index("run").loc[results.ablation_members(data)[setting]].reset_index()
     table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
     return table[["run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads",
                   "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]]

@@ -14,15 +14,14 @@ per update and in total; each run is evaluated at its own window W (SPEC F.1, F.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from parallel_experts import budget
-from parallel_experts.errors import ConfigError, PipelineError
-from parallel_experts.results import Definition, family_id, run_results
+from parallel_experts.errors import ConfigError
+from parallel_experts.results import Definition, by_id, family_id, run_results, with_ablations
 from parallel_experts.lm.models import ModelConfig
 from parallel_experts.lm.train import TrainConfig
 
@@ -105,16 +104,6 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
     return found
 
 
-def by_id(groups: Iterable[Iterable[Run]]) -> dict[str, Run]:
-    """Every run of `groups` (the sweep, each ablation) once, by id; one id never names two definitions."""
-    found: dict[str, Run] = {}
-    for run in (run for group in groups for run in group):
-        if found.setdefault(run.id, run) != run:
-            raise PipelineError(f"run id {run.id} names two different runs: {found[run.id]} and {run}; "
-                                "a setting that varies must appear in lm.experiment.VARIANTS")
-    return found
-
-
 def _allocation(model: ModelConfig) -> list[int]:
     return [model.depth, model.experts, model.width, model.q_heads, model.kv_heads]
 
@@ -148,7 +137,7 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
 
     With `ablations` ({setting: run ids in the order of its values}, see ablation_runs), the dataset is the
-    ablations': it names each ablation's runs in attribute `ablations` (JSON), as a run may belong to several."""
+    ablations' and names each one's runs (results.with_ablations)."""
     import xarray as xr
 
     per_run = []
@@ -163,9 +152,4 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
             train_tokens=("run", [run.train.updates * run.train.batch_tokens]),
             **{name: ("run", [getattr(m, name)]) for name in VARIANTS}))
     ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
-    if ablations is None:
-        return ds
-    missing = sorted({name for ids in ablations.values() for name in ids} - set(ds["run"].values.tolist()))
-    if missing:
-        raise PipelineError(f"the ablations name runs whose results were not given: {', '.join(missing)}")
-    return ds.assign_attrs(ablations=json.dumps(dict(ablations)))
+    return ds if ablations is None else with_ablations(ds, ablations)

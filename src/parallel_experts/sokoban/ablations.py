@@ -2,8 +2,9 @@
 error over seeds), beside the authors' value of the same configuration, with a verdict on the paper's pattern.
 
 Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
-(`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each run's `ablation` and holds
-its `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D);
+(`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each ablation's runs
+(results.ablation_members; the default agent of two ablations at one allocation is one run) and holds their
+`aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D);
 full shared-state access is best and narrower radii lower the return monotonically (§5.3, App. E).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import comparison
+from parallel_experts import comparison, results
 from parallel_experts import experts as px
 from parallel_experts.sokoban import analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
 
@@ -51,7 +52,7 @@ PAPER_FINDINGS = {
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`: mean, variance, stderr and seeds of the final-five score,
     aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
-    runs = data.where(data["ablation"] == setting, drop=True)
+    runs = data.sel(run=results.ablation_members(data)[setting])
     table = analysis.configuration_scores(analysis.per_seed_scores(runs, [setting]), [setting])
     if setting == "aggregation":
         table = table.sort_values("aggregation", key=lambda rule: rule.map(px.AGGREGATIONS.index))

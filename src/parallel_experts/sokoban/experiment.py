@@ -3,10 +3,10 @@ the optional expert-count sweep (fixed depth and width, E varied; no budget, so 
 ablation (`sokoban.ablations`: one recurrent ConvLSTM allocation of a budget, one agent setting varied).
 
 A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`; `expert_count/recurrent/L2-E4-d8` for
-the expert-count sweep, which has no budget; an ablation's setting where it is not the default:
-`radius_ablation/recurrent/medium/L2-E7-d64-r1`), so its files sit in a readable folder and rerunning the same
-config recomputes nothing; its full definition travels as JSON in the rule's params, so a changed setting
-retrains it.
+the expert-count sweep, which has no budget; an ablation's run with the settings that ablations vary where they
+are not the default: `ablation/recurrent/medium/L2-E7-d64-r1`), so its files sit in a readable folder and
+rerunning the same config recomputes nothing; its full definition travels as JSON in the rule's params, so a
+changed setting retrains it. Two ablations of one allocation share their default run: it trains once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from parallel_experts import budget
 from parallel_experts import experts as px
 from parallel_experts.errors import ConfigError, PipelineError
-from parallel_experts.results import Definition, family_id, run_results
+from parallel_experts.results import Definition, by_id, family_id, run_results, with_ablations
 from parallel_experts.sokoban import boxoban, generator, solver
 from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.levels import LevelError, LevelSet
@@ -28,11 +28,10 @@ from parallel_experts.sokoban.train import TrainConfig
 
 AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
 EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
-# sokoban.ablations.<setting> -> the sweep name of its runs (Fig. 10 left: aggregation rules; Fig. 11: radius).
-ABLATIONS = {"aggregation": "aggregation_ablation", "radius": "radius_ablation"}
+ABLATION = "ablation"  # the sweep name of every ablation's runs
+ABLATIONS = ("aggregation", "radius")  # the agent settings an ablation varies (Fig. 10 left; Fig. 11)
 # Sweep names that other run families use (sweep name -> the config block whose runs carry it).
-RESERVED = {EXPERT_COUNT: f"sokoban.{EXPERT_COUNT}"} | {name: f"sokoban.ablations.{setting}"
-                                                       for setting, name in ABLATIONS.items()}
+RESERVED = {EXPERT_COUNT: f"sokoban.{EXPERT_COUNT}", ABLATION: "sokoban.ablations"}
 FULL = "full"  # how a config writes the radius that reaches every expert (AgentConfig.radius None)
 
 
@@ -47,13 +46,8 @@ class Run(Definition):
     @property
     def id(self) -> str:
         where = [family_id(self.agent.recurrent)] + ([self.budget] if self.budget is not None else [])
-        variant = variant_id(self.agent) if self.ablation else ""  # a sweep's runs keep the ids they had
+        variant = variant_id(self.agent) if self.sweep == ABLATION else ""  # a sweep's runs keep the ids they had
         return "/".join([self.sweep, *where, budget.allocation_id(self.agent)]) + variant
-
-    @property
-    def ablation(self) -> str | None:
-        """The agent setting this run's ablation varies (`aggregation`, `radius`); None for any other run."""
-        return next((key for key, sweep in ABLATIONS.items() if sweep == self.sweep), None)
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -89,13 +83,14 @@ def runs(config: Mapping) -> list[Run]:
     return found
 
 
-def ablation_runs(config: Mapping) -> list[Run]:
-    """Every run of every ablation (`sokoban.ablations.<setting>`): the recurrent ConvLSTM agent at one allocation
-    of one budget, once per listed value of agent.<setting>, with the ablation's seeds (default: the budget's)."""
+def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
+    """Each ablation's runs (`sokoban.ablations.<setting>`), in the order of its values: the recurrent ConvLSTM
+    agent at one allocation of one budget, with agent.<setting> set to each value and the ablation's seeds
+    (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id)."""
     sokoban = config["sokoban"]
     train = _train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-    found = []
+    found, named = {}, {}
     for setting, spec in sokoban.get("ablations", {}).items():
         where = f"sokoban.ablations.{setting}"
         if spec["budget"] not in by_name:
@@ -106,16 +101,22 @@ def ablation_runs(config: Mapping) -> list[Run]:
             raise ConfigError(f"{where}.allocation: {spec['allocation']} is not an allocation of budget "
                               f"{spec['budget']!r} (its allocations: {listed})")
         seeds = tuple(spec.get("seeds", _seeds(config, spec["budget"])))
-        agents: dict[AgentConfig, object] = {}
+        found[setting] = []
         for index, value in enumerate(spec["values"]):
-            agent = AgentConfig(allocation.depth, allocation.experts, allocation.width,
-                                encoder_channels=sokoban["encoder_channels"],
-                                **{setting: None if value == FULL else value})
-            if agent in agents:
+            run = Run(ABLATION, spec["budget"], AgentConfig(allocation.depth, allocation.experts, allocation.width,
+                                                            encoder_channels=sokoban["encoder_channels"],
+                                                            **{setting: None if value == FULL else value}),
+                      train, seeds)
+            if run in found[setting]:
                 hint = (f" (every radius >= E//2 = {allocation.experts // 2} is {FULL})" if setting == "radius" else "")
-                raise ConfigError(f"{where}.values[{index}]: {value!r} is the same agent as {agents[agent]!r}{hint}")
-            agents[agent] = value
-            found.append(Run(ABLATIONS[setting], spec["budget"], agent, train, seeds))
+                raise ConfigError(f"{where}.values[{index}]: {value!r} is the same agent as "
+                                  f"{spec['values'][found[setting].index(run)]!r}{hint}")
+            other, other_run = named.setdefault(run.id, (f"{where}.values[{index}]", run))
+            if other_run != run:
+                raise ConfigError(f"{where}.values[{index}]: {value!r} is the agent of {other}, with other seeds "
+                                  f"({list(run.seeds)} against {list(other_run.seeds)}); give both ablations "
+                                  "the same seeds")
+            found[setting].append(run)
     return found
 
 
@@ -130,19 +131,19 @@ def probed_runs(config: Mapping) -> list[Run]:
         return []
     if "valid" not in config["sokoban"]["levels"]:
         raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
-    by_id = {run.id: run for run in runs(config)}
+    sweep_runs = {run.id: run for run in runs(config)}
 
     def check(where: str, name: str, allowed, what: str) -> None:
         if name not in allowed:
             raise ConfigError(f"sokoban.probes.{where}: {name!r} is not {what} (expected one of: {', '.join(allowed)})")
 
     for index, name in enumerate(probes["runs"]):
-        check(f"runs[{index}]", name, by_id, "a run of the sweeps")
+        check(f"runs[{index}]", name, sweep_runs, "a run of the sweeps")
     for index, name in enumerate(probes.get("compare", [])):
         check(f"compare[{index}]", name, probes["runs"], "a probed run")
     if "picture" in probes:
         check("picture.run", probes["picture"]["run"], probes["runs"], "a probed run")
-    found = [by_id[name] for name in probes["runs"]]
+    found = [sweep_runs[name] for name in probes["runs"]]
     for run in found:
         if probes.get("seed", run.seeds[0]) not in run.seeds:
             raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} "
@@ -171,7 +172,7 @@ def expert_count_runs(config: Mapping) -> list[Run]:
 
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every Sokoban run of a validated config, of every family (sweeps, ablations, expert-count), by id."""
-    return {run.id: run for family in (runs, ablation_runs, expert_count_runs) for run in family(config)}
+    return by_id([runs(config), *ablation_runs(config).values(), expert_count_runs(config)])
 
 
 def _train_config(sokoban: Mapping) -> TrainConfig:
@@ -218,11 +219,12 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
         raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
-def collect(curve_paths: list[str], eval_paths: list[str]):
+def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 
     Runs are indexed by id with their sweep, recurrence, budget ("" for the expert-count sweep) and allocation
-    as coordinates; budgets with fewer seeds are padded with NaN."""
+    as coordinates; budgets with fewer seeds are padded with NaN. With `ablations` ({setting: run ids in the
+    order of its values}), the dataset is the ablations' and names each one's runs (results.with_ablations)."""
     import xarray as xr
 
     per_run = []
@@ -239,7 +241,6 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
         radius = px.full_radius(a.experts) if a.radius is None else a.radius
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
-            ablation=("run", [run.ablation or ""], {"long_name": "the agent setting the run's ablation varies"}),
             aggregation=("run", [a.aggregation]),
             radius=("run", [radius], {"long_name": "communication radius on the ring of experts (E//2: full)"}),
             budget=("run", [run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
@@ -249,5 +250,6 @@ def collect(curve_paths: list[str], eval_paths: list[str]):
     pushes = {f"test_{key}": evaluation.attrs[key]
               for key in ("mean_optimal_pushes", "optimal_pushes_levels", "random_solve_rate", "time_limit")
               if key in evaluation.attrs}
-    return xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
-                                                                    **pushes)
+    ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
+                                                                  **pushes)
+    return ds if ablations is None else with_ablations(ds, ablations)
