@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from helpers import REPO
-from parallel_experts import catalogue, config, plots
+from parallel_experts import catalogue, config, plots, results
 from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import ablations, experiment
 from parallel_experts.sokoban.agent import AgentConfig
@@ -264,3 +264,34 @@ def test_the_report_module_does_not_load_jumanji():
 
     check = "import sys, parallel_experts.sokoban.ablations; assert 'jumanji' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
+
+
+def test_the_ablations_dataset_names_each_ablations_runs_and_holds_the_shared_run_once(tmp_path):
+    by_setting = experiment.ablation_runs(load("config.yaml"))
+    runs = list(results.by_id(by_setting.values()).values())
+    score = {run.id: 10.0 + i for i, run in enumerate(runs)}  # hand-made final-five returns, one per run
+    curves, evals = [], []
+    for run in runs:
+        seeds = list(run.seeds)
+        curve = xr.Dataset({"final_five": ("seed", [score[run.id]] * len(seeds)),
+                            "episodic_return": (("seed", "update"), [[score[run.id]]] * len(seeds))},
+                           coords={"seed": seeds, "update": [200]},
+                           attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
+        solved = np.zeros((len(seeds), 2, 3))
+        evaluation = xr.Dataset({name: (("seed", "mode", "level"), solved) for name in
+                                 ("solved", "episode_return", "episode_length")},
+                                coords={"seed": seeds, "mode": ["greedy", "sampled"], "level": range(3)},
+                                attrs={"run": run.id, "levels": "generated"})
+        for name, ds, found in (("curve", curve, curves), ("eval", evaluation, evals)):
+            path = tmp_path / run.id / f"{name}.nc"
+            results.write_netcdf(ds, path)
+            found.append(str(path))
+    members = {setting: [run.id for run in group] for setting, group in by_setting.items()}
+    data = experiment.collect(curves, evals, members)
+    assert data.sizes["run"] == 5  # 4 rules + 2 radii, the sqrt-sum at full radius once
+    shared = "ablation/recurrent/small/L1-E4-d8"
+    aggregation, radius = ablations.scores(data, "aggregation"), ablations.scores(data, "radius")
+    assert aggregation["aggregation"].tolist() == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
+    assert radius["radius"].tolist() == [0, 2] and radius["full"].tolist() == [False, True]
+    assert aggregation["mean"].iloc[0] == radius["mean"].iloc[1] == score[shared]
+    assert radius["mean"].iloc[0] == score["ablation/recurrent/small/L1-E4-d8-r0"]

@@ -28,6 +28,11 @@ LM_SYSTEMS = {
                    "results/lm/throughput.nc"),
 }
 EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
+# The results the claims page reads (its notebook parameters), where some other report of the config reads them.
+CLAIM_INPUTS = {"sokoban_sweep": SOKOBAN_SWEEP["sweep"], "probes": SOKOBAN_PROBES["probes"],
+                "sokoban_ablations": SOKOBAN_ABLATIONS["ablations"], "expert_count": EXPERT_COUNT,
+                "lm_sweep": LM_SWEEP["sweep"], "lm_ablations": LM_ABLATIONS["ablations"],
+                **{table: path for table, (_, _, _, path) in LM_SYSTEMS.items()}}
 
 # Each Sokoban ablation (sokoban.ablations.<setting>): report name, the paper's figure, the target; one notebook.
 SOKOBAN_ABLATION_FIGURES = {
@@ -60,8 +65,8 @@ class Report:
 
 
 def reports(config: Mapping) -> list[Report]:
-    """Every report of a validated config, in index order: allocation grids, Sokoban, its probes, its ablations,
-    language model, its ablations, number of experts, the systems tables."""
+    """Every report of a validated config, in index order: the paper's claims judged, allocation grids, Sokoban,
+    its probes, its ablations, language model, its ablations, number of experts, the systems tables."""
     found = [Report("allocations", "Sec. 4 and App. J grids: allocations of every budget and their per-step work",
                     "allocations", ALLOCATION_GRIDS, target="allocations")]
     found += _sokoban(config)
@@ -71,7 +76,10 @@ def reports(config: Mapping) -> list[Report]:
     found += _lm_ablations(config)
     found += _expert_count(config)
     found += _lm_systems(config)
-    return found
+    read = {path for report in found for path in report.inputs.values()}
+    claims = Report("claims", "The paper's claims, each judged from this reproduction's results", "claims",
+                    {name: path for name, path in CLAIM_INPUTS.items() if path in read}, target="claims")
+    return [claims, *found]
 
 
 def targets(catalogue: Iterable[Report]) -> dict[str, list[str]]:

@@ -66,26 +66,40 @@ def beats_controls(probes: xr.Dataset, run: str, target: str = "agent_onto") -> 
                    f"({controls['control']:.3f})")
 
 
-def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
-    """Fig. 4's verdict on a pair: controls first, then whether the deeper agent leads early and the shallower
-    one catches up (its late gap less than half the early gap, or within the late intervals)."""
+def deeper_first(probes: xr.Dataset, runs) -> list[str]:
+    """A compared pair (sokoban.probes.compare) as Fig. 4 reads it: the deeper run first."""
+    return sorted(runs, key=lambda run: int(probes["depth"].sel(run=run)), reverse=True)
+
+
+def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> dict:
+    """Fig. 4's pattern on a pair, from the recall and its 95 % bootstrap intervals over levels: whether both
+    states beat their controls (`meaningful`), the deeper agent leads at first (its early lower bound above the
+    shallower one's upper bound; `shallower_leads` the reverse), and the shallower one catches up (its late gap
+    less than half the early gap); the gaps, and the control sentences (`controls`)."""
     checks = [beats_controls(probes, run, target) for run in (deeper, shallower)]
-    lines = [text for _, text in checks]
-    meaningful = all(above for above, _ in checks)
     early = {run: window_mean(probes, run, "state", EARLY, target) for run in (deeper, shallower)}
     late = {run: window_mean(probes, run, "state", LATE, target) for run in (deeper, shallower)}
+    bound = {(run, estimate): window_mean(probes, run, "state", EARLY, target, estimate)
+             for run in (deeper, shallower) for estimate in ("low", "high")}
     early_gap, late_gap = early[deeper] - early[shallower], late[deeper] - late[shallower]
-    early_low = window_mean(probes, deeper, "state", EARLY, target, "low")
-    leads = early_gap > 0 and early_low > window_mean(probes, shallower, "state", EARLY, target, "high")
-    catches_up = abs(late_gap) < abs(early_gap) / 2
-    lines.append(f"deeper minus shallower recall: {early_gap:+.3f} over steps {EARLY[0]}-{EARLY[1]}, "
-                 f"{late_gap:+.3f} over steps {LATE[0]}-{LATE[1]}")
-    if not meaningful:
+    return {"meaningful": all(above for above, _ in checks), "controls": [text for _, text in checks],
+            "early_gap": early_gap, "late_gap": late_gap,
+            "leads": early_gap > 0 and bound[deeper, "low"] > bound[shallower, "high"],
+            "shallower_leads": early_gap < 0 and bound[shallower, "low"] > bound[deeper, "high"],
+            "catches_up": abs(late_gap) < abs(early_gap) / 2}
+
+
+def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
+    """Fig. 4's verdict on a pair (compare_pattern) in words: controls first, the gaps, then the verdict."""
+    found = compare_pattern(probes, deeper, shallower, target)
+    lines = [*found["controls"], f"deeper minus shallower recall: {found['early_gap']:+.3f} over steps "
+             f"{EARLY[0]}-{EARLY[1]}, {found['late_gap']:+.3f} over steps {LATE[0]}-{LATE[1]}"]
+    if not found["meaningful"]:
         verdict = ("cannot test the paper's pattern: the probes do not read more from the state than from the "
                    "controls, so there is no plan to compare at this scale")
-    elif leads and catches_up:
+    elif found["leads"] and found["catches_up"]:
         verdict = "shows the paper's pattern: the deeper agent leads at first and the shallower one catches up"
-    elif leads:
+    elif found["leads"]:
         verdict = "shows half the paper's pattern: the deeper agent leads at first, but the gap does not close"
     else:
         verdict = "does not show the paper's pattern: the deeper agent does not lead at first"

@@ -1,0 +1,416 @@
+"""The paper's claims, each judged from this reproduction's results (reports/claims.html, target `claims`).
+
+A `Claim` holds the paper's statement and number with its section, the report that shows our evidence, the
+results it reads (the claims report's notebook parameters) and a rule. A rule reads datasets and returns a
+`Finding`: a verdict, our measurement in words, and the statistical test where seeds allow one. The verdicts:
+
+* supported: the measurement shows the paper's statement, significant where a test exists;
+* contradicted: it shows the opposite, significant where a test exists;
+* inconclusive: it ran, but does not decide (one seed, a difference within noise, agents at chance);
+* not run at this scale: the config does not produce the results the claim needs.
+
+A claim with parts (a budget, a domain, a context) is supported only when every part that ran is, and
+contradicted when any part is (`combine`). Thresholds are our choices, stated here and on the page: a one-sided
+Welch test at ALPHA over seeds, and COMPARABLE nats between single LM runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import stats
+
+from parallel_experts import expert_count, results
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
+ALPHA = 0.05  # one-sided Welch tests over seeds, uncorrected (the authors' protocol for depth, SPEC B.6)
+# Single LM runs have no noise estimate. Within this many nats two runs are comparable (the paper calls the
+# +0.02 of KV sharing a cost, App. A.3); worse by more than twice it contradicts a "comparable" claim.
+COMPARABLE = 0.02
+_ONE_RUN = f"one run each, no test: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str  # one of VERDICTS
+    measured: str  # our measurement, in words and numbers
+    test: str = ""  # the statistical test and its outcome, where seeds allow one
+
+
+@dataclass(frozen=True)
+class Claim:
+    statement: str  # the paper's statement
+    paper: str  # the paper's number(s)
+    section: str
+    reports: tuple[str, ...]  # the reports that show our evidence, the first the config has is linked
+    rule: Callable[[Mapping[str, xr.Dataset], Mapping], Finding]  # (the results there are, config) -> Finding
+
+
+def not_run(what: str) -> Finding:
+    return Finding(NOT_RUN, f"this config does not produce {what}")
+
+
+def combine(parts: Mapping[str, Finding]) -> Finding:
+    """One finding from the parts of a claim: contradicted if any part is, supported if every part that ran
+    is, not run if none ran; the measurements and tests are joined, each under its part's name."""
+    ran = {name: f for name, f in parts.items() if f.verdict != NOT_RUN}
+    if not ran:
+        return Finding(NOT_RUN, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()))
+    verdicts = {f.verdict for f in ran.values()}
+    verdict = (CONTRADICTED if CONTRADICTED in verdicts else SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE)
+    return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in ran.items()),
+                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test))
+
+
+def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
+    """One-sided Welch p-value of H1: mean(a) > mean(b); None where either side has fewer than two values."""
+    a, b = np.asarray(list(a), float), np.asarray(list(b), float)
+    if min(len(a), len(b)) < 2:
+        return None
+    return float(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+
+
+def _p(p: float | None) -> str:
+    return "no test (fewer than two seeds)" if p is None else f"one-sided Welch p = {p:.4f}"
+
+
+def _decided(direction: int, p: float | None) -> str:
+    """The verdict of a difference in the paper's direction (+1) or against it (−1), tested by `p`."""
+    if p is None or p >= ALPHA:
+        return INCONCLUSIVE
+    return SUPPORTED if direction > 0 else CONTRADICTED
+
+
+# ------------------------------------------------------------------------------------------------ Sokoban
+
+
+def _sokoban_scores(data: xr.Dataset, variants: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from parallel_experts.sokoban import analysis  # late: the catalogue imports this module
+
+    per_seed = analysis.per_seed_scores(data, variants)
+    return per_seed, analysis.configuration_scores(per_seed, variants)
+
+
+def _seed_scores(per_seed: pd.DataFrame, row: pd.Series, keys: Iterable[str]) -> np.ndarray:
+    mask = np.logical_and.reduce([per_seed[k] == row[k] for k in keys])
+    return per_seed.loc[mask, "score"].to_numpy(float)
+
+
+def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
+    """Whether no run of `runs` solves more test levels, greedy or sampled, than a uniformly random policy."""
+    if "test_random_solve_rate" not in data.attrs:
+        return False
+    best = float(data["solve_rate"].sel(run=list(runs)).mean("seed").max())
+    return best <= float(data.attrs["test_random_solve_rate"])
+
+
+def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
+    """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
+    non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
+    within the other family's depth (one-sided Welch over seeds)? Agents at chance decide nothing."""
+    keys = ["sweep", "recurrent", "budget", "depth", "experts", "width"]
+    per_seed, scores = _sokoban_scores(sweep)
+    parts = {}
+    for (name, budget), group in scores.groupby(["sweep", "budget"], sort=False):
+        if group["recurrent"].nunique() < 2:
+            continue
+        best = {r: rows.loc[rows["mean"].idxmax()] for r, rows in group.groupby("recurrent")}
+        rec, non = int(best[True]["depth"]), int(best[False]["depth"])
+        measured = f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} " \
+                   f"({best[False]['mean']:.3f})"
+        runs = sweep["run"].values[(sweep["sweep"] == name).values & (sweep["budget"] == budget).values]
+        where = f"{name}, {budget} budget"
+        if _at_chance(sweep, runs):
+            parts[where] = Finding(INCONCLUSIVE, measured + "; every agent at chance on the test levels")
+            continue
+        if rec == non:
+            parts[where] = Finding(INCONCLUSIVE, measured + "; the same depth")
+            continue
+        deeper = False if non > rec else True  # the family whose best is deeper
+        shallow_depth = min(rec, non)
+        family = group[group["recurrent"] == deeper]
+        within = family[family["depth"] <= shallow_depth]
+        if not len(within):
+            parts[where] = Finding(INCONCLUSIVE, measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
+            continue
+        rival = within.loc[within["mean"].idxmax()]
+        p = welch_greater(_seed_scores(per_seed, best[deeper], keys), _seed_scores(per_seed, rival, keys))
+        parts[where] = Finding(_decided(1 if non > rec else -1, p), measured,
+                               f"{results.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
+                               f"{shallow_depth}: {_p(p)}")
+    return combine(parts) if parts else not_run("a Sokoban sweep with both families")
+
+
+def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.DataFrame], pd.Series], label: str
+                   ) -> tuple[float, float | None, str, str] | None:
+    """A Sokoban ablation's default value (the rows `is_default` picks, shown as `label`) against its best other
+    value: the difference of means, the one-sided Welch p of that difference's direction, the measurement and
+    the test in words; None where the ablation lacks either side."""
+    keys = ["sweep", "recurrent", "budget", "depth", "experts", "width", setting]
+    per_seed, table = _sokoban_scores(data.sel(run=results.ablation_members(data)[setting]), (setting,))
+    default = is_default(table)
+    if not default.any() or default.all():
+        return None
+    mine, others = table[default].iloc[0], table[~default]
+    rival = others.loc[others["mean"].idxmax()]
+    gap = mine["mean"] - rival["mean"]
+    ours, theirs = _seed_scores(per_seed, mine, keys), _seed_scores(per_seed, rival, keys)
+    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    name = f"{setting} {rival[setting]}"
+    return (gap, p, f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})",
+            f"{label if gap >= 0 else name} better: {_p(p)}")
+
+
+def full_communication(ablations: xr.Dataset) -> Finding:
+    """Fig. 11: the full radius best, and significantly better than the best narrower radius (Welch over seeds)."""
+    if "radius" not in results.ablation_members(ablations):
+        return not_run("the radius ablation")
+    found = _against_rival(ablations, "radius", lambda t: t["radius"] >= t["experts"] // 2, "full radius")
+    if found is None:
+        return not_run("the radius ablation with the full radius and a narrower one")
+    gap, p, measured, test = found
+    return Finding(_decided(1 if gap >= 0 else -1, p), measured, test)
+
+
+def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Finding:
+    """App. A.3's "consistently competitive": in Sokoban no rule significantly better than the sqrt-sum (Welch
+    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within COMPARABLE nats of the best rule."""
+    parts = {"Sokoban": not_run("the Sokoban aggregation ablation"),
+             "FineWeb": not_run("the FineWeb aggregation ablation")}
+    if sokoban is not None and "aggregation" in results.ablation_members(sokoban):
+        found = _against_rival(sokoban, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum")
+        if found is not None:
+            gap, p, measured, test = found
+            beaten = gap < 0 and p is not None and p < ALPHA
+            parts["Sokoban"] = Finding(CONTRADICTED if beaten else INCONCLUSIVE if p is None else SUPPORTED,
+                                       measured, test)
+    if lm is not None and "aggregation" in results.ablation_members(lm):
+        runs = results.ablation_members(lm)["aggregation"]
+        rules = dict(zip(lm["aggregation"].sel(run=runs).values.tolist(),
+                         lm["validation_loss"].sel(run=runs).values.tolist()))
+        if "sqrt_sum" in rules and len(rules) > 1:
+            loss, rule = min((v, k) for k, v in rules.items() if k != "sqrt_sum")
+            gap = rules["sqrt_sum"] - loss
+            parts["FineWeb"] = Finding(_comparable(gap), f"sqrt_sum: {rules['sqrt_sum']:.3f}, best other ({rule}): "
+                                       f"{loss:.3f} ({gap:+.3f} nats)", _ONE_RUN)
+    return combine(parts)
+
+
+def _comparable(worse_by: float) -> str:
+    """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival."""
+    if worse_by <= COMPARABLE:
+        return SUPPORTED
+    return CONTRADICTED if worse_by > 2 * COMPARABLE else INCONCLUSIVE
+
+
+def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
+    """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis)."""
+    from parallel_experts.sokoban import probe_analysis
+
+    found = probe_analysis.compare_pattern(probes, deeper, shallower)
+    measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
+                f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late")
+    test = "95 % bootstrap intervals over test levels"
+    if not found["meaningful"]:
+        return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",
+                       test)
+    if found["shallower_leads"]:
+        return Finding(CONTRADICTED, measured + "; the shallower agent leads early", test)
+    if not found["leads"]:
+        return Finding(INCONCLUSIVE, measured + "; the early intervals overlap", test)
+    return Finding(SUPPORTED if found["catches_up"] else CONTRADICTED,
+                   measured + ("; the shallower agent catches up" if found["catches_up"] else "; the gap stays"), test)
+
+
+# ------------------------------------------------------------------------------------------------ FineWeb
+
+
+def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
+    """Fig. 5: the best recurrent run at L ≤ 2 against the best non-recurrent run of the budget and window,
+    comparable or better within COMPARABLE nats (one run each: no test)."""
+    from parallel_experts.lm import analysis
+
+    runs = analysis.run_table(sweep)
+    runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
+    rec = runs[runs["recurrent"] & (runs["depth"] <= 2)]
+    non = runs[~runs["recurrent"].astype(bool)]
+    if not len(rec) or not len(non):
+        return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
+    r, n = rec.loc[rec["validation_loss"].idxmin()], non.loc[non["validation_loss"].idxmin()]
+    gap = r["validation_loss"] - n["validation_loss"]
+    return Finding(_comparable(gap), f"recurrent {r['allocation']}: {r['validation_loss']:.3f}, best non-recurrent "
+                   f"{n['allocation']}: {n['validation_loss']:.3f} ({gap:+.3f} nats; {budget} budget, W = {window})",
+                   _ONE_RUN)
+
+
+def more_experts(points: pd.DataFrame) -> Finding:
+    """Fig. 6: in each domain and family, the (L, d) families whose score rises from the smallest to the largest
+    E beyond expert_count.NOISE standard errors (any change for single LM runs) against those where it falls."""
+    trends = expert_count.expert_trends(expert_count.families(points))
+    parts = {}
+    for domain in expert_count.DOMAINS:
+        for recurrent in (True, False):
+            rows = trends[trends["panel"].str.startswith(domain) & (trends["recurrent"] == recurrent)]
+            where = f"{domain}, {results.family(recurrent)}"
+            if not len(rows):
+                parts[where] = not_run("a family with two values of E")
+                continue
+            helped, hurt = int((rows["gain"] > rows["noise"]).sum()), int((rows["gain"] < -rows["noise"]).sum())
+            verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
+            parts[where] = Finding(verdict, f"more experts help in {helped}, hurt in {hurt} of {len(rows)} families",
+                                   f"gain beyond {expert_count.NOISE} standard errors over seeds")
+    return combine(parts)
+
+
+def _timed(ds: xr.Dataset, variable: str, row: str, **where) -> np.ndarray:
+    values = ds[variable].sel(allocation=row, **where).values
+    return values[~np.isnan(values)]
+
+
+def decode_faster(latency: xr.Dataset) -> Finding:
+    """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B, tested over the timed calls."""
+    from parallel_experts.lm import systems
+
+    rec, tra = systems.label((True, 1, 16)), systems.label(systems.TRANSFORMER)
+    if {rec, tra} - set(latency["allocation"].values.tolist()):
+        return not_run("both rows of Table 5 compared")
+    parts = {}
+    for context in latency["context"].values:
+        for batch in latency["batch"].values:
+            at = {"context": context, "batch": batch}
+            ratio = float(latency["ratio"].sel(allocation=rec, **at))
+            faster = ratio < 1
+            a, b = _timed(latency, "decode_seconds", tra, **at), _timed(latency, "decode_seconds", rec, **at)
+            p = welch_greater(a, b) if faster else welch_greater(b, a)
+            parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
+                _decided(1 if faster else -1, p), f"ms/token ratio {ratio:.3f}",
+                f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {_p(p)}")
+    return combine(parts)
+
+
+def training_slower(throughput: xr.Dataset) -> Finding:
+    """Table 6: every recurrent row's tokens/s against the Transformer's at each C, tested over the timed
+    updates; an out-of-memory recurrent cell beside a Transformer that fits counts as slower."""
+    from parallel_experts.lm import systems, throughput as table6
+
+    tra = systems.label(systems.TRANSFORMER)
+    rows = [r for r in throughput["allocation"].values.tolist() if r != tra and r.startswith("recurrent")]
+    if tra not in throughput["allocation"].values or not rows:
+        return not_run("the Transformer and a recurrent row of Table 6")
+    parts = {}
+    for row in rows:
+        for context in throughput["context"].values:
+            at = {"allocation": row, "context": context}
+            where = f"{row}, C = {int(context)}"
+            if bool(throughput["oom"].sel(allocation=tra, context=context)):
+                parts[where] = Finding(INCONCLUSIVE, "the Transformer is out of memory")
+            elif bool(throughput["oom"].sel(**at)):
+                parts[where] = Finding(SUPPORTED, "out of memory where the Transformer fits")
+            else:
+                ratio = float(throughput["vs_transformer"].sel(**at))
+                steps = slice(table6.SKIPPED, None)
+                a = _timed(throughput, "update_seconds", row, context=context)[steps]
+                b = _timed(throughput, "update_seconds", tra, context=context)[steps]
+                p = welch_greater(a, b) if ratio < 1 else welch_greater(b, a)
+                parts[where] = Finding(_decided(1 if ratio < 1 else -1, p), f"tokens/s ratio {ratio:.3f}",
+                                       f"{'recurrent' if ratio < 1 else 'Transformer'} slower over the timed "
+                                       f"updates: {_p(p)}")
+    return combine(parts)
+
+
+# ------------------------------------------------------------------------------------------------ the page
+
+
+def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
+    if "lm_sweep" not in data:
+        return not_run("the FineWeb sweep")
+    return lm_comparable_shallow(data["lm_sweep"], "small", config["lm"]["windows"][0])
+
+
+def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
+    tables = [expert_count.sokoban_points(data[name]) for name in ("sokoban_sweep", "expert_count") if name in data]
+    if "lm_sweep" in data:
+        tables.append(expert_count.lm_points(data["lm_sweep"], config["lm"]["windows"][0]))
+    if not tables:
+        return not_run("runs with two values of E at one (L, d)")
+    return more_experts(pd.concat(tables, ignore_index=True))
+
+
+def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
+    from parallel_experts.sokoban import probe_analysis
+
+    pair = config["sokoban"].get("probes", {}).get("compare")
+    if "probes" not in data or not pair:
+        return not_run("probes on two recurrent depths (sokoban.probes.compare)")
+    return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair))
+
+
+def _needs(name: str, rule: Callable[[xr.Dataset], Finding], what: str):
+    return lambda data, config: rule(data[name]) if name in data else not_run(what)
+
+
+# The paper's claims, in the order of the paper. Statements and numbers are the paper's (arXiv 2609.12531).
+CLAIMS = (
+    Claim("With temporal recurrence the best Sokoban allocation uses fewer layers than without, at every budget.",
+          "small budget: recurrent best at L = 4, non-recurrent at L = 8; recurrent saturates by L = 2–4, "
+          "non-recurrent still improves at L = 16 (large budget)", "§5.1, Figs. 2–3",
+          ("sokoban_depth",), _needs("sokoban_sweep", sokoban_fewer_layers, "the Sokoban sweeps")),
+    Claim("Deeper recurrent agents plan earlier, and shallower ones catch up within a few steps.",
+          "L = 4 against L = 2, large budget: L = 4's recall higher at first, L = 2 catches up (thresholds at 93 % "
+          "precision)", "§5.1, Fig. 4", ("sokoban_probe_recall",), _plans),
+    Claim("The recurrent Transformer with two layers is comparable to the best non-recurrent allocation.",
+          "validation loss ≈ 3.51 at L = 2 (small budget, W = 128), comparable to the best non-recurrent at L = 16",
+          "§5.2, Fig. 5", ("lm_small_W{window}", "lm_depth"), _fine_web),
+    Claim("More experts per layer help both recurrent and non-recurrent models.",
+          "both families, both domains; Sokoban keeps improving beyond 8 experts", "§5.3, Fig. 6",
+          ("expert_count",), _experts),
+    Claim("Full shared-state access is best; narrower communication radii lower performance.",
+          "full radius best, narrower radii lower the return monotonically (medium budget, (2, 7, 64); full: "
+          "13.866)", "§5.3, App. E, Fig. 11", ("sokoban_radius",),
+          _needs("sokoban_ablations", full_communication, "the Sokoban ablations")),
+    Claim("The sqrt-sum is a good default aggregation rule: parameter-free and consistently competitive.",
+          "Sokoban (1, 4, 128): the sqrt-sum best of four rules (13.738); FineWeb (2, 8, 768): ≈ 3.51",
+          "App. A.3, D, Fig. 10", ("sokoban_aggregation", "lm_ablations"),
+          lambda data, config: sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"))),
+    Claim("Shallow recurrent models decode faster than the Transformer.",
+          "recurrent L1 E16 0.108 ms/token against the Transformer L16 E1's 0.565 at C = 128, B = 16 (ratio 0.19); "
+          "four H100s", "App. H.1, Table 5", ("lm_latency",), _needs("latency", decode_faster, "Table 5")),
+    Claim("Recurrent training is slower per token than the Transformer's.",
+          "L1 E16 349.5k against 1,025.3k tokens/s at C = 128 (0.34); recurrent rows out of memory where L·C is "
+          "large; four H100s", "App. H.2, Table 6", ("lm_throughput",),
+          _needs("throughput", training_slower, "Table 6")),
+)
+
+
+def judge(config: Mapping, paths: Mapping[str, str], reports: Iterable[str]) -> pd.DataFrame:
+    """The claims table: one row per claim with the paper's statement, number and section, our measurement, the
+    test, the verdict and the report that shows it (the first of its reports in `reports`, else ""). `paths`:
+    the results this config produces, by name (catalogue.CLAIM_INPUTS)."""
+    data = {name: results.open_dataset(path) for name, path in paths.items()}
+    present = set(reports)
+    rows = []
+    for claim in CLAIMS:
+        found = claim.rule(data, config)
+        names = [name.format(window=config["lm"]["windows"][0]) for name in claim.reports]
+        rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
+                     "measured": found.measured, "test": found.test, "verdict": found.verdict,
+                     "report": next((name for name in names if name in present), "")})
+    return pd.DataFrame(rows)
+
+
+def tally(table: pd.DataFrame) -> str:
+    """How many claims got each verdict, in words."""
+    counts = table["verdict"].value_counts()
+    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS) + f" (of {len(table)} claims)"
+
+
+RULES = (f"Verdicts come from the rules in parallel_experts/claims.py: a one-sided Welch test over seeds at "
+         f"p < {ALPHA} (uncorrected) where seeds allow one; the probes' 95 % bootstrap intervals over test levels; "
+         f"single FineWeb runs comparable within {COMPARABLE} nats and contradicted beyond {2 * COMPARABLE}. A claim "
+         "with parts (budgets, domains, contexts) is supported only where every part that ran is, and contradicted "
+         "where any part is. Sokoban agents that solve no more test levels than a random policy decide nothing.")

@@ -1,0 +1,233 @@
+"""The claims page's verdict rules on hand-made results, one case per outcome of each rule, and its catalogue
+entry. Each case is built so that the verdict follows from numbers a reader can check by eye."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from helpers import REPO
+from parallel_experts import catalogue, claims, config
+from parallel_experts.claims import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
+from test_sokoban_ablations import ablation_data
+from test_sokoban_probe_analysis import probes as probe_data
+
+NOISY = [-0.3, 0.0, 0.3]  # seed offsets: standard error 0.17 for three seeds
+
+
+def load(name):
+    return config.load([REPO / "config" / name])
+
+
+@pytest.mark.parametrize("parts, verdict", [
+    ({"a": SUPPORTED, "b": SUPPORTED, "c": NOT_RUN}, SUPPORTED),
+    ({"a": SUPPORTED, "b": CONTRADICTED}, CONTRADICTED),
+    ({"a": SUPPORTED, "b": INCONCLUSIVE}, INCONCLUSIVE),
+    ({"a": NOT_RUN, "b": NOT_RUN}, NOT_RUN),
+])
+def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict):
+    found = claims.combine({name: Finding(v, f"m{name}", f"t{name}") for name, v in parts.items()})
+    assert found.verdict == verdict
+    if verdict != NOT_RUN:
+        assert "c: " not in found.measured and found.measured.startswith("a: ma")
+
+
+# ------------------------------------------------------------------------------------------------ Sokoban
+
+
+def sokoban_sweep(configs, seeds=3, solve=0.5, chance=0.08):
+    """A Sokoban sweep dataset: `configs` maps (recurrent, depth) -> mean final-five score (seeds at NOISY)."""
+    runs = list(configs)
+    offsets = NOISY if seeds == 3 else [0.0]
+    finals = [[configs[key] + o for o in offsets] for key in runs]
+    return xr.Dataset(
+        {"final_five": (("run", "seed"), finals),
+         "solve_rate": (("run", "seed", "mode"), np.full((len(runs), len(offsets), 2), solve))},
+        coords={"run": [f"r{i}" for i in range(len(runs))], "seed": range(len(offsets)), "mode": ["greedy", "sampled"],
+                "sweep": ("run", ["convlstm"] * len(runs)), "budget": ("run", ["small"] * len(runs)),
+                "recurrent": ("run", [r for r, _ in runs]), "depth": ("run", [d for _, d in runs]),
+                "experts": ("run", [4 // d for _, d in runs]), "width": ("run", [8] * len(runs))},
+        attrs={"test_random_solve_rate": chance})
+
+
+SHALLOW_RECURRENT = {(True, 1): 14.0, (True, 4): 13.0, (False, 1): 8.0, (False, 4): 12.0}
+
+
+@pytest.mark.parametrize("data, verdict", [
+    (sokoban_sweep(SHALLOW_RECURRENT), SUPPORTED),  # non-recurrent L4 beats its L1 by 4 (s.e. 0.24)
+    (sokoban_sweep({(True, 1): 8.0, (True, 4): 12.0, (False, 1): 14.0, (False, 4): 13.0}), CONTRADICTED),
+    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), INCONCLUSIVE),  # no test from one seed
+    (sokoban_sweep(SHALLOW_RECURRENT, solve=0.05), INCONCLUSIVE),  # every agent below the random policy's 0.08
+    (sokoban_sweep({(True, 1): 14.0, (True, 4): 13.0}), NOT_RUN),  # one family only
+])
+def test_fewer_layers_with_recurrence_needs_the_deeper_family_significantly_better_deeper(data, verdict):
+    found = claims.sokoban_fewer_layers(data)
+    assert found.verdict == verdict
+    if verdict == SUPPORTED:
+        assert found.measured == ("convlstm, small budget: best recurrent at L = 1 (14.000), non-recurrent at "
+                                  "L = 4 (12.000)")
+        assert "non-recurrent L = 4 > its best at L ≤ 1: one-sided Welch p = 0.0" in found.test
+
+
+def radius(means, seeds=3):
+    """The radius ablation at E = 7: radii 0, 1 and 3 (full) with the given means."""
+    return ablation_data("radius", [0, 1, 3], [[m + o for o in (NOISY if seeds == 3 else [0.0])] for m in means])
+
+
+@pytest.mark.parametrize("data, verdict", [
+    (radius([12.0, 13.0, 14.0]), SUPPORTED),
+    (radius([14.0, 13.0, 12.0]), CONTRADICTED),  # r = 0 best by 2
+    (radius([12.0, 13.9, 14.0]), INCONCLUSIVE),  # full best by 0.1, within noise
+    (radius([12.0, 13.0, 14.0], seeds=1), INCONCLUSIVE),
+    (ablation_data("aggregation", ["sqrt_sum", "mean"], [[1.0], [2.0]]), NOT_RUN),
+])
+def test_full_communication_is_best_only_where_it_beats_the_best_narrower_radius(data, verdict):
+    found = claims.full_communication(data)
+    assert found.verdict == verdict
+    if verdict == SUPPORTED:
+        assert found.measured == "full radius: 14.000, best other (radius 1): 13.000 (+1.000)"
+
+
+def aggregation(means, seeds=3):
+    return ablation_data("aggregation", ["sqrt_sum", "mean", "routed_mean"],
+                         [[m + o for o in (NOISY if seeds == 3 else [0.0])] for m in means])
+
+
+def lm_aggregation(losses):
+    runs = [f"x{i}" for i in range(len(losses))]
+    return xr.Dataset({"validation_loss": ("run", list(losses.values()))},
+                      coords={"run": runs, "aggregation": ("run", list(losses))},
+                      attrs={"ablations": json.dumps({"aggregation": runs})})
+
+
+@pytest.mark.parametrize("sokoban, lm, verdict", [
+    (aggregation([13.9, 14.0, 12.0]), None, SUPPORTED),  # the mean rule ahead by 0.1: not significantly
+    (aggregation([12.0, 14.0, 13.0]), None, CONTRADICTED),  # the mean rule ahead by 2
+    (aggregation([14.0, 13.0, 12.0], seeds=1), None, INCONCLUSIVE),
+    (None, lm_aggregation({"sqrt_sum": 3.52, "mean": 3.51}), SUPPORTED),  # within 0.02 nats
+    (None, lm_aggregation({"sqrt_sum": 3.54, "mean": 3.51}), INCONCLUSIVE),  # 0.03: between 0.02 and 0.04
+    (aggregation([13.9, 14.0, 12.0]), lm_aggregation({"sqrt_sum": 3.60, "mean": 3.51}), CONTRADICTED),
+    (None, None, NOT_RUN),
+])
+def test_the_sqrt_sum_is_a_good_default_where_no_rule_beats_it(sokoban, lm, verdict):
+    assert claims.sqrt_sum_default(sokoban, lm).verdict == verdict
+
+
+STEPS = np.arange(12)
+
+
+@pytest.mark.parametrize("deep, shallow, control, verdict", [
+    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.1, SUPPORTED),  # leads, then caught up by step 3
+    (np.full(12, 0.6), np.full(12, 0.3), 0.1, CONTRADICTED),  # leads, and the gap stays
+    (np.full(12, 0.3), np.full(12, 0.6), 0.1, CONTRADICTED),  # the shallower agent leads
+    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.7, INCONCLUSIVE),  # the controls read more
+])
+def test_deeper_agents_plan_earlier_only_where_the_probes_read_a_plan(deep, shallow, control, verdict):
+    assert claims.plans_earlier(probe_data(deep, shallow, control), "deep", "shallow").verdict == verdict
+
+
+# ------------------------------------------------------------------------------------------------ FineWeb
+
+
+def lm_sweep(losses, budget="small", window=64):
+    """An LM sweep dataset: `losses` maps (recurrent, depth) -> validation loss (experts 4 // depth, d 64)."""
+    keys = list(losses)
+    n = len(keys)
+    return xr.Dataset(
+        {"validation_loss": ("run", [losses[k] for k in keys]), "scored_tokens": ("run", [1000] * n),
+         "train_ce_loss": (("run", "update"), np.full((n, 2), 4.0))},
+        coords={"run": [f"r{i}" for i in range(n)], "recurrent": ("run", [r for r, _ in keys]),
+                "budget": ("run", [budget] * n), "window": ("run", [window] * n),
+                "depth": ("run", [d for _, d in keys]), "experts": ("run", [4 // d for _, d in keys]),
+                "width": ("run", [64] * n), "q_heads": ("run", [4] * n), "kv_heads": ("run", [2] * n),
+                "train_tokens": ("run", [1000] * n)})
+
+
+@pytest.mark.parametrize("losses, verdict", [
+    ({(True, 2): 3.52, (True, 4): 3.40, (False, 4): 3.51, (False, 1): 3.9}, SUPPORTED),  # L ≤ 2 only: 3.52
+    ({(True, 2): 3.54, (False, 4): 3.51}, INCONCLUSIVE),
+    ({(True, 2): 3.60, (False, 4): 3.51}, CONTRADICTED),
+    ({(True, 4): 3.40, (False, 4): 3.51}, NOT_RUN),  # no recurrent run at L ≤ 2
+])
+def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(losses, verdict):
+    found = claims.lm_comparable_shallow(lm_sweep(losses), "small", 64)
+    assert found.verdict == verdict
+    if verdict == SUPPORTED:
+        assert found.measured.startswith("recurrent L2 E2 d64: 3.520, best non-recurrent L4 E1 d64: 3.510 (+0.010")
+
+
+def points(gains):
+    """Fig. 6 points: per (panel, recurrent), scores at E = 1 and E = 4 rising by `gain` (s.e. 0.1)."""
+    rows = [{"panel": panel, "recurrent": recurrent, "depth": 2, "width": 8, "budget": "", "experts": e,
+             "score": 10.0 + gain * (e == 4), "stderr": 0.1, "sign": 1}
+            for (panel, recurrent), gain in gains.items() for e in (1, 4)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("gains, verdict", [
+    ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): 1.0}, SUPPORTED),
+    ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): -1.0}, CONTRADICTED),
+    ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): 0.1}, INCONCLUSIVE),  # within 2 s.e.
+    ({}, NOT_RUN),
+])
+def test_more_experts_help_where_every_family_gains_beyond_two_standard_errors(gains, verdict):
+    frame = points(gains) if gains else pd.DataFrame(columns=["panel", "recurrent", "depth", "width", "budget",
+                                                              "experts", "score", "stderr", "sign"])
+    assert claims.more_experts(frame).verdict == verdict
+
+
+def latency(transformer_ms, recurrent_ms):
+    rows = ["Transformer L16 E1", "recurrent L1 E16"]
+    calls = np.array([[transformer_ms + o for o in (-0.01, 0.0, 0.01)], [recurrent_ms + o for o in (-0.01, 0.0, 0.01)]])
+    ms = calls.mean(-1)
+    return xr.Dataset({"decode_seconds": (("allocation", "context", "batch", "call"), calls[:, None, None] / 1e3),
+                       "ratio": (("allocation", "context", "batch"), (ms / ms[0])[:, None, None])},
+                      coords={"allocation": rows, "context": [128], "batch": [4]})
+
+
+def throughput(transformer_s, recurrent_s, oom=False):
+    rows = ["Transformer L16 E1", "recurrent L1 E16"]
+    seconds = np.array([[np.nan, np.nan, transformer_s - 0.01, transformer_s, transformer_s + 0.01, transformer_s],
+                        [np.nan, np.nan, recurrent_s - 0.01, recurrent_s, recurrent_s + 0.01, recurrent_s]])
+    if oom:
+        seconds[1] = np.nan
+    ratio = np.array([1.0, np.nan if oom else transformer_s / recurrent_s])
+    return xr.Dataset({"update_seconds": (("allocation", "context", "update"), seconds[:, None]),
+                       "vs_transformer": (("allocation", "context"), ratio[:, None]),
+                       "oom": (("allocation", "context"), np.array([[False], [oom]]))},
+                      coords={"allocation": rows, "context": [128]})
+
+
+def test_decode_and_training_speed_are_tested_over_the_timed_calls():
+    assert claims.decode_faster(latency(1.0, 0.4)).verdict == SUPPORTED
+    assert claims.decode_faster(latency(0.4, 1.0)).verdict == CONTRADICTED
+    assert claims.decode_faster(latency(1.0, 0.999)).verdict == INCONCLUSIVE  # 0.001 ms apart, spread 0.01
+    assert claims.decode_faster(latency(1.0, 0.4).sel(allocation=["recurrent L1 E16"])).verdict == NOT_RUN
+    assert claims.training_slower(throughput(0.5, 1.0)).verdict == SUPPORTED
+    assert claims.training_slower(throughput(0.5, 1.0, oom=True)).verdict == SUPPORTED  # OOM where it fits
+    assert claims.training_slower(throughput(1.0, 0.5)).verdict == CONTRADICTED
+    assert claims.training_slower(throughput(0.5, 1.0)).measured == "recurrent L1 E16, C = 128: tokens/s ratio 0.500"
+
+
+# ------------------------------------------------------------------------------------------------ the page
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_the_claims_page_comes_first_and_reads_what_the_other_reports_read(name):
+    cfg = load(name)
+    [first, *others] = catalogue.reports(cfg)
+    assert (first.name, first.target) == ("claims", "claims")
+    read = {path for report in others for path in report.inputs.values()}
+    assert set(first.inputs.values()) == read & set(catalogue.CLAIM_INPUTS.values())
+    assert set(first.inputs) <= set(catalogue.CLAIM_INPUTS)
+
+
+def test_a_config_that_produces_no_results_runs_no_claim():
+    cfg = load("config.yaml")
+    table = claims.judge(cfg, {}, [report.name for report in catalogue.reports(cfg)])
+    assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
+    assert table.loc[2, "report"] == "lm_small_W64"  # Fig. 5's page: the config's first window
+    assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "
+                                   f"this scale (of {len(claims.CLAIMS)} claims)")
