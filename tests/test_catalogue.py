@@ -104,3 +104,17 @@ def test_probe_reports_exist_exactly_where_the_config_probes():
     assert [r.name for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES] == ["sokoban_probe_depth"]
     del fewer["sokoban"]["probes"]
     assert not [r for r in catalogue.reports(fewer) if r.inputs == catalogue.SOKOBAN_PROBES]
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
+def test_the_index_lists_every_paper_item_and_every_report_once(name):
+    cfg = load(name)
+    items = catalogue.index_items(cfg)
+    assert [item.target for item, _ in items[:len(catalogue.PAPER_ITEMS)]] == [i.target for i in catalogue.PAPER_ITEMS]
+    listed = [report.name for _, found in items for report in found]
+    assert sorted(listed) == sorted(r.name for r in catalogue.reports(cfg))  # no report lost, none twice
+    missing = {item.target for item, found in items if not found}
+    if name == "paper.yaml":
+        assert missing == set()  # the paper config has every figure and table
+    if name == "config.yaml":
+        assert missing == {"fig14_15", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large"}

@@ -5,7 +5,8 @@ import json
 import nbformat
 import pytest
 
-from parallel_experts import reports
+from helpers import REPO
+from parallel_experts import config, reports
 from parallel_experts.errors import PipelineError
 
 
@@ -30,17 +31,21 @@ def test_render_executes_with_parameters_and_hides_code(tmp_path):
     source = tmp_path / "tiny.ipynb"
     nbformat.write(notebook, source)
     out = tmp_path / "out"
-    reports.render(source, out / "tiny.html", out / "tiny.ipynb", out / "tiny.json",
+    reports.render(source, out / "allocations.html", out / "allocations.ipynb", out / "allocations.json",
                    parameters={"answer": 21}, provenance={"scale": "test", "config_files": ["c.yaml"],
                                                           "config_digest": "abc", "paper": "Fig. 0"})
-    page = (out / "tiny.html").read_text()
+    page = (out / "allocations.html").read_text()
     assert "the answer is 42" in page  # the parameter reached the kernel
     assert "SECRET-CODE-MARKER" not in page  # no code cells
     assert "data:image/png;base64," in page  # the figure is embedded
-    meta = json.loads((out / "tiny.json").read_text())
+    meta = json.loads((out / "allocations.json").read_text())
     assert meta["title"] == "A tiny report" and meta["paper"] == "Fig. 0"
 
-    reports.write_index([out / "tiny.json"], out / "index.html",
-                        {"scale": "test", "description": "a test"})
+    # The index lists every paper item: the one rendered report, and each missing one with the reason.
+    demo = config.load([REPO / "config" / "config.yaml"])
+    reports.write_index([out / "allocations.json"], out / "index.html", demo)
     index = (out / "index.html").read_text()
-    assert 'href="tiny.html"' in index and "c.yaml" in index and meta["rendered"] in index
+    assert 'href="allocations.html"' in index and "c.yaml" in index and meta["rendered"] in index
+    assert "missing: reports/claims.html was not rendered" in index  # in the catalogue, not rendered
+    assert "missing: it needs a ConvLSTM sweep at a budget named medium in the config" in index  # Fig. 16
+    assert index.index("The paper&#x27;s claims") < index.index("Sec. 4, App. J") < index.index("Fig. 16")

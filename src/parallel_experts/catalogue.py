@@ -55,6 +55,44 @@ SOKOBAN_FIGURES = {
 
 
 @dataclass(frozen=True)
+class Item:
+    """A data figure or table of the paper, as the index lists it."""
+
+    target: str  # the named Snakemake target of its reports
+    paper: str
+    needs: str  # what a config must hold for it: the index's reason where the config has no report of it
+
+
+# Every data figure and table of the paper with its target, in the index's order (the claims page first).
+PAPER_ITEMS = (
+    Item("claims", "The paper's claims, each judged from the results", "any results"),
+    Item("allocations", "Sec. 4, App. J: allocation grids and their per-step work", "a budget"),
+    Item("fig2", "Fig. 2: Sokoban allocation sweep, small budget", "a ConvLSTM sweep at a budget named small"),
+    Item("fig3_left", "Fig. 3 (left): best Sokoban return with depth at most L", "a Sokoban sweep"),
+    Item("fig3_right", "Fig. 3 (right): best FineWeb loss with depth at most L", "an LM budget"),
+    Item("fig4", "Fig. 4: planning-probe recall by step, two depths", "sokoban.probes with compare"),
+    Item("fig5", "Fig. 5: FineWeb allocation sweep, small budget", "an LM budget named small"),
+    Item("fig6", "Fig. 6: score against the number of experts", "runs with two values of E at one (L, d): a "
+         "budget grid that has them, or sokoban.expert_count"),
+    Item("fig10_left", "Fig. 10 (left): Sokoban aggregation rules", "sokoban.ablations.aggregation"),
+    Item("fig10_right", "Fig. 10 (right), App. A.3: FineWeb aggregation rules, KV-cache sharing", "lm.ablations"),
+    Item("fig11", "Fig. 11: Sokoban communication radius", "sokoban.ablations.radius"),
+    Item("fig12", "Fig. 12: planning-probe recall and macro-F1 of the depth family", "sokoban.probes"),
+    Item("fig13", "Fig. 13: an agent's plan over its first steps", "sokoban.probes.picture"),
+    Item("fig14_15", "Figs. 14-15: FineWeb sweeps at the other budgets and windows",
+         "an LM budget or window besides Fig. 5's"),
+    Item("fig16", "Fig. 16: Sokoban allocation sweep, medium budget", "a ConvLSTM sweep at a budget named medium"),
+    Item("fig17", "Fig. 17: Sokoban allocation sweep, large budget", "a ConvLSTM sweep at a budget named large"),
+    *[Item(f"fig18_20_{size}", f"Figs. 18-20: ConvGLU allocation sweep, {size} budget",
+           f"a ConvGLU sweep at a budget named {size}") for size in ("small", "medium", "large")],
+    Item("tables_1_7", "Tables 1 and 7: Sokoban solve rates and final-five scores, depth tests", "a Sokoban sweep"),
+    Item("table2", "Table 2: the best Sokoban agents beside earlier DRC agents", "a Sokoban sweep"),
+    Item("table5", "Table 5: per-token decode latency", "lm.latency"),
+    Item("table6", "Table 6: training throughput and memory", "lm.throughput"),
+)
+
+
+@dataclass(frozen=True)
 class Report:
     name: str  # reports/{name}.html
     paper: str  # the paper's figure or table it reproduces
@@ -80,6 +118,14 @@ def reports(config: Mapping) -> list[Report]:
     claims = Report("claims", "The paper's claims, each judged from this reproduction's results", "claims",
                     {name: path for name, path in CLAIM_INPUTS.items() if path in read}, target="claims")
     return [claims, *found]
+
+
+def index_items(config: Mapping) -> list[tuple[Item, list[Report]]]:
+    """Every paper item in PAPER_ITEMS order with the config's reports of its target (an empty list: the item is
+    missing here), then each report without a target as an item of its own."""
+    found = reports(config)
+    listed = [(item, [r for r in found if r.target == item.target]) for item in PAPER_ITEMS]
+    return listed + [(Item("", report.paper, ""), [report]) for report in found if report.target is None]
 
 
 def targets(catalogue: Iterable[Report]) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from parallel_experts import atomic
+from parallel_experts import atomic, catalogue
 from parallel_experts.errors import PipelineError
 
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
@@ -69,27 +69,38 @@ def title_of(notebook) -> str:
     return "untitled"
 
 
-def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, provenance: Mapping) -> None:
-    """reports/index.html: one row per report with the paper item, config and date that produced it."""
+def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config: Mapping) -> None:
+    """reports/index.html, by paper item (catalogue.index_items): its target, its report with the scale, config
+    and date that rendered it, or why it is missing (the config lacks what the item needs, or it did not render)."""
     index_path = Path(index_path)
+    metas = {Path(m["html"]).stem: m for m in (json.loads(Path(p).read_text()) for p in meta_paths)}
     rows = []
-    for meta in sorted((json.loads(Path(p).read_text()) for p in meta_paths), key=lambda m: m["html"]):
-        link = os.path.relpath(meta["html"], index_path.parent)
-        rows.append(
-            "<tr>"
-            f"<td><a href=\"{html.escape(link)}\">{html.escape(meta['title'])}</a></td>"
-            f"<td>{html.escape(meta.get('paper', ''))}</td>"
-            f"<td>{html.escape(meta['scale'])}</td>"
-            f"<td><code>{html.escape(' '.join(meta['config_files']))}</code> ({html.escape(meta['config_digest'])})</td>"
-            f"<td>{html.escape(meta['rendered'])}</td>"
-            "</tr>"
-        )
+    for item, found in catalogue.index_items(config):
+        cells = [html.escape(item.paper), f"<code>{html.escape(item.target)}</code>" if item.target else ""]
+        if not found:
+            rows.append(_row(cells, f'<td colspan="3" class="missing">missing: it needs '
+                                    f"{html.escape(item.needs)} in the config</td>"))
+        for report in found:
+            meta = metas.get(report.name)
+            if meta is None:
+                rows.append(_row(cells, f'<td colspan="3" class="missing">missing: reports/{html.escape(report.name)}'
+                                        ".html was not rendered</td>"))
+                continue
+            link = os.path.relpath(meta["html"], index_path.parent)
+            rows.append(_row(cells, f"<td><a href=\"{html.escape(link)}\">{html.escape(meta['title'])}</a></td>"
+                                    f"<td>{html.escape(meta['scale'])}</td>"
+                                    f"<td><code>{html.escape(' '.join(meta['config_files']))}</code> "
+                                    f"({html.escape(meta['config_digest'])}), {html.escape(meta['rendered'])}</td>"))
     atomic.write_text(index_path, INDEX_TEMPLATE.format(
         rows="\n".join(rows),
-        scale=html.escape(provenance["scale"]),
-        description=html.escape(provenance["description"]),
+        scale=html.escape(config["scale"]),
+        description=html.escape(config["description"]),
         built=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     ))
+
+
+def _row(item_cells: list[str], report_cells: str) -> str:
+    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in item_cells) + report_cells + "</tr>"
 
 
 INDEX_TEMPLATE = """<!DOCTYPE html>
@@ -101,12 +112,13 @@ table {{ border-collapse: collapse; width: 100%; }}
 th, td {{ text-align: left; padding: 0.4em 0.8em; border-bottom: 1px solid #ddd; vertical-align: top; }}
 th {{ background: #f4f4f4; }}
 .scale {{ background: #fff4d6; padding: 0.6em 1em; border-left: 4px solid #e0a800; }}
+.missing {{ color: #8a5a00; }}
 </style></head>
 <body>
 <h1>Temporal Recurrence Favors Fewer Layers (arXiv 2609.12531): reproduction reports</h1>
 <p class="scale"><strong>Scale: {scale}.</strong> {description}</p>
 <table>
-<tr><th>Report</th><th>Paper item</th><th>Scale</th><th>Config (digest)</th><th>Rendered (UTC)</th></tr>
+<tr><th>Paper item</th><th>Target</th><th>Report</th><th>Scale</th><th>Config (digest), rendered (UTC)</th></tr>
 {rows}
 </table>
 <p>Index built {built}.</p>

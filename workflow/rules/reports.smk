@@ -43,7 +43,8 @@ rule report:
 
 
 rule index:
-    """reports/index.html: every report with the config and date that produced it."""
+    """reports/index.html: every paper item with its target and report (the config and date that rendered it), or
+    why it is missing."""
     input:
         config=CONFIG_JSON,
         meta=expand("results/reports/{report}.json", report=REPORTS),
