@@ -228,6 +228,21 @@ def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
     table = claims.judge(cfg, {}, [report.name for report in catalogue.reports(cfg)])
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
-    assert table.loc[2, "report"] == "lm_small_W64"  # Fig. 5's page: the config's first window
+    assert table.loc[3, "report"] == "lm_small_W64"  # Fig. 5's page: the config's first window
     assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "
                                    f"this scale (of {len(claims.CLAIMS)} claims)")
+
+
+@pytest.mark.parametrize("data, verdict", [
+    (sokoban_sweep(SHALLOW_RECURRENT), SUPPORTED),  # 14 against 12, s.e. of the difference 0.24
+    (sokoban_sweep({(True, 1): 12.0, (False, 4): 14.0}), CONTRADICTED),
+    (sokoban_sweep({(True, 1): 12.1, (False, 4): 12.0}), INCONCLUSIVE),
+    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), INCONCLUSIVE),
+    (sokoban_sweep(SHALLOW_RECURRENT, solve=0.0), INCONCLUSIVE),
+    (sokoban_sweep({(True, 1): 14.0}), NOT_RUN),
+])
+def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_say(data, verdict):
+    found = claims.sokoban_recurrence_better(data)
+    assert found.verdict == verdict
+    if verdict == SUPPORTED:
+        assert found.measured == "convlstm, small budget: best recurrent 14.000, best non-recurrent 12.000 (+2.000)"

@@ -227,14 +227,19 @@ def best_allocation_text(scores: pd.DataFrame) -> str:
     return f"L={row['depth']} (E={row['experts']}, d={row['width']}) with {row['mean']:.3f}"
 
 
-def recurrence_verdict(gap: float, stderr: float) -> str:
+def recurrence_direction(gap: float, stderr: float) -> int:
     """Whether a difference (best recurrent minus best non-recurrent) of `gap` with standard error `stderr` shows
-    the paper's effect: it does beyond two standard errors; below minus two it shows the opposite."""
-    if gap > 2 * stderr:
-        return "shows the paper's effect (recurrent better)"
-    if gap < -2 * stderr:
-        return "shows the opposite of the paper's effect (non-recurrent better)"
-    return "does not separate recurrent from non-recurrent (difference within two standard errors)"
+    the paper's effect (+1: beyond two standard errors), the opposite (−1: below minus two) or neither (0; also
+    where one seed gives no standard error)."""
+    return 1 if gap > 2 * stderr else -1 if gap < -2 * stderr else 0
+
+
+def recurrence_verdict(gap: float, stderr: float) -> str:
+    """`recurrence_direction` in words."""
+    return {1: "shows the paper's effect (recurrent better)",
+            -1: "shows the opposite of the paper's effect (non-recurrent better)",
+            0: "does not separate recurrent from non-recurrent (difference within two standard errors)"}[
+        recurrence_direction(gap, stderr)]
 
 
 def recurrence_effect(scores: pd.DataFrame) -> str | None:
