@@ -30,8 +30,10 @@ def load(name):
 def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict):
     found = claims.combine({name: Finding(v, f"m{name}", f"t{name}") for name, v in parts.items()})
     assert found.verdict == verdict
-    if verdict != NOT_RUN:
-        assert "c: " not in found.measured and found.measured.startswith("a: ma")
+    assert found.measured.startswith("a: ma")
+    assert found.test.startswith("a: ta") if verdict != NOT_RUN else found.test == ""  # no test of a part not run
+    if "c" in parts:  # a part that did not run is listed, and its test is not
+        assert found.measured.endswith("c: mc") and "tc" not in found.test
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban

@@ -52,18 +52,18 @@ class Claim:
 
 
 def not_run(what: str) -> Finding:
-    return Finding(NOT_RUN, f"this config does not produce {what}")
+    return Finding(NOT_RUN, f"not run (this config does not produce {what})")
 
 
 def combine(parts: Mapping[str, Finding]) -> Finding:
     """One finding from the parts of a claim: contradicted if any part is, supported if every part that ran
-    is, not run if none ran; the measurements and tests are joined, each under its part's name."""
+    is, not run if none ran; the measurements (a part that did not run says so) and tests are joined, each under
+    its part's name."""
     ran = {name: f for name, f in parts.items() if f.verdict != NOT_RUN}
-    if not ran:
-        return Finding(NOT_RUN, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()))
     verdicts = {f.verdict for f in ran.values()}
-    verdict = (CONTRADICTED if CONTRADICTED in verdicts else SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE)
-    return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in ran.items()),
+    verdict = (NOT_RUN if not ran else CONTRADICTED if CONTRADICTED in verdicts else
+               SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE)
+    return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()),
                    "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test))
 
 
@@ -447,5 +447,6 @@ def tally(table: pd.DataFrame) -> str:
 RULES = (f"Verdicts come from the rules in parallel_experts/claims.py: a one-sided Welch test over seeds at "
          f"p < {ALPHA} (uncorrected) where seeds allow one; the probes' 95 % bootstrap intervals over test levels; "
          f"single FineWeb runs comparable within {COMPARABLE} nats and contradicted beyond {2 * COMPARABLE}. A claim "
-         "with parts (budgets, domains, contexts) is supported only where every part that ran is, and contradicted "
-         "where any part is. Sokoban agents that solve no more test levels than a random policy decide nothing.")
+         "with parts (budgets, domains, families, contexts) is supported where every part that ran is, and "
+         "contradicted where any part is; a part that did not run is listed and does not count. Sokoban agents "
+         "that solve no more test levels than a random policy decide nothing.")
