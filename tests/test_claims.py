@@ -230,7 +230,7 @@ def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
     table = claims.judge(cfg, {}, [report.name for report in catalogue.reports(cfg)])
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
-    assert table.loc[3, "report"] == "lm_small_W64"  # Fig. 5's page: the config's first window
+    assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"  # Figs. 5, 3's page: the config's first window
     assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "
                                    f"this scale (of {len(claims.CLAIMS)} claims)")
 
@@ -248,3 +248,17 @@ def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_sa
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured == "convlstm, small budget: best recurrent 14.000, best non-recurrent 12.000 (+2.000)"
+
+
+@pytest.mark.parametrize("losses, verdict", [
+    ({(True, 1): 4.75, (True, 4): 4.82, (False, 1): 4.82, (False, 4): 4.81}, SUPPORTED),  # the demo's pattern
+    ({(True, 1): 4.75, (False, 1): 4.70, (False, 4): 4.81}, INCONCLUSIVE),  # both lowest at L = 1
+    ({(True, 1): 4.85, (True, 4): 4.75, (False, 1): 4.70, (False, 4): 4.81}, CONTRADICTED),
+    ({(True, 1): 4.75}, NOT_RUN),
+])
+def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, verdict):
+    found = claims.lm_fewer_layers(lm_sweep(losses))
+    assert found.verdict == verdict
+    if verdict == SUPPORTED:
+        assert found.measured == ("small budget, W = 64: recurrent lowest at L = 1 (4.750), non-recurrent at L = 4 "
+                                  "(4.810)")

@@ -279,6 +279,23 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
                    _ONE_RUN)
 
 
+def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
+    """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm.analysis.fewer_layers,
+    the rule of the sweep reports): recurrent shallower, the same, or deeper. One run per allocation: no test."""
+    from parallel_experts.lm import analysis
+
+    table = analysis.fewer_layers(analysis.run_table(sweep))
+    if not len(table):
+        return not_run("FineWeb losses of both families at one budget and window")
+    parts = {f"{row.budget} budget, W = {row.window}": Finding(
+        SUPPORTED if row.recurrent_depth < row.nonrecurrent_depth else
+        INCONCLUSIVE if row.recurrent_depth == row.nonrecurrent_depth else CONTRADICTED,
+        f"recurrent lowest at L = {row.recurrent_depth} ({row.recurrent_loss:.3f}), non-recurrent at "
+        f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})", "one run per allocation, no test")
+        for row in table.itertuples()}
+    return combine(parts)
+
+
 def more_experts(points: pd.DataFrame) -> Finding:
     """Fig. 6: in each domain and family, the (L, d) families whose score rises from the smallest to the largest
     E beyond expert_count.NOISE standard errors (any change for single LM runs) against those where it falls."""
@@ -401,6 +418,10 @@ CLAIMS = (
     Claim("The recurrent Transformer with two layers is comparable to the best non-recurrent allocation.",
           "validation loss ≈ 3.51 at L = 2 (small budget, W = 128), comparable to the best non-recurrent at L = 16",
           "§5.2, Fig. 5", ("lm_small_W{window}", "lm_depth"), _fine_web),
+    Claim("With recurrence the best FineWeb allocation uses fewer layers than without, in every setting.",
+          "recurrent models reach their best loss at L = 2 or 4, non-recurrent ones keep improving up to L = 16 "
+          "or 32 (both budgets, W = 128 and 1,024)", "§5.2, Fig. 3 (right)", ("lm_depth",),
+          _needs("lm_sweep", lm_fewer_layers, "the FineWeb sweep")),
     Claim("More experts per layer help both recurrent and non-recurrent models.",
           "both families, both domains; Sokoban keeps improving beyond 8 experts", "§5.3, Fig. 6",
           ("expert_count",), _experts),
