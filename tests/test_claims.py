@@ -178,6 +178,8 @@ def test_more_experts_help_where_every_family_gains_beyond_two_standard_errors(g
     frame = points(gains) if gains else pd.DataFrame(columns=["panel", "recurrent", "depth", "width", "budget",
                                                               "experts", "score", "stderr", "sign"])
     assert claims.more_experts(frame).verdict == verdict
+    if gains:  # Sokoban agents at chance decide nothing, whatever their scores
+        assert claims.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
 
 
 def latency(transformer_ms, recurrent_ms):

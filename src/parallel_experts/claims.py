@@ -296,17 +296,21 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
     return combine(parts)
 
 
-def more_experts(points: pd.DataFrame) -> Finding:
+def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding:
     """Fig. 6: in each domain and family, the (L, d) families whose score rises from the smallest to the largest
-    E beyond expert_count.NOISE standard errors (any change for single LM runs) against those where it falls."""
+    E beyond expert_count.NOISE standard errors (any change for single LM runs) against those where it falls.
+    Panels in `at_chance` (Sokoban agents no better than a random policy) decide nothing."""
     trends = expert_count.expert_trends(expert_count.families(points))
+    chance = trends["panel"].isin(list(at_chance))
     parts = {}
     for domain in expert_count.DOMAINS:
         for recurrent in (True, False):
-            rows = trends[trends["panel"].str.startswith(domain) & (trends["recurrent"] == recurrent)]
+            here = trends["panel"].str.startswith(domain) & (trends["recurrent"] == recurrent)
+            rows = trends[here & ~chance]
             where = f"{domain}, {results.family(recurrent)}"
             if not len(rows):
-                parts[where] = not_run("a family with two values of E")
+                parts[where] = (Finding(INCONCLUSIVE, f"{int(here.sum())} families, every agent at chance")
+                                if (here & chance).any() else not_run("a family with two values of E"))
                 continue
             helped, hurt = int((rows["gain"] > rows["noise"]).sum()), int((rows["gain"] < -rows["noise"]).sum())
             verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
@@ -381,12 +385,15 @@ def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
 
 
 def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
-    tables = [expert_count.sokoban_points(data[name]) for name in ("sokoban_sweep", "expert_count") if name in data]
+    sokoban = [data[name] for name in ("sokoban_sweep", "expert_count") if name in data]
+    tables = [expert_count.sokoban_points(ds) for ds in sokoban]
     if "lm_sweep" in data:
         tables.append(expert_count.lm_points(data["lm_sweep"], config["lm"]["windows"][0]))
     if not tables:
         return not_run("runs with two values of E at one (L, d)")
-    return more_experts(pd.concat(tables, ignore_index=True))
+    at_chance = {expert_count.sokoban_panel(name) for ds in sokoban if _at_chance(ds, ds["run"].values)
+                 for name in set(ds["sweep"].values.tolist())}
+    return more_experts(pd.concat(tables, ignore_index=True), at_chance)
 
 
 def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
