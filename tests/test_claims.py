@@ -178,6 +178,9 @@ def test_more_experts_help_where_every_family_gains_beyond_two_standard_errors(g
     frame = points(gains) if gains else pd.DataFrame(columns=["panel", "recurrent", "depth", "width", "budget",
                                                               "experts", "score", "stderr", "sign"])
     assert claims.more_experts(frame).verdict == verdict
+    if verdict == SUPPORTED:
+        assert claims.more_experts(frame).measured.startswith(
+            "Sokoban, recurrent: more experts help in 1, hurt in 0 of 1 (L, d) family; Sokoban, non-recurrent: more")
     if gains:  # Sokoban agents at chance decide nothing, whatever their scores
         assert claims.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
 
@@ -232,7 +235,8 @@ def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
     table = claims.judge(cfg, {}, [report.name for report in catalogue.reports(cfg)])
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
-    assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"  # Figs. 5, 3's page: the config's first window
+    # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.
+    assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"
     assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "
                                    f"this scale (of {len(claims.CLAIMS)} claims)")
 

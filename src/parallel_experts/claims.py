@@ -142,7 +142,8 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
         family = group[group["recurrent"] == deeper]
         within = family[family["depth"] <= shallow_depth]
         if not len(within):
-            parts[where] = Finding(INCONCLUSIVE, measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
+            parts[where] = Finding(INCONCLUSIVE,
+                                   measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
             continue
         rival = within.loc[within["mean"].idxmax()]
         p = welch_greater(_seed_scores(per_seed, best[deeper], keys), _seed_scores(per_seed, rival, keys))
@@ -309,14 +310,19 @@ def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding
             rows = trends[here & ~chance]
             where = f"{domain}, {results.family(recurrent)}"
             if not len(rows):
-                parts[where] = (Finding(INCONCLUSIVE, f"{int(here.sum())} families, every agent at chance")
+                parts[where] = (Finding(INCONCLUSIVE, f"{_families(int(here.sum()))}, every agent at chance")
                                 if (here & chance).any() else not_run("a family with two values of E"))
                 continue
             helped, hurt = int((rows["gain"] > rows["noise"]).sum()), int((rows["gain"] < -rows["noise"]).sum())
             verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
-            parts[where] = Finding(verdict, f"more experts help in {helped}, hurt in {hurt} of {len(rows)} families",
+            parts[where] = Finding(verdict,
+                                   f"more experts help in {helped}, hurt in {hurt} of {_families(len(rows))}",
                                    f"gain beyond {expert_count.NOISE} standard errors over seeds")
     return combine(parts)
+
+
+def _families(count: int) -> str:
+    return f"{count} (L, d) {'family' if count == 1 else 'families'}"
 
 
 def _timed(ds: xr.Dataset, variable: str, row: str, **where) -> np.ndarray:
