@@ -222,3 +222,18 @@ def test_a_family_across_budgets_gives_the_figure_and_sweeps_train_whole_grids()
     cfg["sokoban"]["sweeps"]["convlstm"]["allocations"] = [[1, 4, 8]]
     with pytest.raises(config.ConfigError, match=r"sokoban\.sweeps\.convlstm: unknown key 'allocations'"):
         config.validate(cfg)
+
+
+def test_a_sokoban_panel_at_chance_says_so_instead_of_a_finding():
+    # Two sweeps in one dataset: convlstm's agents solve 0.05 of the levels, below the random policy's 0.08.
+    solve = xr.DataArray([[[0.05, 0.05]], [[0.05, 0.08]], [[0.2, 0.3]]], dims=("run", "seed", "mode"))
+    data = xr.Dataset({"solve_rate": solve}, coords={"sweep": ("run", ["convlstm", "convlstm", "convglu"])},
+                      attrs={"test_random_solve_rate": 0.08})
+    assert expert_count.chance_panels([data]) == {"Sokoban, convlstm sweep"}
+    assert expert_count.chance_panels([data.drop_attrs()]) == set()  # no chance level known: no claim of chance
+    points = expert_count.sokoban_points(sokoban_sweep(RUNS))
+    trends, saturation = expert_count.expert_trends(expert_count.families(points)), expert_count.saturation_depths(points)
+    lines = expert_count.summary(trends, saturation, {"Sokoban, convlstm sweep"})
+    assert lines[1] == ("Sokoban, convlstm sweep: every agent solves no more test levels than a random policy, so "
+                        "these scores cannot show an effect of the number of experts or of depth")
+    assert not any("more experts help" in line for line in lines)

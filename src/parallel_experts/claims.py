@@ -108,11 +108,9 @@ def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
 
 
 def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
-    """Whether no run of `runs` solves more test levels, greedy or sampled, than a uniformly random policy."""
-    if "test_random_solve_rate" not in data.attrs:
-        return False
-    best = float(data["solve_rate"].sel(run=list(runs)).mean("seed").max())
-    return best <= float(data.attrs["test_random_solve_rate"])
+    from parallel_experts.sokoban import analysis
+
+    return analysis.at_chance(data.sel(run=list(runs)))
 
 
 def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
@@ -397,9 +395,7 @@ def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
         tables.append(expert_count.lm_points(data["lm_sweep"], config["lm"]["windows"][0]))
     if not tables:
         return not_run("runs with two values of E at one (L, d)")
-    at_chance = {expert_count.sokoban_panel(name) for ds in sokoban if _at_chance(ds, ds["run"].values)
-                 for name in set(ds["sweep"].values.tolist())}
-    return more_experts(pd.concat(tables, ignore_index=True), at_chance)
+    return more_experts(pd.concat(tables, ignore_index=True), expert_count.chance_panels(sokoban))
 
 
 def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:

@@ -69,6 +69,15 @@ def lm_points(sweep: xr.Dataset, window: int) -> pd.DataFrame:
     return _points(table.assign(panel=lm_panel(window)), sign=-1)
 
 
+def chance_panels(sokoban: Iterable[xr.Dataset]) -> set[str]:
+    """The Sokoban panels (one per sweep) whose every agent is at chance (sokoban.analysis.at_chance): their
+    scores cannot show an effect of the number of experts."""
+    from parallel_experts.sokoban import analysis
+
+    return {sokoban_panel(name) for ds in sokoban for name in dict.fromkeys(ds["sweep"].values.tolist())
+            if analysis.at_chance(ds.isel(run=(ds["sweep"] == name).values))}
+
+
 def _points(table: pd.DataFrame, sign: int) -> pd.DataFrame:
     table = table.assign(sign=sign, **({} if "stderr" in table else {"stderr": np.nan}))
     return table[[*POINT, "score", "stderr", "sign"]].astype({"recurrent": bool})
@@ -148,12 +157,18 @@ def _saturation_depth(rows: pd.DataFrame) -> int:
     return int(rows.loc[better >= better.max() - noise, "depth"].min())
 
 
-def summary(trends: pd.DataFrame, saturation: pd.DataFrame) -> list[str]:
+def summary(trends: pd.DataFrame, saturation: pd.DataFrame, at_chance: Iterable[str] = ()) -> list[str]:
     """The findings under the figure, per panel: in how many families more experts help, in how many
-    comparisons recurrent saturates at shallower depth; then the paper's finding."""
+    comparisons recurrent saturates at shallower depth (a panel in `at_chance` says instead that its agents are
+    at chance); then the paper's finding."""
     lines = [f"{domain}: no (L, d) with two or more values of E in this config's runs" for domain in DOMAINS
              if not any(panel.startswith(domain) for panel in trends["panel"])]
+    chance = set(at_chance)
     for panel in dict.fromkeys([*trends["panel"], *saturation["panel"]]):
+        if panel in chance:
+            lines.append(f"{panel}: every agent solves no more test levels than a random policy, so these scores "
+                         "cannot show an effect of the number of experts or of depth")
+            continue
         here = trends[trends["panel"] == panel]
         for recurrent, rows in here.groupby("recurrent", sort=False):
             helped = (rows["verdict"] == "more experts help").sum()

@@ -227,6 +227,15 @@ def best_allocation_text(scores: pd.DataFrame) -> str:
     return f"L={row['depth']} (E={row['experts']}, d={row['width']}) with {row['mean']:.3f}"
 
 
+def at_chance(data: xr.Dataset) -> bool:
+    """Whether no run of a Sokoban dataset solves more test levels, greedy or sampled (mean over seeds), than a
+    uniformly random policy (its `test_random_solve_rate`): then its scores cannot show any effect. False where
+    the dataset does not know the chance level."""
+    if "test_random_solve_rate" not in data.attrs:
+        return False
+    return float(data["solve_rate"].mean("seed").max()) <= float(data.attrs["test_random_solve_rate"])
+
+
 def recurrence_direction(gap: float, stderr: float) -> int:
     """Whether a difference (best recurrent minus best non-recurrent) of `gap` with standard error `stderr` shows
     the paper's effect (+1: beyond two standard errors), the opposite (−1: below minus two) or neither (0; also
