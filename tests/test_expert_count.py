@@ -232,8 +232,8 @@ def test_a_sokoban_panel_at_chance_says_so_instead_of_a_finding():
     assert expert_count.chance_panels([data]) == {"Sokoban, convlstm sweep"}
     assert expert_count.chance_panels([data.drop_attrs()]) == set()  # no chance level known: no claim of chance
     points = expert_count.sokoban_points(sokoban_sweep(RUNS))
-    trends, saturation = expert_count.expert_trends(expert_count.families(points)), expert_count.saturation_depths(points)
-    lines = expert_count.summary(trends, saturation, {"Sokoban, convlstm sweep"})
+    trends = expert_count.expert_trends(expert_count.families(points))
+    lines = expert_count.summary(trends, expert_count.saturation_depths(points), {"Sokoban, convlstm sweep"})
     assert lines[1] == ("Sokoban, convlstm sweep: every agent solves no more test levels than a random policy, so "
                         "these scores cannot show an effect of the number of experts or of depth")
     assert not any("more experts help" in line for line in lines)
