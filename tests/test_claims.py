@@ -268,3 +268,14 @@ def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, v
     if verdict == SUPPORTED:
         assert found.measured == ("small budget, W = 64: recurrent lowest at L = 1 (4.750), non-recurrent at L = 4 "
                                   "(4.810)")
+
+
+def test_ablations_of_agents_at_chance_decide_nothing():
+    def at_chance(data):
+        return data.assign(solve_rate=(("run", "seed", "mode"), np.zeros((data.sizes["run"], data.sizes["seed"], 2)))
+                           ).assign_attrs(test_random_solve_rate=0.08)
+
+    assert claims.full_communication(radius([12.0, 13.0, 14.0])).verdict == SUPPORTED
+    found = claims.full_communication(at_chance(radius([12.0, 13.0, 14.0])))
+    assert (found.verdict, found.test) == (INCONCLUSIVE, "no test: every agent at chance")
+    assert claims.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0])), None).verdict == INCONCLUSIVE

@@ -225,6 +225,9 @@ def test_summary_compares_with_the_paper_only_on_its_run_and_warns_of_few_seeds(
     assert not ablations.is_paper_run(demo_cfg, "radius", few)
     lines = ablations.summary(demo_cfg, "radius", few)
     assert "not comparable" in lines[1] and lines[-1].startswith("seeds are few: 2 per setting (the paper: 3)")
+    chance = ablations.summary(demo_cfg, "radius", few, at_chance=True)[0]
+    assert chance == ("this run: every agent here solves no more test levels than a random policy, so this ordering "
+                      "says nothing about the paper's pattern: " + ablations.radius_verdict(few))
 
 
 def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():

@@ -179,10 +179,12 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
 def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.DataFrame], pd.Series], label: str
                    ) -> tuple[float, float | None, str, str] | None:
     """A Sokoban ablation's default value (the rows `is_default` picks, shown as `label`) against its best other
-    value: the difference of means, the one-sided Welch p of that difference's direction, the measurement and
-    the test in words; None where the ablation lacks either side."""
+    value: the difference of means, the one-sided Welch p of that difference's direction (None: no test, from
+    one seed or agents at chance), the measurement and the test in words; None where the ablation lacks either
+    side."""
     keys = ["sweep", "recurrent", "budget", "depth", "experts", "width", setting]
-    per_seed, table = _sokoban_scores(data.sel(run=results.ablation_members(data)[setting]), (setting,))
+    runs = results.ablation_members(data)[setting]
+    per_seed, table = _sokoban_scores(data.sel(run=runs), (setting,))
     default = is_default(table)
     if not default.any() or default.all():
         return None
@@ -192,8 +194,10 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     ours, theirs = _seed_scores(per_seed, mine, keys), _seed_scores(per_seed, rival, keys)
     p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
     name = f"{setting} {rival[setting]}"
-    return (gap, p, f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})",
-            f"{label if gap >= 0 else name} better: {_p(p)}")
+    measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
+    if _at_chance(data, runs):  # nothing to test: the returns of agents at chance
+        return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
+    return gap, p, measured, f"{label if gap >= 0 else name} better: {_p(p)}"
 
 
 def full_communication(ablations: xr.Dataset) -> Finding:

@@ -134,9 +134,13 @@ def seeds_note(table: pd.DataFrame, paper_run: bool) -> str | None:
             f"scale, so the standard errors are rough and an ordering within them may be chance.")
 
 
-def summary(config: Mapping, setting: str, table: pd.DataFrame) -> list[str]:
-    """The lines under an ablation's figure: the verdict, the authors' value, the paper's finding, the seeds."""
+def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool = False) -> list[str]:
+    """The lines under an ablation's figure: the verdict (with agents `at_chance`, analysis.at_chance, a warning
+    that the ordering means nothing), the authors' value, the paper's finding, the seeds."""
     verdict = aggregation_verdict(table) if setting == "aggregation" else radius_verdict(table)
+    if at_chance:
+        verdict = (f"every agent here solves no more test levels than a random policy, so this ordering says "
+                   f"nothing about the paper's pattern: {verdict}")
     budget, allocation = PAPER_RUNS[setting]
     which = "sqrt-sum" if setting == "aggregation" else "full radius"
     paper_run = is_paper_run(config, setting, table)
