@@ -96,11 +96,6 @@ def _sokoban_scores(data: xr.Dataset, variants: tuple[str, ...] = ()) -> tuple[p
     return per_seed, analysis.configuration_scores(per_seed, variants)
 
 
-def _seed_scores(per_seed: pd.DataFrame, row: pd.Series, keys: Iterable[str]) -> np.ndarray:
-    mask = np.logical_and.reduce([per_seed[k] == row[k] for k in keys])
-    return per_seed.loc[mask, "score"].to_numpy(float)
-
-
 def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
     """The configuration of `scores` with the best mean in one family."""
     family = scores[scores["recurrent"] == recurrent]
@@ -113,42 +108,47 @@ def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
     return analysis.at_chance(data.sel(run=list(runs)))
 
 
-def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
-    """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
-    non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
-    within the other family's depth (one-sided Welch over seeds)? Agents at chance decide nothing."""
-    keys = ["sweep", "recurrent", "budget", "depth", "experts", "width"]
+def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFrame], Finding]) -> Finding:
+    """`judge(configuration scores, per-seed scores)` of each sweep and budget that has both families, combined;
+    where every agent of one is at chance, its part is inconclusive whatever the judge finds."""
     per_seed, scores = _sokoban_scores(sweep)
     parts = {}
     for (name, budget), group in scores.groupby(["sweep", "budget"], sort=False):
         if group["recurrent"].nunique() < 2:
             continue
+        found = judge(group, per_seed)
+        runs = sweep["run"].values[(sweep["sweep"] == name).values & (sweep["budget"] == budget).values]
+        if _at_chance(sweep, runs):
+            found = Finding(INCONCLUSIVE, found.measured + "; every agent at chance on the test levels")
+        parts[f"{name}, {budget} budget"] = found
+    return combine(parts) if parts else not_run("a Sokoban sweep with both families")
+
+
+def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
+    """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
+    non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
+    within the other family's depth (one-sided Welch over seeds)? Agents at chance decide nothing."""
+    from parallel_experts.sokoban import analysis
+
+    def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         best = {r: _best(group, r) for r in (True, False)}
         rec, non = int(best[True]["depth"]), int(best[False]["depth"])
-        measured = f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} " \
-                   f"({best[False]['mean']:.3f})"
-        runs = sweep["run"].values[(sweep["sweep"] == name).values & (sweep["budget"] == budget).values]
-        where = f"{name}, {budget} budget"
-        if _at_chance(sweep, runs):
-            parts[where] = Finding(INCONCLUSIVE, measured + "; every agent at chance on the test levels")
-            continue
+        measured = (f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} "
+                    f"({best[False]['mean']:.3f})")
         if rec == non:
-            parts[where] = Finding(INCONCLUSIVE, measured + "; the same depth")
-            continue
-        deeper = False if non > rec else True  # the family whose best is deeper
+            return Finding(INCONCLUSIVE, measured + "; the same depth")
+        deeper = rec > non  # the family whose best is deeper: True for the recurrent one
         shallow_depth = min(rec, non)
-        family = group[group["recurrent"] == deeper]
-        within = family[family["depth"] <= shallow_depth]
+        within = group[(group["recurrent"] == deeper) & (group["depth"] <= shallow_depth)]
         if not len(within):
-            parts[where] = Finding(INCONCLUSIVE,
-                                   measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
-            continue
+            return Finding(INCONCLUSIVE, measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
         rival = within.loc[within["mean"].idxmax()]
-        p = welch_greater(_seed_scores(per_seed, best[deeper], keys), _seed_scores(per_seed, rival, keys))
-        parts[where] = Finding(_decided(1 if non > rec else -1, p), measured,
-                               f"{results.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
-                               f"{shallow_depth}: {_p(p)}")
-    return combine(parts) if parts else not_run("a Sokoban sweep with both families")
+        p = welch_greater(analysis.seed_scores(per_seed, best[deeper]), analysis.seed_scores(per_seed, rival))
+        return Finding(_decided(1 if non > rec else -1, p), measured,
+                       f"{results.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
+                       f"{shallow_depth}: {_p(p)}")
+
+    return _per_comparison(sweep, judge)
 
 
 def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
@@ -156,24 +156,16 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     one, beyond two standard errors of the difference (the sweep reports' rule, analysis.recurrence_direction)."""
     from parallel_experts.sokoban import analysis
 
-    _, scores = _sokoban_scores(sweep)
-    parts = {}
-    for (name, budget), group in scores.groupby(["sweep", "budget"], sort=False):
-        if group["recurrent"].nunique() < 2:
-            continue
+    def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         rec, non = _best(group, True), _best(group, False)
         gap, noise = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        measured = f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} ({gap:+.3f})"
-        runs = sweep["run"].values[(sweep["sweep"] == name).values & (sweep["budget"] == budget).values]
-        if _at_chance(sweep, runs):
-            parts[f"{name}, {budget} budget"] = Finding(INCONCLUSIVE, measured + "; every agent at chance")
-            continue
-        direction = analysis.recurrence_direction(gap, noise)
-        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[direction]
+        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[analysis.recurrence_direction(gap, noise)]
         test = (f"difference {gap:+.3f} against two standard errors (± {2 * noise:.3f})" if np.isfinite(noise)
                 else "no test (fewer than two seeds)")
-        parts[f"{name}, {budget} budget"] = Finding(verdict, measured, test)
-    return combine(parts) if parts else not_run("a Sokoban sweep with both families")
+        return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
+                       f"({gap:+.3f})", test)
+
+    return _per_comparison(sweep, judge)
 
 
 def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.DataFrame], pd.Series], label: str
@@ -182,20 +174,21 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     value: the difference of means, the one-sided Welch p of that difference's direction (None: no test, from
     one seed or agents at chance), the measurement and the test in words; None where the ablation lacks either
     side."""
-    keys = ["sweep", "recurrent", "budget", "depth", "experts", "width", setting]
-    runs = results.ablation_members(data)[setting]
-    per_seed, table = _sokoban_scores(data.sel(run=runs), (setting,))
+    from parallel_experts.sokoban import ablations, analysis
+
+    members = ablations.runs(data, setting)
+    per_seed, table = _sokoban_scores(members, (setting,))
     default = is_default(table)
     if not default.any() or default.all():
         return None
     mine, others = table[default].iloc[0], table[~default]
     rival = others.loc[others["mean"].idxmax()]
     gap = mine["mean"] - rival["mean"]
-    ours, theirs = _seed_scores(per_seed, mine, keys), _seed_scores(per_seed, rival, keys)
+    ours, theirs = analysis.seed_scores(per_seed, mine, (setting,)), analysis.seed_scores(per_seed, rival, (setting,))
     p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
-    if _at_chance(data, runs):  # nothing to test: the returns of agents at chance
+    if analysis.at_chance(members):  # nothing to test: the returns of agents at chance
         return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
     return gap, p, measured, f"{label if gap >= 0 else name} better: {_p(p)}"
 
@@ -394,12 +387,10 @@ def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
 
 def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     sokoban = [data[name] for name in ("sokoban_sweep", "expert_count") if name in data]
-    tables = [expert_count.sokoban_points(ds) for ds in sokoban]
-    if "lm_sweep" in data:
-        tables.append(expert_count.lm_points(data["lm_sweep"], config["lm"]["windows"][0]))
-    if not tables:
+    if not sokoban and "lm_sweep" not in data:
         return not_run("runs with two values of E at one (L, d)")
-    return more_experts(pd.concat(tables, ignore_index=True), expert_count.chance_panels(sokoban))
+    found = expert_count.points(sokoban, data.get("lm_sweep"), config["lm"]["windows"][0])
+    return more_experts(found, expert_count.chance_panels(sokoban))
 
 
 def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:

@@ -41,11 +41,16 @@ def lm_panel(window: int) -> str:
     return f"FineWeb, {window}-token window"
 
 
-def load_points(sokoban_paths: Iterable[str], lm_path: str, window: int) -> pd.DataFrame:
-    """The points of the result files a Fig. 6 report reads (empty paths are skipped)."""
-    tables = [sokoban_points(results.open_dataset(p)) for p in sokoban_paths if p]
-    if lm_path:
-        tables.append(lm_points(results.open_dataset(lm_path), window))
+def load(sokoban_paths: Iterable[str], lm_path: str, window: int) -> tuple[pd.DataFrame, set[str]]:
+    """The points of the result files a Fig. 6 report reads (empty paths are skipped), each opened once, and
+    the Sokoban panels at chance (chance_panels)."""
+    sokoban = [results.open_dataset(p) for p in sokoban_paths if p]
+    return points(sokoban, results.open_dataset(lm_path) if lm_path else None, window), chance_panels(sokoban)
+
+
+def points(sokoban: Iterable[xr.Dataset], lm: xr.Dataset | None, window: int) -> pd.DataFrame:
+    """The points of Sokoban datasets and of the LM sweep at attention `window` (None: no LM panel)."""
+    tables = [sokoban_points(ds) for ds in sokoban] + ([lm_points(lm, window)] if lm is not None else [])
     return pd.concat(tables, ignore_index=True) if tables else _points(pd.DataFrame(columns=POINT + ["score"]), 1)
 
 

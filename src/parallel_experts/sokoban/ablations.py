@@ -49,11 +49,20 @@ PAPER_FINDINGS = {
 }
 
 
+def runs(data: xr.Dataset, setting: str) -> xr.Dataset:
+    """The runs of one ablation in the ablations dataset (results.ablation_members), in the order of its values."""
+    return data.sel(run=results.ablation_members(data)[setting])
+
+
+def at_chance(data: xr.Dataset, setting: str) -> bool:
+    """Whether every agent of one ablation is at chance (analysis.at_chance): its ordering then means nothing."""
+    return analysis.at_chance(runs(data, setting))
+
+
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`: mean, variance, stderr and seeds of the final-five score,
     aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
-    runs = data.sel(run=results.ablation_members(data)[setting])
-    table = analysis.configuration_scores(analysis.per_seed_scores(runs, [setting]), [setting])
+    table = analysis.configuration_scores(analysis.per_seed_scores(runs(data, setting), [setting]), [setting])
     if setting == "aggregation":
         table = table.sort_values("aggregation", key=lambda rule: rule.map(px.AGGREGATIONS.index))
     else:
@@ -135,7 +144,7 @@ def seeds_note(table: pd.DataFrame, paper_run: bool) -> str | None:
 
 
 def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool = False) -> list[str]:
-    """The lines under an ablation's figure: the verdict (with agents `at_chance`, analysis.at_chance, a warning
+    """The lines under an ablation's figure: the verdict (with agents `at_chance`, see at_chance, a warning
     that the ordering means nothing), the authors' value, the paper's finding, the seeds."""
     verdict = aggregation_verdict(table) if setting == "aggregation" else radius_verdict(table)
     if at_chance:

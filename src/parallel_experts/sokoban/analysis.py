@@ -112,7 +112,7 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
             at = {depth: group[group["depth"] == depth] for depth in (deeper, shallower)}
             if any(len(a) == 0 for a in at.values()):
                 continue
-            samples = [_seeds(per_seed, key, at[d].iloc[0]) for d in (deeper, shallower)]
+            samples = [seed_scores(per_seed, at[d].iloc[0]) for d in (deeper, shallower)]
             if min(len(s) for s in samples) < 2:
                 continue
             test = stats.ttest_ind(*samples, equal_var=False, alternative="greater")
@@ -167,11 +167,10 @@ def scores_beside_paper(scores: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFra
     return scores.merge(theirs[keys + ["paper mean", "paper variance", "paper seeds"]], on=keys, how="left")
 
 
-def _seeds(per_seed: pd.DataFrame, key: tuple, config: pd.Series) -> np.ndarray:
-    sweep, recurrent, budget = key
-    mask = ((per_seed["sweep"] == sweep) & (per_seed["recurrent"] == recurrent) & (per_seed["budget"] == budget)
-            & (per_seed["depth"] == config["depth"]) & (per_seed["experts"] == config["experts"])
-            & (per_seed["width"] == config["width"]))
+def seed_scores(per_seed: pd.DataFrame, config: pd.Series, variants: Sequence[str] = ()) -> np.ndarray:
+    """The per-seed scores of one configuration (a row of `configuration_scores`, with the same `variants`)."""
+    keys = ["sweep", "recurrent", "budget", *ALLOCATION, *variants]
+    mask = np.logical_and.reduce([per_seed[key] == config[key] for key in keys])
     return per_seed.loc[mask, "score"].to_numpy(float)
 
 
