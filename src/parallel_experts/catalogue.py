@@ -184,12 +184,16 @@ def _sokoban_ablations(config: Mapping) -> list[Report]:
             if setting in config["sokoban"].get("ablations", {})]
 
 
+def fig5_setting(config: Mapping) -> tuple[str, int]:
+    """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper)."""
+    return "small", config["lm"]["windows"][0]
+
+
 def _lm(config: Mapping) -> list[Report]:
     # Every budget trains both families at every window (lm.experiment.runs), one sweep report for each setting.
     settings = [(name, window) for name in config["lm"]["budgets"] for window in sorted(config["lm"]["windows"])]
-    # Fig. 5 is the small budget at the first window (128 tokens in the paper); every other (budget, window)
-    # sweep is one of the appendix's fixed-compute panels (Figs. 14-15).
-    fig5 = ("small", config["lm"]["windows"][0])
+    # Every (budget, window) sweep other than Fig. 5's is one of the appendix's fixed-compute panels (Figs. 14-15).
+    fig5 = fig5_setting(config)
     found = []
     for budget_name, window in settings:
         figure, target = ("Fig. 5", "fig5") if (budget_name, window) == fig5 else ("Figs. 14-15", "fig14_15")
@@ -214,7 +218,7 @@ def _lm_ablations(config: Mapping) -> list[Report]:
 def _expert_count(config: Mapping) -> list[Report]:
     """Fig. 6, where the config's runs hold a family (fixed L and d, at least two E): its inputs are exactly the
     result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
-    sokoban, window = config["sokoban"], config["lm"]["windows"][0]
+    sokoban, (_, window) = config["sokoban"], fig5_setting(config)  # Fig. 6 reads Fig. 5's window
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, by_name[budget_name].allocations)
               for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]

@@ -24,7 +24,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from parallel_experts import expert_count, results
+from parallel_experts import catalogue, expert_count, results
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
@@ -382,14 +382,14 @@ def training_slower(throughput: xr.Dataset) -> Finding:
 def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     if "lm_sweep" not in data:
         return not_run("the FineWeb sweep")
-    return lm_comparable_shallow(data["lm_sweep"], "small", config["lm"]["windows"][0])
+    return lm_comparable_shallow(data["lm_sweep"], *catalogue.fig5_setting(config))
 
 
 def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     sokoban = [data[name] for name in ("sokoban_sweep", "expert_count") if name in data]
     if not sokoban and "lm_sweep" not in data:
         return not_run("runs with two values of E at one (L, d)")
-    found = expert_count.points(sokoban, data.get("lm_sweep"), config["lm"]["windows"][0])
+    found = expert_count.points(sokoban, data.get("lm_sweep"), catalogue.fig5_setting(config)[1])
     return more_experts(found, expert_count.chance_panels(sokoban))
 
 
@@ -421,7 +421,7 @@ CLAIMS = (
           "precision)", "§5.1, Fig. 4", ("sokoban_probe_recall",), _plans),
     Claim("The recurrent Transformer with two layers is comparable to the best non-recurrent allocation.",
           "validation loss ≈ 3.51 at L = 2 (small budget, W = 128), comparable to the best non-recurrent at L = 16",
-          "§5.2, Fig. 5", ("lm_small_W{window}", "lm_depth"), _fine_web),
+          "§5.2, Fig. 5", ("lm_{budget}_W{window}", "lm_depth"), _fine_web),
     Claim("With recurrence the best FineWeb allocation uses fewer layers than without, in every setting.",
           "recurrent models reach their best loss at L = 2 or 4, non-recurrent ones keep improving up to L = 16 "
           "or 32 (both budgets, W = 128 and 1,024)", "§5.2, Fig. 3 (right)", ("lm_depth",),
@@ -453,10 +453,11 @@ def judge(config: Mapping, paths: Mapping[str, str], reports: Iterable[str]) -> 
     the results this config produces, by name (catalogue.CLAIM_INPUTS)."""
     data = {name: results.open_dataset(path) for name, path in paths.items()}
     present = set(reports)
+    budget, window = catalogue.fig5_setting(config)  # names Fig. 5's page
     rows = []
     for claim in CLAIMS:
         found = claim.rule(data, config)
-        names = [name.format(window=config["lm"]["windows"][0]) for name in claim.reports]
+        names = [name.format(budget=budget, window=window) for name in claim.reports]
         rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
                      "measured": found.measured, "test": found.test, "verdict": found.verdict,
                      "report": next((name for name in names if name in present), "")})
