@@ -405,14 +405,15 @@ def test_reset_clears_one_stream():
     assert int(reset.position[1]) == 5 and float(jnp.abs(reset.keys[1]).sum()) > 0
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])  # bfloat16: no weight conversions counted
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_measured_flops_per_token_match_a_hand_count(recurrent):
+def test_measured_flops_per_token_match_a_hand_count(recurrent, dtype):
     """One more layer adds its matmuls (2 FLOPs per multiply-add) and the attention over the W-token window:
     q, k, v, o: d·(H + 2K)·hd + H·hd·d; MLP 8d²; recurrent W_in 2d²; attention 2·W·H·hd (scores and values).
     The rest (norms, RoPE, softmax) is at most 15% of a second expert; a second recurrent level also fills and
     reorders its M-slot ring (about 30% more in XLA's count of the compiled one-token step)."""
     d, window = 64, 128
-    base = dict(width=d, q_heads=4, kv_heads=2, vocab=VOCAB, recurrent=recurrent, dtype="float32")
+    base = dict(width=d, q_heads=4, kv_heads=2, vocab=VOCAB, recurrent=recurrent, dtype=dtype)
     one, two = (models.token_flops(ModelConfig(depth, 1, **base), window) for depth in (1, 2))
     matmuls = d * (4 + 2 * 2) * 16 + 4 * 16 * d + 8 * d * d + (2 * d * d if recurrent else 0)
     attention = 2 * window * 4 * 16
