@@ -49,6 +49,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
                    help="notebook parameters")
 
+    p = command("plan", plan, "the cost of every training and evaluation job the DAG runs for the named targets "
+                "(all of them by default): FLOPs ÷ throughput, per target and in total, with its assumptions")
+    p.add_argument("--configfile", required=True, nargs="+", help="config files, merged in order (as Snakemake's)")
+    p.add_argument("--directory", default=".", help="the working directory whose results/ holds timed jobs of an "
+                   "earlier run (as Snakemake's); their throughput replaces the config's assumptions")
+    p.add_argument("--jobs", action="store_true", help="print every job, not only the sums per target")
+    p.add_argument("--csv", help="write every (target, job) row here")
+    p.add_argument("targets", nargs="*", help="named targets (fig2, table5, ...); default: every one")
+
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)
     p.add_argument("--out", required=True)
@@ -191,6 +200,19 @@ def allocations(args) -> int:
     ds = results.allocation_dataset(loaded, args.domain, experiment(args.domain).step_flops(loaded))
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
+    return 0
+
+
+def plan(args) -> int:
+    from pathlib import Path
+
+    from parallel_experts import plan as planner
+
+    loaded = load_config(args.configfile)
+    table = planner.plan(loaded, args.targets, Path(args.directory) / "results")
+    print(planner.printed(table, planner.unit(loaded), args.jobs))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
     return 0
 
 

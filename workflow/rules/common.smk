@@ -22,7 +22,7 @@ _python_first = (
 # Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from parallel_experts import budget, catalogue, results
+from parallel_experts import budget, catalogue
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError
 from parallel_experts.lm import experiment as lm_experiment
@@ -87,23 +87,26 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-# Every Sokoban run trains and is evaluated alike (SOKOBAN_RUNS); each family of runs makes its own dataset
-# results/sokoban/{dataset}.nc: the budget sweeps' sweep.nc and the expert-count sweep's (no budget)
-# expert_count.nc. The ablations' (sokoban.ablations) ablations.nc names each ablation's runs, as the LM's does.
-SOKOBAN_DATASETS = {
-    "sweep": sokoban_experiment.runs(config),
-    "expert_count": sokoban_experiment.expert_count_runs(config),
-}
+# The runs behind each run dataset (catalogue.dataset_runs; the planner reads the same). Every Sokoban run trains
+# and is evaluated alike (SOKOBAN_RUNS); the budget sweeps' sweep.nc and the expert-count sweep's expert_count.nc
+# come from one rule (sokoban_dataset). Each domain's ablations.nc names each ablation's runs; a run at the sweep's
+# setting is the sweep's run, and two ablations' default agent is one run.
+DATASET_RUNS = catalogue.dataset_runs(config)
+
+
+def dataset_ids(path):
+    return [run.id for run in DATASET_RUNS.get(path, [])]
+
+
+SOKOBAN_DATASETS = {Path(path).stem: dataset_ids(path) for path in (catalogue.SOKOBAN_SWEEP["sweep"], catalogue.EXPERT_COUNT)}
 SOKOBAN_ABLATIONS = sokoban_experiment.ablation_runs(config)
-SOKOBAN_ABLATION_RUNS = results.by_id(SOKOBAN_ABLATIONS.values())  # two ablations' default agent: one run
+SOKOBAN_ABLATION_RUNS = dataset_ids(catalogue.SOKOBAN_ABLATIONS["ablations"])
 SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
-# The LM ablations (lm.ablations): each setting's runs in the order of its values; a run at the sweep's setting is
-# the sweep's run, so LM_RUNS holds it once.
 LM_ABLATIONS = lm_experiment.ablation_runs(config)
-LM_ABLATION_RUNS = results.by_id(LM_ABLATIONS.values())
+LM_ABLATION_RUNS = dataset_ids(catalogue.LM_ABLATIONS["ablations"])
 LM_RUNS = lm_experiment.runs_by_id(config)
-LM_SWEEP_RUNS = [run.id for run in lm_experiment.runs(config)]  # the sweep's dataset: not the ablations' variants
+LM_SWEEP_RUNS = dataset_ids(catalogue.LM_SWEEP["sweep"])
 
 
 def members_json(ablations):
@@ -124,8 +127,7 @@ def systems_settings(table):
 
 def dataset_files(name):
     """The curve or evaluation file of every run of a dataset's family (see SOKOBAN_DATASETS)."""
-    return lambda wildcards: [f"results/sokoban/runs/{run.id}/{name}.nc"
-                              for run in SOKOBAN_DATASETS[wildcards.dataset]]
+    return lambda wildcards: [f"results/sokoban/runs/{run}/{name}.nc" for run in SOKOBAN_DATASETS[wildcards.dataset]]
 
 
 def probe_levels(wildcards):

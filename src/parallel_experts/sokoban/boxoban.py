@@ -187,7 +187,10 @@ def format_levels(levels: np.ndarray) -> str:
 # Level sets by split, cached
 
 
-SPLITS = ("unfiltered/train", "unfiltered/valid", "unfiltered/test", "medium/train", "medium/valid", "hard")
+# Each split's level count (google-deepmind/boxoban-levels: 1,000 per file, hard's last file 332).
+SPLIT_LEVELS = {"unfiltered/train": 900_000, "unfiltered/valid": 100_000, "unfiltered/test": 1_000,
+                "medium/train": 450_000, "medium/valid": 50_000, "hard": 3_332}
+SPLITS = tuple(SPLIT_LEVELS)
 LAYOUT = "ROOT/unfiltered/{train,valid,test}, ROOT/medium/{train,valid} and ROOT/hard, each holding NNN.txt files"
 BOXOBAN_URL = "https://github.com/google-deepmind/boxoban-levels/archive/refs/heads/master.zip"
 CACHE_VERSION = 1  # bump when the parser or the cache layout changes, so old caches are rebuilt
