@@ -69,6 +69,7 @@ class Item:
 # Every data figure and table of the paper with its target, in the index's order (the claims page first).
 PAPER_ITEMS = (
     Item("claims", "The paper's claims, each judged from the results", "any results"),
+    Item("plan", "What each item costs: GPU- or CPU-hours per target, predicted and measured", "any results"),
     Item("allocations", "Sec. 4, App. J: allocation grids and their per-step work", "a budget"),
     Item("fig2", "Fig. 2: Sokoban allocation sweep, small budget", "a ConvLSTM sweep at a budget named small"),
     Item("fig3_left", "Fig. 3 (left): best Sokoban return with depth at most L", "a Sokoban sweep"),
@@ -144,9 +145,13 @@ def reports(config: Mapping) -> list[Report]:
     found += _expert_count(config)
     found += _lm_systems(config)
     read = {path for report in found for path in report.inputs.values()}
-    claims = Report("claims", "The paper's claims, each judged from this reproduction's results", "claims",
-                    {name: path for name, path in CLAIM_INPUTS.items() if path in read}, target="claims")
-    return [claims, *found]
+    claimed = {name: path for name, path in CLAIM_INPUTS.items() if path in read}
+    claims = Report("claims", "The paper's claims, each judged from this reproduction's results", "claims", claimed,
+                    target="claims")
+    # The plan reads every timed job's benchmark file: after every dataset, so that all of them exist.
+    cost = Report("plan", "What each target costs at this config (GPU- or CPU-hours), predicted beside the measured "
+                  "job times, and the paper config's plan", "plan", claimed, target="plan")
+    return [claims, cost, *found]
 
 
 def index_items(config: Mapping) -> list[tuple[Item, list[Report]]]:

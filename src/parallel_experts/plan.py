@@ -267,8 +267,11 @@ class Rate:
     source: str
 
 
-def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict[Job, float]:
-    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file)."""
+def measured(jobs: Iterable[Job], results: str | Path | None, accelerator: str) -> dict[Job, float]:
+    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file; None:
+    no results to read)."""
+    if results is None:
+        return {}
     root = Path(results)
     snapshot = root / "config.json"
     if not snapshot.exists() or json.loads(snapshot.read_text()).get("accelerator") != accelerator:
@@ -334,7 +337,7 @@ def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> d
 # ------------------------------------------------------------------------------------------------ plans
 
 
-def plan(config: Mapping, targets: Sequence[str] = (), results: str | Path = "results") -> pd.DataFrame:
+def plan(config: Mapping, targets: Sequence[str] = (), results: str | Path | None = "results") -> pd.DataFrame:
     """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours."""
     by_target = jobs_by_target(config, targets)
     every = {job for jobs in by_target.values() for job in jobs}
@@ -397,3 +400,20 @@ def printed(table: pd.DataFrame, unit: str, jobs: bool = False) -> str:
                                      fmt(row.measured_seconds)] for row in distinct.itertuples()],
                                    ["rule", "wildcards", "FLOPs", "predicted s", "measured s"])]
     return "\n".join(lines)
+
+
+def check_by_rule(check: pd.DataFrame) -> pd.DataFrame:
+    """The reality check summed per rule: measured seconds beside both predictions, and the median over jobs of
+    predicted ÷ measured (1: exact)."""
+    ratios = check.assign(held_out_ratio=check["held_out_seconds"] / check["measured_seconds"],
+                          assumed_ratio=check["assumed_seconds"] / check["measured_seconds"])
+    return ratios.groupby("rule").agg(jobs=("rule", "size"), measured_s=("measured_seconds", "sum"),
+                                      held_out_s=("held_out_seconds", "sum"), assumed_s=("assumed_seconds", "sum"),
+                                      held_out_ratio=("held_out_ratio", "median"),
+                                      assumed_ratio=("assumed_ratio", "median"))
+
+
+def paper_config() -> Path | None:
+    """config/paper.yaml of the checkout this package runs from (None from an installed wheel, which has none)."""
+    path = Path(__file__).resolve().parents[2] / "config" / "paper.yaml"
+    return path if path.exists() else None
