@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("plan", plan, "the cost of every training and evaluation job the DAG runs for the named targets "
                 "(all of them by default): FLOPs ÷ throughput, per target and in total, with its assumptions")
-    p.add_argument("--configfile", required=True, nargs="+", help="config files, merged in order (as Snakemake's)")
+    p.add_argument("--configfile", required=True, action="append", metavar="FILE",
+                   help="a config file; repeat it to merge several in order")
     p.add_argument("--directory", default=".", help="the working directory whose results/ holds timed jobs of an "
                    "earlier run (as Snakemake's); their throughput replaces the config's assumptions")
     p.add_argument("--jobs", action="store_true", help="print every job, not only the sums per target")

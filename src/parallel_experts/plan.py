@@ -145,17 +145,15 @@ def level_count(source: Mapping) -> int:
     return source["generate"]["count"] if "generate" in source else SPLIT_LEVELS[source["boxoban"]]
 
 
-def forward_flops(runs: Iterable) -> dict[str, float]:
+def forward_flops(runs: Iterable, among: Iterable) -> dict[str, float]:
     """Forward FLOPs of one step (Sokoban) or token (LM) of every run, by id: fitted where FIT_FROM or more runs
-    share a family, counted run by run elsewhere."""
-    runs = list(runs)
-
+    `among` the config's share its family, counted run by run elsewhere."""
     def family_and_count(run):
         if isinstance(run, sokoban_experiment.Run):
             return sokoban_family(run.agent, run.train.view), sokoban_step_flops, (run.agent, run.train.view)
         return lm_family(run.model, run.window), lm_token_flops, (run.model, run.window)
 
-    sizes = Counter(family_and_count(run)[0] for run in runs)
+    sizes = Counter(family_and_count(run)[0] for run in among)
     found = {}
     for run in runs:
         key, count, args = family_and_count(run)
@@ -218,23 +216,28 @@ def _throughput_job(config: Mapping) -> Job:
     return Job("lm_throughput", "", flops, "results/benchmarks/lm/throughput.tsv")
 
 
-def jobs_by_result(config: Mapping) -> dict[str, list[Job]]:
-    """Each result file a report reads -> the timed jobs behind it (its runs' training and evaluation, ...)."""
+def jobs_by_result(config: Mapping, paths: Iterable[str] | None = None) -> dict[str, list[Job]]:
+    """Each result file a report reads (or those of `paths`) -> the timed jobs behind it: its runs' training and
+    evaluation, the probed runs' training and probes, a systems table's one job."""
     runs = catalogue.dataset_runs(config)
     probed = sokoban_experiment.probed_runs(config)
-    forward = forward_flops({run.id: run for members in [*runs.values(), probed] for run in members}.values())
-    found = {path: [job for run in members
-                    for job in (_sokoban_jobs if path.startswith("results/sokoban/") else _lm_jobs)(
-                        run, config, forward[run.id])]
-             for path, members in runs.items()}
     if probed:
-        found[catalogue.SOKOBAN_PROBES["probes"]] = [
-            job for run in probed
-            for job in [_sokoban_jobs(run, config, forward[run.id])[0], *_probe_jobs(run, config, forward[run.id])]]
-    systems_jobs = {"latency": _latency_job, "throughput": _throughput_job}
-    for table, (_, _, _, path) in catalogue.LM_SYSTEMS.items():
-        if table in config["lm"]:
-            found[path] = [systems_jobs[table](config)]
+        runs[catalogue.SOKOBAN_PROBES["probes"]] = probed
+    systems_jobs = {path: table for table, (_, _, _, path) in catalogue.LM_SYSTEMS.items() if table in config["lm"]}
+    wanted = set(runs) | set(systems_jobs) if paths is None else set(paths)
+    every = {run.id: run for members in runs.values() for run in members}
+    forward = forward_flops({run.id: run for path in wanted & set(runs) for run in runs[path]}.values(),
+                            every.values())
+    found = {}
+    for path in wanted & set(runs):
+        if path == catalogue.SOKOBAN_PROBES["probes"]:
+            found[path] = [job for run in probed for job in [_sokoban_jobs(run, config, forward[run.id])[0],
+                                                             *_probe_jobs(run, config, forward[run.id])]]
+        else:
+            jobs = _sokoban_jobs if path.startswith("results/sokoban/") else _lm_jobs
+            found[path] = [job for run in runs[path] for job in jobs(run, config, forward[run.id])]
+    for path in wanted & set(systems_jobs):
+        found[path] = [{"latency": _latency_job, "throughput": _throughput_job}[systems_jobs[path]](config)]
     return found
 
 
@@ -246,7 +249,9 @@ def jobs_by_target(config: Mapping, targets: Sequence[str] = ()) -> dict[str, di
     unknown = [t for t in targets if t not in named]
     if unknown:
         raise ConfigError(f"plan: unknown target {unknown[0]!r} at this config (targets: {', '.join(named)})")
-    by_result, by_name = jobs_by_result(config), {report.name: report for report in reports}
+    by_name = {report.name: report for report in reports}
+    by_result = jobs_by_result(config, {path for target in targets or named for name in named[target]
+                                        for path in by_name[name].inputs.values()})
     found = {}
     for target in targets or named:
         needed: dict[Job, bool] = {}
@@ -294,28 +299,28 @@ def measured_rates(seconds: Mapping[Job, float]) -> dict[str, list[float]]:
 
 def assumed_rate(config: Mapping, job: Job) -> Rate:
     """The config's stated assumption for the job's resources family (`plan.<family>`, else `plan.default`)."""
-    resources = RESOURCES[job.rule]
-    spec = config.get("plan", {}).get(resources, config.get("plan", {}).get("default"))
+    name = RESOURCES[job.rule]
+    spec = config.get("plan", {}).get(name, config.get("plan", {}).get("default"))
     if spec is None:
-        raise ConfigError(f"plan.{resources}: no assumed throughput for {job.rule}, and no timed job of it on "
-                          f"this accelerator; give plan.{resources} or plan.default (device, peak_tflops, "
-                          "efficiency)")
+        raise ConfigError(f"plan.{name}: no assumed throughput for {job.rule}, and no timed job of it on "
+                          f"this accelerator; give plan.{name} or plan.default (device, peak_tflops, efficiency)")
     efficiency = spec["efficiency"]
     if isinstance(efficiency, Mapping):
         efficiency = efficiency[job.family or "default"]
-    gpus = _resources(config, job.rule)["gpus"]
+    gpus = resources(config, job.rule)["gpus"]
     return Rate(spec["peak_tflops"] * 1e12 * efficiency * max(gpus, 1),
                 f"assumed: {efficiency:.1%} of {spec['device']}'s {spec['peak_tflops']:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""))
 
 
-def _resources(config: Mapping, rule: str) -> Mapping:
+def resources(config: Mapping, rule: str) -> Mapping:
+    """The resources of one job of `rule` (its family's, or the default)."""
     return config["resources"].get(RESOURCES[rule], config["resources"]["default"])
 
 
 def devices(config: Mapping, rule: str) -> int:
     """The GPUs of one job of `rule`, or its CPUs where the config gives it no GPU."""
-    spec = _resources(config, rule)
+    spec = resources(config, rule)
     return spec["gpus"] or spec["cpus"]
 
 
@@ -343,14 +348,16 @@ def plan(config: Mapping, targets: Sequence[str] = (), results: str | Path | Non
     every = {job for jobs in by_target.values() for job in jobs}
     timed = measured(every, results, config["accelerator"])
     chosen = rates(config, every, timed)
-    rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "shown": shown, "flops": job.flops,
+    rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
+             "flops": job.flops,
              "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
              "seconds": job.flops / chosen[job].flops_per_s, "devices": devices(config, job.rule),
              "measured_seconds": timed.get(job, float("nan"))}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
-    table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "shown", "flops", "flops_per_s", "source", "seconds",
+    table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "group", "shown", "flops", "flops_per_s", "source", "seconds",
                                         "devices", "measured_seconds"])
     table["device_hours"] = table["seconds"] * table["devices"] / 3600
+    table.attrs["targets"] = list(by_target)  # a target without timed jobs (allocations) still gets its row
     return table
 
 
@@ -358,18 +365,25 @@ def per_target(table: pd.DataFrame) -> pd.DataFrame:
     """Per target: the jobs and device-hours its DAG runs, and those of the runs its reports show (a target whose
     report reads a whole dataset builds all of it); then the total over distinct jobs (a shared job once)."""
     table = table.assign(shown_hours=table["device_hours"].where(table["shown"], 0.0))
-    sums = table.groupby("target", sort=False).agg(jobs=("rule", "size"), device_hours=("device_hours", "sum"),
-                                                   shown_jobs=("shown", "sum"), shown_hours=("shown_hours", "sum"))
+    sums = (table.groupby("target", sort=False)
+            .agg(jobs=("rule", "size"), device_hours=("device_hours", "sum"), shown_jobs=("shown", "sum"),
+                 shown_hours=("shown_hours", "sum"))
+            .reindex(table.attrs.get("targets"), fill_value=0))
     distinct = table.drop_duplicates(["rule", "wildcards"])
-    sums.loc[TOTAL] = [len(distinct), distinct["device_hours"].sum(), len(distinct), distinct["device_hours"].sum()]
+    shown = table[table["shown"]].drop_duplicates(["rule", "wildcards"])
+    sums.loc[TOTAL] = [len(distinct), distinct["device_hours"].sum(), len(shown), shown["device_hours"].sum()]
     return sums
 
 
-def held_out(config: Mapping, results: str | Path = "results") -> pd.DataFrame:
-    """The reality check: every timed job of the config beside its prediction from the other timed jobs of its
-    group (leave one out) and from the config's assumption alone."""
+def timed_jobs(config: Mapping, results: str | Path = "results") -> dict[Job, float]:
+    """Seconds of every job of the config that a run on its accelerator timed in `results`."""
     every = {job for jobs in jobs_by_target(config).values() for job in jobs}
-    timed = measured(every, results, config["accelerator"])
+    return measured(every, results, config["accelerator"])
+
+
+def held_out(config: Mapping, timed: Mapping[Job, float]) -> pd.DataFrame:
+    """The reality check: every timed job beside its prediction from the other timed jobs of its group (leave one
+    out) and from the config's assumption alone."""
     rows = []
     for job, seconds in timed.items():
         others = measured_rates({j: s for j, s in timed.items() if j != job}).get(job.group)
@@ -381,9 +395,10 @@ def held_out(config: Mapping, results: str | Path = "results") -> pd.DataFrame:
 
 
 def assumptions(table: pd.DataFrame) -> pd.DataFrame:
-    """The throughput each rule's jobs were priced at, and where it comes from."""
-    return (table.drop_duplicates(["rule", "source"]).sort_values(["rule", "source"])
-            [["rule", "flops_per_s", "source"]].reset_index(drop=True))
+    """The throughput each group of jobs (a rule, and its family where that matters) was priced at, and where it
+    comes from."""
+    return (table.drop_duplicates(["group", "source"]).sort_values(["group", "source"])
+            [["group", "flops_per_s", "source"]].reset_index(drop=True))
 
 
 def printed(table: pd.DataFrame, unit: str, jobs: bool = False) -> str:
@@ -392,7 +407,7 @@ def printed(table: pd.DataFrame, unit: str, jobs: bool = False) -> str:
                             fmt(row.shown_hours)] for target, row in sums.iterrows()],
                           ["target", "jobs", unit, "jobs it shows", f"{unit} it shows"])]
     lines += ["", "throughput per job:"]
-    lines += [f"  {row.rule}: {row.flops_per_s / 1e9:,.1f} GFLOP/s ({row.source})"
+    lines += [f"  {row.group}: {row.flops_per_s / 1e9:,.1f} GFLOP/s ({row.source})"
               for row in assumptions(table).itertuples()]
     if jobs:
         distinct = table.drop_duplicates(["rule", "wildcards"])
