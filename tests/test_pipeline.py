@@ -100,22 +100,25 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     assert not {"sokoban_train", "lm_train"} & set(planned_jobs("--directory", str(tmp_path), configfile=edited))
 
 
-# Through SLURM: one report of each domain, which needs every kind of job that trains or evaluates (both
-# resource families, and the default one); the local test above runs the rest of the DAG.
-SLURM_TARGETS = ("reports/sokoban_tables.html", "reports/lm_depth.html")
+# Through SLURM: one run of each domain trained and evaluated, and one report: every resource family (train,
+# lm_train, default) and every kind of job that trains, evaluates or renders; the local test runs the whole DAG.
+SOKOBAN_RUN, LM_RUN = "convlstm/recurrent/small/L1-E1-d16", "recurrent/small/W16/L2-E1-d16"
+SLURM_TARGETS = (f"results/sokoban/runs/{SOKOBAN_RUN}/eval.nc", f"results/lm/runs/{LM_RUN}/validation.nc",
+                 "reports/allocations.html")
 
 
 @pytest.mark.slurm
-def test_smoke_reports_run_through_slurm(slurm_cluster, tmp_path):
+def test_smoke_jobs_run_through_slurm(slurm_cluster, tmp_path):
     workdir = tmp_path / "run"
     jobs = planned_jobs("--directory", str(workdir), *SLURM_TARGETS)
     assert {"sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate", "report"} <= set(jobs), jobs
     run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile", *SLURM_TARGETS,
                     "--configfile", SMOKE, "--directory", str(workdir), timeout=1200)  # SLURM adds per-job latency
     assert run.returncode == 0, run.stderr[-3000:]
-    sweep = results.open_dataset(workdir / "results/sokoban/sweep.nc")
-    assert sweep.sizes["run"] == 4 and results.open_dataset(workdir / "results/lm/sweep.nc").sizes["run"] == 4
-    for name in SLURM_TARGETS:
-        assert reports.offline((workdir / name).read_text()) == (workdir / name).read_text()
+    evaluation = results.open_dataset(workdir / SLURM_TARGETS[0])  # every test level once per seed and mode
+    assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
+    assert results.open_dataset(workdir / SLURM_TARGETS[1])["scored_tokens"].item() == (78 - 1) * 4 * 64
+    page = (workdir / SLURM_TARGETS[2]).read_text()
+    assert reports.offline(page) == page
     # Every job went through sbatch except the local rules (the targets).
     assert len(submitted_job_ids(slurm_cluster)) == sum(n for rule, n in jobs.items() if rule not in LOCAL_RULES)
