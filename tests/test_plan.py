@@ -129,3 +129,23 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     assert sums.loc[plan.TOTAL, "device_hours"] == pytest.approx(distinct["device_hours"].sum())
     lm = distinct[distinct["rule"] == "lm_train"]
     assert lm["device_hours"].tolist() == pytest.approx((lm["seconds"] * 4 / 3600).tolist())  # 4 GPUs per LM run
+
+
+def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
+    from parallel_experts.checkpoint import run_lock
+
+    config = load(SMOKE)
+    sweep = plan.jobs_by_result(config, ["results/sokoban/sweep.nc"])["results/sokoban/sweep.nc"]
+    train = next(job for job in sweep if job.rule == "sokoban_train")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    (tmp_path / train.benchmark).parent.mkdir(parents=True)
+    (tmp_path / train.benchmark).write_text("s\n42.0\n")
+    folder = results / "sokoban/runs" / train.run.id
+    with run_lock(folder, train.run.to_dict()):  # what the trainer records
+        pass
+    assert plan.measured([train], results, config["accelerator"]) == {train: 42.0}
+    with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
+        pass
+    assert plan.measured([train], results, config["accelerator"]) == {}

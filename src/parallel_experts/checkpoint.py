@@ -128,10 +128,20 @@ def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
         yield
 
 
+def records(run_dir: str | Path, definition: Mapping) -> bool:
+    """Whether a run folder's `run.json` names `definition` (what it trained, and its benchmark file timed)."""
+    recorded = Path(run_dir) / "run.json"
+    return recorded.is_file() and recorded.read_text(encoding="utf-8", errors="replace") == _text(definition)
+
+
+def _text(definition: Mapping) -> str:
+    return json.dumps(definition, indent=1, sort_keys=True) + "\n"
+
+
 def _claim(run_dir: Path, definition: Mapping) -> None:
     """Make `run.json` name `definition`: a checkpoint of another definition is discarded; one whose definition
     was never recorded is refused (it may be anything), as is a damaged pointer."""
-    text = json.dumps(definition, indent=1, sort_keys=True) + "\n"
+    text = _text(definition)
     recorded = run_dir / "run.json"
     checkpoint = _latest(run_dir)
     if recorded.is_file():

@@ -3,9 +3,10 @@
 `python -m parallel_experts plan --configfile FILE [TARGET ...]` and `reports/plan.html`.
 
 * FLOPs of a job: XLA's count of one forward step of its model (`agent_step_flops`, `token_flops`, the lowered
-  program) × the steps or tokens the job computes; a training step counts TRAIN_PASSES forward passes. A model's
-  count is fitted exactly from four small allocations of its family, F(L, E) = a + b·L + c·E + e·L·E (shared
-  encoder and head, per-level and per-expert work), so that planning the paper's 360 models takes seconds.
+  program) × the steps or tokens the job computes; a training step counts TRAIN_PASSES forward passes. The
+  models of a family of FIT_FROM or more (one expert, recurrence, window, ...) are fitted from 12 counts of small
+  models, exactly where F = a + b·L + c·E + e·L·E with coefficients quadratic in the width (shared encoder and
+  head, per-level and per-expert work), so that pricing the paper's 360 models takes seconds, not minutes.
 * Throughput, per rule (and per family where the two differ): the median achieved FLOP/s of this project's
   timed jobs of that rule (Snakemake's benchmark files) in a results folder of a run on the same accelerator;
   otherwise the config's stated assumption (`plan`: a device, its peak, and the fraction of it a job reaches).
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from parallel_experts import catalogue
+from parallel_experts import catalogue, checkpoint
 from parallel_experts.benchmarking import fmt
 from parallel_experts.benchmarking import table as format_table
 from parallel_experts.errors import ConfigError
@@ -37,16 +38,17 @@ from parallel_experts.results import family
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
 from parallel_experts.sokoban.boxoban import SPLIT_LEVELS
+from parallel_experts.sokoban import probes
 from parallel_experts.sokoban.probe_scores import ProbeConfig
 
 TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
 EVAL_MODES = 2  # greedy and sampled
-PROBE_TARGETS, PROBE_REPRESENTATIONS, PROBE_CLASSES = 2, 3, 5  # C_A and C_B; state, encoder, control; 4 moves + none
-# The resources family of each timed rule (workflow/rules/*.smk: `resources: **resources(...)`).
 SOKOBAN_WIDTHS = (4, 8, 12)  # the widths a Sokoban model's count is fitted at
 LM_HEADS = (2, 4, 6)  # the query heads (× the head width) an LM model's count is fitted at
-TOTAL = "total (distinct jobs)"
 FIT_FROM = 8  # a family of at least this many models is fitted (12 counts), a smaller one counted model by model
+TOTAL = "total (distinct jobs)"
+# The resources family of each timed rule (workflow/rules/*.smk: `resources: **resources(...)`); a test checks
+# the planned jobs, their benchmark files and GPUs against Snakemake's own dry run.
 RESOURCES = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_data": "train",
              "sokoban_probe_fit": "train", "lm_train": "lm_train", "lm_evaluate": "lm_train",
              "lm_latency": "bench", "lm_throughput": "bench"}
@@ -173,17 +175,17 @@ def _sokoban_jobs(run, config: Mapping, forward: float) -> list[Job]:
 def _probe_jobs(run, config: Mapping, forward: float) -> list[Job]:
     """The probe data of each split (the agent and its untrained control play every level to the time limit)
     and the probe fit (every representation and target, each probe seed, over the training split's squares)."""
-    probes, levels, train = config["sokoban"]["probes"], config["sokoban"]["levels"], run.train
-    played = {"train": probes["episodes"], "calibration": probes["calibration"], "test": level_count(levels["test"])}
+    spec, levels, train = config["sokoban"]["probes"], config["sokoban"]["levels"], run.train
+    played = {"train": spec["episodes"], "calibration": spec["calibration"], "test": level_count(levels["test"])}
     kind = family(run.agent.recurrent)
     found = [Job("sokoban_probe_data", f"run={run.id}, split={split}", 2 * count * train.time_limit * forward,
                  f"results/benchmarks/sokoban/probe_data/{run.id}/{split}.tsv", kind, run)
              for split, count in played.items()]
-    fit = ProbeConfig(**probes.get("fit", {}))
-    per_square = 2 * fit.kernel**2 * run.agent.width * PROBE_CLASSES
+    fit = ProbeConfig(**spec.get("fit", {}))
+    per_square = 2 * fit.kernel**2 * run.agent.width * len(probes.CLASSES)
     squares = played["train"] * train.time_limit * train.view**2
-    found.append(Job("sokoban_probe_fit", f"run={run.id}",
-                     PROBE_TARGETS * PROBE_REPRESENTATIONS * fit.seeds * fit.epochs * squares * per_square
+    probes_fitted = len(probes.TARGETS) * len(probes.REPRESENTATIONS) * fit.seeds
+    found.append(Job("sokoban_probe_fit", f"run={run.id}", probes_fitted * fit.epochs * squares * per_square
                      * TRAIN_PASSES, f"results/benchmarks/sokoban/probe_fit/{run.id}.tsv", kind, run))
     return found
 
@@ -274,7 +276,7 @@ class Rate:
 
 def measured(jobs: Iterable[Job], results: str | Path | None, accelerator: str) -> dict[Job, float]:
     """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file; None:
-    no results to read)."""
+    no results to read), of the run's present definition."""
     if results is None:
         return {}
     root = Path(results)
@@ -284,9 +286,15 @@ def measured(jobs: Iterable[Job], results: str | Path | None, accelerator: str) 
     found = {}
     for job in jobs:
         path = root.parent / job.benchmark
-        if path.exists():
+        if path.exists() and (job.run is None or checkpoint.records(run_dir(root, job), job.run.to_dict())):
             found[job] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
     return found
+
+
+def run_dir(results: Path, job: Job) -> Path:
+    """Where a job's run trained: a time measured for another definition of the run (the config changed since)
+    is not this job's."""
+    return results / job.rule.split("_")[0] / "runs" / job.run.id
 
 
 def measured_rates(seconds: Mapping[Job, float]) -> dict[str, list[float]]:
