@@ -94,6 +94,8 @@ def test_lm_families_are_read_at_one_window_and_lower_loss_is_better():
     assert trends.loc[True, "gain"] == pytest.approx(0.2) and trends.loc[True, "verdict"] == "more experts help"
     assert trends.loc[False, "gain"] == pytest.approx(-0.1) and trends.loc[False, "verdict"] == "more experts hurt"
     assert trends.loc[True, "noise"] == 0  # one run per allocation: no standard error
+    at_chance = expert_count.expert_trends(found, {"FineWeb, 64-token window"})  # a panel at chance: no verdict
+    assert set(at_chance["verdict"]) == {expert_count.AT_CHANCE} and at_chance["gain"].tolist() == trends["gain"].tolist()
 
 
 def test_saturation_depth_is_the_shallowest_within_noise_of_the_best():

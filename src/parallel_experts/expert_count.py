@@ -109,9 +109,13 @@ def figure_width(found: pd.DataFrame) -> pd.DataFrame:
     return found.merge(chosen, on=["panel", "width"])
 
 
-def expert_trends(found: pd.DataFrame) -> pd.DataFrame:
+AT_CHANCE = "no verdict: agents at chance"
+
+
+def expert_trends(found: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd.DataFrame:
     """One row per family: its E values and scores, the gain from the smallest to the largest E (positive is
-    better in either domain), the noise it is judged against, and the verdict."""
+    better in either domain), the noise it is judged against, and the verdict (none in a panel `at_chance`)."""
+    chance = set(at_chance)
     rows = []
     for key, family in found.groupby(FAMILY, sort=False):
         family = family.sort_values("experts")
@@ -122,7 +126,8 @@ def expert_trends(found: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(zip(FAMILY, key)) | {
             "family": results.family(key[1]), "experts": ", ".join(map(str, family["experts"])),
             "scores": ", ".join(f"{s:.3f}" for s in family["score"]), "gain": gain, "noise": noise,
-            "verdict": _gain_verdict(gain, noise), "every_step_better": bool((steps > 0).all())})
+            "verdict": AT_CHANCE if key[0] in chance else _gain_verdict(gain, noise),
+            "every_step_better": bool((steps > 0).all())})
     return pd.DataFrame(rows, columns=[*FAMILY, "family", "experts", "scores", "gain", "noise", "verdict",
                                        "every_step_better"])
 
@@ -135,9 +140,11 @@ def _gain_verdict(gain: float, noise: float) -> str:
     return "no clear change" + (f" (within {NOISE} standard errors)" if noise else "")
 
 
-def saturation_depths(points: pd.DataFrame) -> pd.DataFrame:
+def saturation_depths(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd.DataFrame:
     """At each panel, budget (expert-count sweep: each E) and width where both recurrences have at least two
-    depths: each recurrence's saturation depth (the smallest depth within noise of its best) and the verdict."""
+    depths: each recurrence's saturation depth (the smallest depth within noise of its best) and the verdict
+    (none in a panel `at_chance`)."""
+    chance = set(at_chance)
     points = points.assign(comparison=[f"{b} budget" if b else f"E={e}"
                                        for b, e in zip(points["budget"], points["experts"])])
     rows = []
@@ -146,7 +153,7 @@ def saturation_depths(points: pd.DataFrame) -> pd.DataFrame:
         if len(depth) < 2:
             continue
         rec, non = depth[True], depth[False]
-        verdict = ("recurrent saturates at shallower depth" if rec < non else
+        verdict = (AT_CHANCE if panel in chance else "recurrent saturates at shallower depth" if rec < non else
                    "both saturate at the same depth" if rec == non else "non-recurrent saturates at shallower depth")
         rows.append({"panel": panel, "comparison": comparison, "width": width,
                      "depths": ", ".join(map(str, sorted(group["depth"].unique()))), "recurrent_depth": rec,
