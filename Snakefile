@@ -22,6 +22,7 @@ include: "workflow/rules/allocations.smk"
 include: "workflow/rules/sokoban.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/lm.smk"
+include: "workflow/rules/ablations.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/reports.smk"
 

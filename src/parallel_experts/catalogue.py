@@ -212,7 +212,7 @@ def _probes(config: Mapping) -> list[Report]:
 
 
 def _sokoban_ablations(config: Mapping) -> list[Report]:
-    # One report per ablation the config trains; it reads the ablations dataset (rule sokoban_ablations).
+    # One report per ablation the config trains; it reads the ablations dataset (rule ablations).
     return [Report(name, paper, "sokoban_ablation", SOKOBAN_ABLATIONS, {"setting": setting}, target)
             for setting, (name, paper, target) in SOKOBAN_ABLATION_FIGURES.items()
             if setting in config["sokoban"].get("ablations", {})]
@@ -241,7 +241,7 @@ def _lm(config: Mapping) -> list[Report]:
 
 
 def _lm_ablations(config: Mapping) -> list[Report]:
-    # One report for every LM ablation the config trains; it reads the ablations dataset (rule lm_ablations).
+    # One report for every LM ablation the config trains; it reads the ablations dataset (rule ablations).
     present = [item for setting, item in LM_ABLATION_FIGURES.items() if setting in config["lm"].get("ablations", {})]
     if not present:
         return []

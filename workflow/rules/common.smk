@@ -114,6 +114,21 @@ def members_json(ablations):
     return json.dumps({setting: [run.id for run in runs] for setting, runs in ablations.items()})
 
 
+# Each domain's ablations dataset (rule ablations).
+ABLATIONS = {  # domain -> each ablation's runs, every run once, the evaluation file, the command that collects them
+    "sokoban": (SOKOBAN_ABLATIONS, SOKOBAN_ABLATION_RUNS, "eval", "sokoban-sweep"),
+    "lm": (LM_ABLATIONS, LM_ABLATION_RUNS, "validation", "lm-sweep"),
+}
+
+
+def ablation_files(name):
+    """Every ablation run's learning curve (`name` = "curve") or evaluation file of the job's domain."""
+    def files(wildcards):
+        _, runs, evaluation, _ = ABLATIONS[wildcards.domain]
+        return [f"results/{wildcards.domain}/runs/{run}/{evaluation if name == 'eval' else name}.nc" for run in runs]
+    return files
+
+
 def run_json(runs):
     """A job's run's full definition (a param, not on its command line): its rules rerun exactly when it changes."""
     return lambda wildcards: json.dumps(runs[wildcards.run].to_dict(), sort_keys=True)

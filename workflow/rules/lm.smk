@@ -1,5 +1,5 @@
-# Language modelling: token shards, one training job per run, the sliding-window validation loss, the sweep and
-# the ablations.
+# Language modelling: token shards, one training job per run, the sliding-window validation loss and the sweep
+# (the ablations' dataset is in ablations.smk).
 
 rule lm_tokens:
     """The corpus as GPT-2 token shards (shard 0 is validation), tokenised here or downloaded pre-tokenised."""
@@ -91,24 +91,3 @@ rule lm_sweep:
         CONDA_ENV
     shell:
         "python -m parallel_experts lm-sweep --out {output:q} --curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"
-
-
-rule lm_ablations:
-    """Every ablation's runs (lm.ablations) in one dataset that names each ablation's runs."""
-    input:
-        curves=expand("results/lm/runs/{run}/curve.nc", run=LM_ABLATION_RUNS),
-        evals=expand("results/lm/runs/{run}/validation.nc", run=LM_ABLATION_RUNS),
-    output:
-        "results/lm/ablations.nc",
-    params:
-        ablations=members_json(LM_ABLATIONS),
-    log:
-        "results/logs/lm/ablations.log",
-    threads: threads()
-    resources:
-        **resources(),
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m parallel_experts lm-sweep --ablations {params.ablations:q} --out {output:q} "
-        "--curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

@@ -1,5 +1,5 @@
 # Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and one dataset per run
-# family: the budget sweeps, the ablations, the expert-count sweep.
+# family: the budget sweeps, the expert-count sweep (the ablations' is in ablations.smk).
 
 rule sokoban_levels:
     """Training, test or probe-calibration levels, from the config's source (generated offline, or a Boxoban split)."""
@@ -96,24 +96,3 @@ rule sokoban_dataset:
     shell:
         "python -m parallel_experts sokoban-sweep --out {output:q} --curves {input.curves:q} "
         "--evals {input.evals:q} > {log:q} 2>&1"
-
-
-rule sokoban_ablations:
-    """Every ablation's runs (sokoban.ablations) in one dataset that names each ablation's runs."""
-    input:
-        curves=expand("results/sokoban/runs/{run}/curve.nc", run=SOKOBAN_ABLATION_RUNS),
-        evals=expand("results/sokoban/runs/{run}/eval.nc", run=SOKOBAN_ABLATION_RUNS),
-    output:
-        "results/sokoban/ablations.nc",
-    params:
-        ablations=members_json(SOKOBAN_ABLATIONS),
-    log:
-        "results/logs/sokoban/ablations.log",
-    threads: threads()
-    resources:
-        **resources(),
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m parallel_experts sokoban-sweep --ablations {params.ablations:q} --out {output:q} "
-        "--curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"
