@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from parallel_experts import budget, expert_count
-from parallel_experts.lm import experiment as lm_experiment
-from parallel_experts.results import by_id
-from parallel_experts.sokoban import experiment as sokoban_experiment
 
 ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
 SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
@@ -110,6 +107,10 @@ def dataset_runs(config: Mapping) -> dict[str, list]:
     """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules
     and the planner read this): the Sokoban sweeps, the expert-count sweep, the ablations (a run two ablations
     share once), the LM sweep and its ablations. A family the config lacks has no entry."""
+    from parallel_experts.lm import experiment as lm_experiment  # JAX: not for the pages that only read results
+    from parallel_experts.results import by_id
+    from parallel_experts.sokoban import experiment as sokoban_experiment
+
     found = {SOKOBAN_SWEEP["sweep"]: sokoban_experiment.runs(config),
              EXPERT_COUNT: sokoban_experiment.expert_count_runs(config),
              SOKOBAN_ABLATIONS["ablations"]: list(by_id(sokoban_experiment.ablation_runs(config).values()).values()),
@@ -122,6 +123,8 @@ def shows(report: Report, run, config: Mapping) -> bool:
     """Whether `report` shows the results of `run` of a dataset it reads: a sweep page its sweep (or budget and
     window), an ablation page its ablation's runs; every other page all of them. What a figure costs on its own,
     where its target's DAG builds the whole dataset."""
+    from parallel_experts.sokoban import experiment as sokoban_experiment
+
     params = report.params
     if report.notebook == "sokoban_sweep":
         return (run.sweep, run.budget) == (params["sweep_name"], params["budget"])

@@ -292,8 +292,7 @@ def measured(jobs: Iterable[Job], results: str | Path | None, accelerator: str) 
 
 
 def run_dir(results: Path, job: Job) -> Path:
-    """Where a job's run trained: a time measured for another definition of the run (the config changed since)
-    is not this job's."""
+    """The folder of a job's run, whose run.json names the definition that its benchmark file timed."""
     return results / job.rule.split("_")[0] / "runs" / job.run.id
 
 
@@ -314,6 +313,9 @@ def assumed_rate(config: Mapping, job: Job) -> Rate:
                           f"this accelerator; give plan.{name} or plan.default (device, peak_tflops, efficiency)")
     efficiency = spec["efficiency"]
     if isinstance(efficiency, Mapping):
+        if (job.family or "default") not in efficiency:
+            raise ConfigError(f"plan.{name}.efficiency: no value for {job.rule}, which has no model family; "
+                              "give a default")
         efficiency = efficiency[job.family or "default"]
     gpus = resources(config, job.rule)["gpus"]
     return Rate(spec["peak_tflops"] * 1e12 * efficiency * max(gpus, 1),
