@@ -1,151 +1,48 @@
-"""The planner: its arithmetic on jobs of known cost, its FLOP fits against XLA's count, its DAG against
-Snakemake's own dry run, and the paper config's plan."""
+"""A plan's tables: the sums per target, written and read back as the report reads them, and the reality check
+in words."""
 
-import json
-import re
+import pandas as pd
 
-import pytest
-from helpers import REPO, snakemake
-
-from parallel_experts import catalogue, plan
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
-from parallel_experts.lm.models import ModelConfig, token_flops
-from parallel_experts.sokoban import experiment as sokoban_experiment
-from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
-
-SMOKE = REPO / "config/smoke.yaml"
+from parallel_experts import plan
 
 
-def load(path):
-    loaded = configuration.load([path])
-    configuration.validate(loaded)
-    return loaded
+def jobs():
+    """Two targets sharing one job: fig_a runs a (shown) and b (built, not shown), fig_b runs b (shown)."""
+    rows = [("fig_a", "train", "run=a", True, 7200.0, 2), ("fig_a", "train", "run=b", False, 3600.0, 2),
+            ("fig_b", "train", "run=b", True, 3600.0, 2)]
+    table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "shown", "seconds", "devices"])
+    table = table.assign(group="train recurrent", flops=1.0, flops_per_s=1.0, source="assumed: x",
+                         measured_seconds=float("nan"), device_hours=table["seconds"] * table["devices"] / 3600)
+    table.attrs["targets"] = ["allocations", "fig_a", "fig_b"]
+    return table
 
 
-def job(rule="sokoban_train", flops=3.6e15, name="a", kind="recurrent"):
-    return plan.Job(rule, f"run={name}", flops, f"results/benchmarks/{name}.tsv", kind)
+def test_each_target_sums_its_jobs_and_the_total_counts_a_shared_job_once():
+    sums = plan.per_target(jobs())
+    assert sums.loc["fig_a"].tolist() == [2, 6.0, 1, 4.0]  # a: 2 h × 2 GPUs, b: 1 h × 2 GPUs, only a shown
+    assert sums.loc["fig_b"].tolist() == [1, 2.0, 1, 2.0]
+    assert sums.loc["allocations"].tolist() == [0, 0, 0, 0]  # a target without timed jobs keeps its row
+    assert sums.loc[plan.TOTAL].tolist() == [2, 6.0, 2, 6.0]  # b once
 
 
-def with_plan(config, **spec):
-    return config | {"plan": {"default": {"device": "a test GPU", "peak_tflops": 1.0, "efficiency": 0.5} | spec}}
+def test_a_written_plan_reads_back_with_its_scale_and_unit(tmp_path):
+    config = {"scale": "demo", "resources": {"default": {"gpus": 0}}}
+    check = pd.DataFrame({"rule": ["train"], "wildcards": ["run=a"], "measured_seconds": [100.0],
+                          "held_out_seconds": [150.0], "assumed_seconds": [30.0]})
+    plan.write(config, jobs(), check, tmp_path)
+    header, tables = plan.read(tmp_path)
+    assert header == {"scale": "demo", "unit": "CPU-hours"}
+    pd.testing.assert_frame_equal(tables["targets"], plan.per_target(jobs()), check_names=False, check_dtype=False)
+    assert tables["jobs"]["wildcards"].tolist() == ["run=a", "run=b", "run=b"]
+    assert tables["check"].equals(check)
 
 
-def test_an_assumed_job_costs_its_flops_over_the_stated_fraction_of_the_peak():
-    config = with_plan(load(SMOKE))
-    config["resources"] = config["resources"] | {"train": {"cpus": 4, "mem_mb": 1000, "runtime": 60, "gpus": 2}}
-    rate = plan.assumed_rate(config, job())
-    # 0.5 × 1 TFLOP/s × 2 GPUs = 1e12 FLOP/s: 3.6e15 FLOPs take one hour, i.e. 2 GPU-hours.
-    assert rate.flops_per_s == pytest.approx(1e12) and "50.0% of a test GPU's 1 TFLOP/s × 2 GPUs" in rate.source
-    assert plan.devices(config, "sokoban_train") == 2 and plan.unit(config) == "GPU-hours"
-    assert plan.devices(config, "lm_train") == 1  # smoke's lm_train family: one CPU, no GPU
-    per_family = with_plan(config, efficiency={"recurrent": 0.25, "non-recurrent": 0.5})
-    assert plan.assumed_rate(per_family, job()).flops_per_s == pytest.approx(5e11)
-    assert plan.assumed_rate(per_family, job(kind="non-recurrent")).flops_per_s == pytest.approx(1e12)
-
-
-def test_a_rule_without_an_assumption_or_a_timed_job_is_refused_by_name():
-    config = load(SMOKE)
-    del config["plan"]
-    with pytest.raises(ConfigError, match=r"plan\.train: no assumed throughput for sokoban_train"):
-        plan.assumed_rate(config, job())
-    with pytest.raises(ConfigError, match="unknown target 'fig99'"):
-        plan.jobs_by_target(load(SMOKE), ["fig99"])
-
-
-def test_timed_jobs_give_the_median_rate_of_their_group_and_a_held_out_prediction(tmp_path):
-    config = with_plan(load(SMOKE))
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
-    jobs = [job(flops=f, name=n) for f, n in ((1e12, "a"), (3e12, "b"), (2e12, "c"))] + [job("lm_train", name="d")]
-    for one, seconds in zip(jobs[:3], (100, 100, 50)):
-        path = tmp_path / one.benchmark
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"s\th:m:s\n{seconds}\t0:01:40\n")
-    timed = plan.measured(jobs, tmp_path / "results", config["accelerator"])
-    assert timed == {jobs[0]: 100.0, jobs[1]: 100.0, jobs[2]: 50.0}  # d was never timed
-    assert plan.measured(jobs, tmp_path / "results", "cuda") == {}  # timed on another accelerator: not used
-    rates = plan.rates(config, jobs, timed)
-    assert rates[jobs[0]].flops_per_s == pytest.approx(3e10)  # median of 1e10, 3e10, 4e10
-    assert rates[jobs[3]].source.startswith("assumed")
-    check = plan.held_out(config, timed).set_index("wildcards")
-    # a from b and c: median(3e10, 4e10) = 3.5e10 FLOP/s; assumed: 0.5 × 1 TFLOP/s (one CPU, no GPU)
-    assert check.loc["run=a", "held_out_seconds"] == pytest.approx(1e12 / 3.5e10)
-    assert check.loc["run=a", "assumed_seconds"] == pytest.approx(2.0)
-    assert check["measured_seconds"].tolist() == [100, 100, 50]
-
-
-@pytest.mark.parametrize("agent", [AgentConfig(4, 52, 64), AgentConfig(3, 5, 40, expert="convglu", recurrent=False),
-                                   AgentConfig(2, 3, 20, aggregation="routed_mean", encoder_channels=16)])
-def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
-    assert plan.sokoban_step_flops(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
-
-
-@pytest.mark.parametrize("model, window", [
-    (ModelConfig(16, 1, 768, 8, 4, recurrent=False), 128),
-    (ModelConfig(3, 5, 480, 10, 5, vocab=4096, recurrent=True), 64),
-    (ModelConfig(2, 3, 64, 4, 2, vocab=4096, recurrent=True, aggregation="routed_sqrt_sum", kv_cache="expert",
-                 dtype="float32"), 32)])
-def test_a_fitted_lm_count_is_xlas_count_of_the_whole_model(model, window):
-    assert plan.lm_token_flops(model, window, fit=True) == pytest.approx(token_flops(model, window), rel=1e-5)
-
-
-def dry_run_jobs(*targets):
-    """(rule, wildcards) -> (benchmark, gpu) of every timed job in Snakemake's own dry run of the smoke DAG."""
-    run = snakemake("-n", "-F", "--configfile", str(SMOKE), "--directory", "/tmp/plan-dry-run", *targets)
-    assert run.returncode == 0, run.stderr[-2000:]
-    found = {}
-    for block in run.stdout.split("\nrule ")[1:]:
-        rule = block.split(":", 1)[0]
-        if rule in plan.RESOURCES:
-            fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
-            gpu = int(re.search(r"\bgpu=(\d+)", fields["resources"]).group(1))
-            found[(rule, fields.get("wildcards", ""))] = (fields["benchmark"], gpu)
-    return found
-
-
-@pytest.mark.parametrize("targets", [(), ("fig4", "table6")])
-def test_the_planned_jobs_are_the_ones_snakemake_runs(targets):
-    config = load(SMOKE)
-    planned = {job: None for jobs in plan.jobs_by_target(config, targets).values() for job in jobs}
-    mine = {(j.rule, j.wildcards): (j.benchmark, plan.resources(config, j.rule)["gpus"]) for j in planned}
-    assert mine == dry_run_jobs(*targets)
-
-
-def test_the_paper_plan_prices_every_figure_and_what_it_shows():
-    paper = load(REPO / "config/paper.yaml")
-    table = plan.plan(paper, results=None)
-    sums = plan.per_target(table)
-    targets = catalogue.targets(catalogue.reports(paper))
-    assert list(sums.index) == [*targets, plan.TOTAL]
-    assert sums.loc["allocations", "jobs"] == 0 and (sums.drop("allocations")["device_hours"] > 0).all()
-    assert set(table["source"].str.split(":").str[0]) == {"assumed"}
-    # Fig. 2 shows the small ConvLSTM sweep, train and evaluate per run; its target builds every Sokoban sweep run.
-    small = [r for r in sokoban_experiment.runs(paper) if (r.sweep, r.budget) == ("convlstm", "small")]
-    assert sums.loc["fig2", "shown_jobs"] == 2 * len(small)
-    assert sums.loc["fig2", "jobs"] == 2 * len(sokoban_experiment.runs(paper))
-    # A job two targets share is counted once in the total; every GPU-hour is a job's seconds × its GPUs.
-    distinct = table.drop_duplicates(["rule", "wildcards"])
-    assert sums.loc[plan.TOTAL, "device_hours"] == pytest.approx(distinct["device_hours"].sum())
-    lm = distinct[distinct["rule"] == "lm_train"]
-    assert lm["device_hours"].tolist() == pytest.approx((lm["seconds"] * 4 / 3600).tolist())  # 4 GPUs per LM run
-
-
-def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
-    from parallel_experts.checkpoint import run_lock
-
-    config = load(SMOKE)
-    sweep = plan.jobs_by_result(config, ["results/sokoban/sweep.nc"])["results/sokoban/sweep.nc"]
-    train = next(job for job in sweep if job.rule == "sokoban_train")
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
-    (tmp_path / train.benchmark).parent.mkdir(parents=True)
-    (tmp_path / train.benchmark).write_text("s\n42.0\n")
-    folder = results / "sokoban/runs" / train.run.id
-    with run_lock(folder, train.run.to_dict()):  # what the trainer records
-        pass
-    assert plan.measured([train], results, config["accelerator"]) == {train: 42.0}
-    with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
-        pass
-    assert plan.measured([train], results, config["accelerator"]) == {}
+def test_the_reality_check_says_how_far_each_prediction_lands():
+    check = pd.DataFrame({"rule": ["train"] * 3, "wildcards": ["a", "b", "c"], "measured_seconds": [60.0, 60, 60],
+                          "held_out_seconds": [30.0, 90, float("nan")], "assumed_seconds": [240.0, 60, 60]})
+    held_out, assumed = plan.check_summary(check)
+    # held out: 2 jobs, 2 min predicted for 2 min measured, 0.5 is not within a factor of 2 (strictly), 1.5 is
+    assert held_out.endswith("2.0 min predicted for 2 jobs that took 2.0 min (×1.00); per job, the prediction is "
+                             "within a factor of 2 of the measured time for 1 of 2")
+    assert "6.0 min predicted for 3 jobs that took 3.0 min (×2.00)" in assumed and assumed.endswith("2 of 3")
+    assert plan.check_summary(check.iloc[:0]) == []

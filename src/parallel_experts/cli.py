@@ -56,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--directory", default=".", help="the working directory whose results/ holds timed jobs of an "
                    "earlier run (as Snakemake's); their throughput replaces the config's assumptions")
     p.add_argument("--jobs", action="store_true", help="print every job, not only the sums per target")
-    p.add_argument("--csv", help="write every (target, job) row here")
+    p.add_argument("--out", help="a folder for the plan as CSV: targets.csv (per target), jobs.csv (every target "
+                   "and job), check.csv (every timed job beside its predictions)")
     p.add_argument("targets", nargs="*", help="named targets (fig2, table5, ...); default: every one")
 
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
@@ -207,13 +208,15 @@ def allocations(args) -> int:
 def plan(args) -> int:
     from pathlib import Path
 
-    from parallel_experts import plan as planner
+    from parallel_experts import costs
+    from parallel_experts import plan as tables
 
     loaded = load_config(args.configfile)
-    table = planner.plan(loaded, args.targets, Path(args.directory) / "results")
-    print(planner.printed(table, planner.unit(loaded), args.jobs))
-    if args.csv:
-        table.to_csv(args.csv, index=False)
+    results = Path(args.directory) / "results"
+    table = costs.plan(loaded, args.targets, results)
+    print(tables.printed(table, tables.unit(loaded), args.jobs))
+    if args.out:
+        tables.write(loaded, table, costs.held_out(loaded, costs.timed_jobs(loaded, results)), args.out)
     return 0
 
 

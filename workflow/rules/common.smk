@@ -22,7 +22,7 @@ _python_first = (
 # Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from parallel_experts import budget, catalogue
+from parallel_experts import budget, catalogue, plan
 from parallel_experts import config as configuration
 from parallel_experts.errors import ConfigError
 from parallel_experts.lm import experiment as lm_experiment

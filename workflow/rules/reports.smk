@@ -15,6 +15,28 @@ for target, names in catalogue.targets(REPORTS.values()).items():
             [f"reports/{name}.html" for name in names],
 
 
+rule plan_costs:
+    """What every target costs (python -m parallel_experts plan) at this config and at the paper's, written once
+    every result the claims page reads exists, so that every timed job's benchmark file is there to compare."""
+    input:
+        config=CONFIG_JSON,
+        after=list(REPORTS["claims"].inputs.values()),
+    output:
+        expand("results/plan/{config}/{name}.csv", config=("config", "paper"), name=plan.FILES),
+    params:
+        paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
+    log:
+        "results/logs/plan.log",
+    threads: threads()
+    resources:
+        **resources(),
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m parallel_experts plan --configfile {input.config:q} --out results/plan/config > {log:q} 2>&1 && "
+        "python -m parallel_experts plan --configfile {params.paper:q} --out results/plan/paper >> {log:q} 2>&1"
+
+
 rule report:
     input:
         unpack(report_inputs),
