@@ -1,8 +1,8 @@
 """A plan as tables: what each target costs, the throughput behind it, and how the predictions met the measured
 job times; printed by `python -m parallel_experts plan`, written as CSV for `reports/plan.html`.
 
-The prices come from `costs` (which counts FLOPs with JAX); this module needs pandas only, so that the report's
-notebook reads a written plan without importing the models (Jumanji, imported in a notebook, switches
+The prices come from `costs`, which builds the models to count their FLOPs; this module does not import them, so
+that the report's notebook reads a written plan without Jumanji (which, imported in a notebook, switches
 Matplotlib to a widget backend that is not installed).
 """
 
