@@ -46,3 +46,14 @@ def test_the_reality_check_says_how_far_each_prediction_lands():
                              "within a factor of 2 of the measured time for 1 of 2")
     assert "6.0 min predicted for 3 jobs that took 3.0 min (×2.00)" in assumed and assumed.endswith("2 of 3")
     assert plan.check_summary(check.iloc[:0]) == []
+
+
+def test_the_plan_page_loads_no_jumanji():
+    # Jumanji switches an IPython kernel's matplotlib backend on import, which fails under papermill; the plan
+    # page and the claims page import these.
+    import subprocess
+    import sys
+
+    check = ("import sys, parallel_experts.plan, parallel_experts.catalogue, parallel_experts.claims; "
+             "assert 'jumanji' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", check]).returncode == 0
