@@ -22,8 +22,10 @@ rule plan_costs:
         config=CONFIG_JSON,
         after=list(REPORTS["claims"].inputs.values()),
     output:
-        expand("results/plan/{config}/{name}.csv", config=("config", "paper"), name=plan.FILES),
+        [str(Path(path).parent / f"{name}.csv") for path in catalogue.PLAN.values() for name in plan.FILES],
     params:
+        here=Path(catalogue.PLAN["plan"]).parent,
+        there=Path(catalogue.PLAN["paper_plan"]).parent,
         paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
     log:
         "results/logs/plan.log",
@@ -33,8 +35,8 @@ rule plan_costs:
     conda:
         CONDA_ENV
     shell:
-        "python -m parallel_experts plan --configfile {input.config:q} --out results/plan/config > {log:q} 2>&1 && "
-        "python -m parallel_experts plan --configfile {params.paper:q} --out results/plan/paper >> {log:q} 2>&1"
+        "python -m parallel_experts plan --configfile {input.config:q} --out {params.here:q} > {log:q} 2>&1 && "
+        "python -m parallel_experts plan --configfile {params.paper:q} --out {params.there:q} >> {log:q} 2>&1"
 
 
 rule report:
