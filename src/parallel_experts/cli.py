@@ -213,10 +213,11 @@ def plan(args) -> int:
 
     loaded = load_config(args.configfile)
     results = Path(args.directory) / "results"
-    table = costs.plan(loaded, args.targets, results)
+    timed = costs.timed_jobs(loaded, results)  # every benchmark file read once, for the prices and the check
+    table = costs.plan(loaded, timed, args.targets)
     print(tables.printed(table, tables.unit(loaded), args.jobs))
     if args.out:
-        tables.write(loaded, table, costs.held_out(loaded, costs.timed_jobs(loaded, results)), args.out)
+        tables.write(loaded, table, costs.held_out(loaded, timed), args.out)
     return 0
 
 

@@ -275,11 +275,9 @@ class Rate:
     source: str
 
 
-def measured(jobs: Iterable[Job], results: str | Path | None, accelerator: str) -> dict[Job, float]:
-    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file; None:
-    no results to read), of the run's present definition."""
-    if results is None:
-        return {}
+def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict[Job, float]:
+    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file), of the
+    run's present definition."""
     root = Path(results)
     snapshot = root / "config.json"
     if not snapshot.exists() or json.loads(snapshot.read_text()).get("accelerator") != accelerator:
@@ -349,15 +347,14 @@ def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> d
 # ------------------------------------------------------------------------------------------------ plans
 
 
-def plan(config: Mapping, targets: Sequence[str] = (), results: str | Path | None = "results") -> pd.DataFrame:
-    """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours."""
+def plan(config: Mapping, timed: Mapping[Job, float], targets: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours; the
+    throughput measured from `timed` (`timed_jobs`: every timed job of the config, not only the targets')."""
     by_target = jobs_by_target(config, targets)
     every = {job for jobs in by_target.values() for job in jobs}
-    timed = measured(every, results, config["accelerator"])
     chosen = rates(config, every, timed)
     rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
-             "flops": job.flops,
-             "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
+             "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
              "seconds": job.flops / chosen[job].flops_per_s, "devices": devices(config, job.rule),
              "measured_seconds": timed.get(job, float("nan"))}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
