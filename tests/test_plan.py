@@ -46,6 +46,8 @@ def test_the_reality_check_says_how_far_each_prediction_lands():
                              "within a factor of 2 of the measured time for 1 of 2")
     assert "6.0 min predicted for 3 jobs that took 3.0 min (×2.00)" in assumed and assumed.endswith("2 of 3")
     assert plan.check_summary(check.iloc[:0]) == []
+    by_rule = plan.check_by_rule(check.assign(rule=["train", "train", "table"]))
+    assert by_rule.loc["train", "held_out_s"] == 120 and pd.isna(by_rule.loc["table", "held_out_s"])  # not 0
 
 
 def test_the_plan_page_loads_no_jumanji():
