@@ -6,7 +6,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,23 +23,37 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
                           capture_output=True, text=True, timeout=timeout)
 
 
-def run_killed_and_resumed(start, whole: Path, killed: Path, output: str) -> None:
-    """`start(run_dir)` launches a resumable training command (a Popen). Run it to the end in `whole`; in `killed`,
-    SIGKILL it right after its first checkpoint (before `output` exists) and run it again to the end."""
-    from parallel_experts.checkpoint import checkpoint_update
+# Runs the CLI with `save_checkpoint` wrapped so that the process SIGKILLs itself as soon as its first checkpoint
+# is on disk: the kill lands at the same point every time, however fast the rest of the run would be (a test that
+# polled for the checkpoint from outside once lost that race on a loaded machine and saw the run finish).
+DIE_AFTER_FIRST_CHECKPOINT = """
+import os, signal
+from parallel_experts import checkpoint
+save = checkpoint.save_checkpoint
+def save_and_die(*args, **kwargs):
+    save(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+checkpoint.save_checkpoint = save_and_die
+from parallel_experts.cli import main
+main()
+"""
 
-    process = start(whole)
-    assert process.wait() == 0, process.stdout.read()
-    process = start(killed)
-    deadline = time.monotonic() + 300
-    while checkpoint_update(killed) is None:  # wait for the first checkpoint, then kill -9
-        assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+
+def run_killed_and_resumed(args: list[str], whole: Path, killed: Path, output: str) -> None:
+    """Run `python -m parallel_experts *args --run-dir DIR`, a resumable training command, to the end in `whole`;
+    in `killed`, SIGKILL it right after its first checkpoint (before `output` exists) and run it again to the
+    end."""
+    def run(prefix: list[str], run_dir: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *prefix, *args, "--run-dir", str(run_dir)], capture_output=True,
+                              text=True, timeout=600)
+
+    done = run(["-m", "parallel_experts"], whole)
+    assert done.returncode == 0, done.stdout + done.stderr
+    died = run(["-c", DIE_AFTER_FIRST_CHECKPOINT], killed)
+    assert died.returncode == -signal.SIGKILL, died.stdout + died.stderr
     assert not (killed / output).exists()
-    resumed = start(killed)
-    assert resumed.wait() == 0, resumed.stdout.read()
+    resumed = run(["-m", "parallel_experts"], killed)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
 
 def independent_shard_bytes(tokens, magic=20240520, version=1, count=None):

@@ -149,13 +149,8 @@ def test_cli_training_survives_a_kill(tmp_path):
     run = experiment.runs_by_id(config)["recurrent/small/W16/L1-E2-d16"]
     assert run.model == model_config(True) and run.train == train_config(True, checkpoint_every=2)
 
-    def train_cli(run_dir):
-        return subprocess.Popen([sys.executable, "-m", "parallel_experts", "lm-train", "--config",
-                                 str(tmp_path / "config.json"), "--run", run.id, "--tokens", str(folder),
-                                 "--run-dir", str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-
-    run_killed_and_resumed(train_cli, tmp_path / "whole", tmp_path / "killed", "model.eqx")
+    train = ["lm-train", "--config", str(tmp_path / "config.json"), "--run", run.id, "--tokens", str(folder)]
+    run_killed_and_resumed(train, tmp_path / "whole", tmp_path / "killed", "model.eqx")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"update": 6}

@@ -132,11 +132,8 @@ def test_cli_training_survives_a_kill(repo, tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps(config))
 
-    def train_cli(run_dir):
-        return cli("sokoban-train", "--config", str(tmp_path / "config.json"), "--run", run.id, "--levels",
-                   str(levels), "--run-dir", str(run_dir))
-
-    run_killed_and_resumed(train_cli, tmp_path / "whole", tmp_path / "killed", "curve.nc")
+    train = ["sokoban-train", "--config", str(tmp_path / "config.json"), "--run", run.id, "--levels", str(levels)]
+    run_killed_and_resumed(train, tmp_path / "whole", tmp_path / "killed", "curve.nc")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"seed": 1, "update": 4}
