@@ -196,7 +196,7 @@ def test_expert_count_runs_have_readable_ids_and_leave_the_sweep_ids_alone():
     demo = config.load([REPO / "config/config.yaml"])
     demo["sokoban"]["expert_count"]["recurrent"] = [True, False]
     ids = [run.id for run in experiment.expert_count_runs(demo)]
-    assert ids == [f"expert_count/{family}/L2-E{e}-d8" for family in ("recurrent", "nonrecurrent") for e in (1, 4)]
+    assert ids == [f"expert_count/{family}/L1-E{e}-d8" for family in ("recurrent", "nonrecurrent") for e in (1, 2)]
     assert experiment.runs(demo)[0].id == "convlstm/recurrent/small/L1-E4-d8"
     assert all(run.budget is None and run.seeds == (0, 1) for run in experiment.expert_count_runs(demo))
     assert experiment.expert_count_runs(config.load([REPO / "config/paper.yaml"])) == []
