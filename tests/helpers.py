@@ -27,7 +27,7 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
 # is on disk: the kill lands at the same point every time, however fast the rest of the run would be (a test that
 # polled for the checkpoint from outside once lost that race on a loaded machine and saw the run finish).
 DIE_AFTER_FIRST_CHECKPOINT = """
-import os, signal
+import os, signal, sys
 from parallel_experts import checkpoint
 save = checkpoint.save_checkpoint
 def save_and_die(*args, **kwargs):
@@ -35,7 +35,7 @@ def save_and_die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 checkpoint.save_checkpoint = save_and_die
 from parallel_experts.cli import main
-main()
+sys.exit(main())
 """
 
 
