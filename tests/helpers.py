@@ -56,6 +56,17 @@ def run_killed_and_resumed(args: list[str], whole: Path, killed: Path, output: s
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
 
+def demo_with_every_rule(domain: str) -> dict:
+    """The demo config whose `domain` ("sokoban" or "lm") aggregation ablation runs all four rules (the demo itself
+    runs two, for time)."""
+    from parallel_experts import config
+    from parallel_experts.experts import AGGREGATIONS
+
+    demo = config.load([REPO / "config/config.yaml"])
+    demo[domain]["ablations"]["aggregation"]["values"] = list(AGGREGATIONS)
+    return demo
+
+
 def independent_shard_bytes(tokens, magic=20240520, version=1, count=None):
     """A modded-nanogpt token shard written with `struct`, independently of the library's writer."""
     count = len(tokens) if count is None else count

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from helpers import REPO
+from helpers import REPO, demo_with_every_rule
 from parallel_experts import catalogue, config, plots, results
 from parallel_experts.errors import ConfigError, PipelineError
 from parallel_experts.lm import ablations, experiment
@@ -148,21 +148,12 @@ def write_run(tmp_path, run, loss):
 
 # The hand-made losses of the demo ablation's rules; routed_mean is lowest, the sqrt-sum second.
 LOSSES = {"sqrt_sum": 4.20, "mean": 4.25, "routed_mean": 4.17, "routed_sqrt_sum": 4.31}
-
-
-def four_rules():
-    """The demo config with all four aggregation rules (the demo itself runs two, for time)."""
-    demo = load("config.yaml")
-    demo["lm"]["ablations"]["aggregation"]["values"] = list(LOSSES)
-    return demo
-
-
 KV_COST = {"level": 0.0, "expert": -0.03}  # per-expert caches 0.03 nats lower: sharing costs +0.030
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    found = experiment.ablation_runs(four_rules())
+    found = experiment.ablation_runs(demo_with_every_rule("lm"))
     runs = experiment.by_id(found.values()).values()
     files = [write_run(tmp_path_factory.mktemp("runs"), run, LOSSES[run.model.aggregation] + KV_COST[run.model.kv_cache])
              for run in runs]

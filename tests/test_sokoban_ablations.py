@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from helpers import REPO
+from helpers import REPO, demo_with_every_rule
 from parallel_experts import catalogue, config, plots, results
 from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import ablations, experiment
@@ -62,15 +62,8 @@ def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
         "ablation/recurrent/small/L1-E4-d8-r0", "ablation/recurrent/small/L1-E4-d8"]
 
 
-def four_rules():
-    """The demo config with all four aggregation rules (the demo itself runs two, for time)."""
-    demo = load("config.yaml")
-    demo["sokoban"]["ablations"]["aggregation"]["values"] = ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
-    return demo
-
-
 def test_two_ablations_of_one_allocation_train_their_default_agent_once():
-    demo = four_rules()
+    demo = demo_with_every_rule("sokoban")
     by_setting = experiment.ablation_runs(demo)
     default = "ablation/recurrent/small/L1-E4-d8"  # the sqrt-sum rule and the full radius: the same agent
     assert by_setting["aggregation"][0].id == by_setting["radius"][1].id == default
@@ -277,7 +270,7 @@ def test_the_report_module_does_not_load_jumanji():
 
 
 def test_the_ablations_dataset_names_each_ablations_runs_and_holds_the_shared_run_once(tmp_path):
-    by_setting = experiment.ablation_runs(four_rules())
+    by_setting = experiment.ablation_runs(demo_with_every_rule("sokoban"))
     runs = list(results.by_id(by_setting.values()).values())
     score = {run.id: 10.0 + i for i, run in enumerate(runs)}  # hand-made final-five returns, one per run
     curves, evals = [], []

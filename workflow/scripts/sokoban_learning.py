@@ -19,7 +19,6 @@ import numpy as np
 import yaml
 
 from parallel_experts import config as configuration
-from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, experiment, train
 
 
@@ -49,16 +48,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as run_dir:
         carry, _ = train.train(trainer, args.seeds, run_dir, on_log=show)
-    agents = eqx.combine(carry.params, trainer.static)
-    test = levels["test"].levels
-    env = sokoban_env.make_env(test, reward=settings.reward, time_limit=settings.time_limit)
-    for i, seed in enumerate(args.seeds):
-        solved = evaluate.evaluate(train.one_seed(agents, i), env, test, seed=seed, view=settings.view)["solved"]
-        print(f"seed {seed}: test solve rate greedy {float(solved.sel(mode='greedy').mean()):.3f}, sampled "
-              f"{float(solved.sel(mode='sampled').mean()):.3f}")
-    print(f"random policy: {evaluate.chance_solve_rate(env, test, view=settings.view):.3f}; "
-          f"{time.monotonic() - start:.0f} s in all")
-
+    tried = dataclasses.replace(run, train=settings, seeds=tuple(args.seeds))
+    found = evaluate.evaluate_run(tried, eqx.combine(carry.params, trainer.static), levels["test"])
+    rates = found["solved"].mean("level")
+    for seed in tried.seeds:
+        print(f"seed {seed}: test solve rate greedy {float(rates.sel(seed=seed, mode='greedy')):.3f}, sampled "
+              f"{float(rates.sel(seed=seed, mode='sampled')):.3f}")
+    print(f"random policy: {found.attrs['random_solve_rate']:.3f}; {time.monotonic() - start:.0f} s in all")
 
 if __name__ == "__main__":
     main()
