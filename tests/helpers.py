@@ -42,18 +42,23 @@ sys.exit(main())
 def run_killed_and_resumed(args: list[str], whole: Path, killed: Path, output: str) -> None:
     """Run `python -m parallel_experts *args --run-dir DIR`, a resumable training command, to the end in `whole`;
     in `killed`, SIGKILL it right after its first checkpoint (before `output` exists) and run it again to the
-    end."""
-    def run(prefix: list[str], run_dir: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *prefix, *args, "--run-dir", str(run_dir)], capture_output=True,
-                              text=True, timeout=600)
+    end. The whole run and the killed one run side by side (each is mostly start-up and compiling)."""
+    def start(prefix: list[str], run_dir: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, *prefix, *args, "--run-dir", str(run_dir)], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
-    done = run(["-m", "parallel_experts"], whole)
-    assert done.returncode == 0, done.stdout + done.stderr
-    died = run(["-c", DIE_AFTER_FIRST_CHECKPOINT], killed)
-    assert died.returncode == -signal.SIGKILL, died.stdout + died.stderr
+    def finish(process: subprocess.Popen) -> tuple[int, str]:
+        output, _ = process.communicate(timeout=600)
+        return process.returncode, output
+
+    done, died = start(["-m", "parallel_experts"], whole), start(["-c", DIE_AFTER_FIRST_CHECKPOINT], killed)
+    code, log = finish(done)
+    assert code == 0, log
+    code, log = finish(died)
+    assert code == -signal.SIGKILL, log
     assert not (killed / output).exists()
-    resumed = run(["-m", "parallel_experts"], killed)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    code, log = finish(start(["-m", "parallel_experts"], killed))
+    assert code == 0, log
 
 
 def demo_with_every_rule(domain: str) -> dict:
@@ -65,6 +70,35 @@ def demo_with_every_rule(domain: str) -> dict:
     demo = config.load([REPO / "config/config.yaml"])
     demo[domain]["ablations"]["aggregation"]["values"] = list(AGGREGATIONS)
     return demo
+
+
+def write_sokoban_results(folder: Path, runs, score: dict) -> tuple[list[str], list[str]]:
+    """A curve.nc and an eval.nc per Sokoban run as its training and evaluation write them, final-five return
+    score[run id] + seed at each seed, no level solved; (curve paths, eval paths)."""
+    import json
+
+    import numpy as np
+    import xarray as xr
+
+    from parallel_experts import results
+
+    curves, evals = [], []
+    for run in runs:
+        seeds = list(run.seeds)
+        curve = xr.Dataset({"final_five": ("seed", [score[run.id] + seed for seed in seeds]),
+                            "episodic_return": (("seed", "update"), [[score[run.id]]] * len(seeds))},
+                           coords={"seed": seeds, "update": [200]},
+                           attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
+        solved = np.zeros((len(seeds), 2, 3))
+        evaluation = xr.Dataset({name: (("seed", "mode", "level"), solved) for name in
+                                 ("solved", "episode_return", "episode_length")},
+                                coords={"seed": seeds, "mode": ["greedy", "sampled"], "level": range(3)},
+                                attrs={"run": run.id, "levels": "generated"})
+        for name, ds, found in (("curve", curve, curves), ("eval", evaluation, evals)):
+            path = folder / run.id / f"{name}.nc"
+            results.write_netcdf(ds, path)
+            found.append(str(path))
+    return curves, evals
 
 
 def independent_shard_bytes(tokens, magic=20240520, version=1, count=None):

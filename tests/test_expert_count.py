@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from helpers import REPO
+from helpers import REPO, write_sokoban_results
 from parallel_experts import catalogue, config, expert_count, plots, results
 from parallel_experts.sokoban import analysis, experiment
 
@@ -192,14 +192,22 @@ def test_table2_exists_exactly_where_sokoban_sweeps_train():
     assert "sokoban_table2" not in pages(no_sweeps) and "expert_count" in pages(no_sweeps)
 
 
-def test_expert_count_runs_have_readable_ids_and_leave_the_sweep_ids_alone():
+def test_expert_count_runs_have_readable_ids_and_are_the_grids_runs_where_it_trains_them(tmp_path):
     demo = config.load([REPO / "config/config.yaml"])
-    demo["sokoban"]["expert_count"]["recurrent"] = [True, False]
-    ids = [run.id for run in experiment.expert_count_runs(demo)]
-    assert ids == [f"expert_count/{family}/L1-E{e}-d8" for family in ("recurrent", "nonrecurrent") for e in (1, 2)]
-    assert experiment.runs(demo)[0].id == "convlstm/recurrent/small/L1-E4-d8"
-    assert all(run.budget is None and run.seeds == (0, 1) for run in experiment.expert_count_runs(demo))
+    demo["sokoban"]["expert_count"].update(recurrent=[True, False], experts=[1, 2, 4])
+    runs = experiment.expert_count_runs(demo)
+    assert [run.id for run in runs] == [f"expert_count/{family}/L1-E{e}-d8" if e < 4 else
+                                        f"convlstm/{family}/small/L1-E4-d8"  # the grid's run, trained once
+                                        for family in ("recurrent", "nonrecurrent") for e in (1, 2, 4)]
+    assert [run.budget for run in runs] == [None, None, "small"] * 2 and {run.seeds for run in runs} == {(0, 1)}
     assert experiment.expert_count_runs(config.load([REPO / "config/paper.yaml"])) == []
+    # Its dataset is one family whatever the runs' origin: the sweep's run is labelled a run of expert_count.
+    curves, evals = write_sokoban_results(tmp_path, runs, {run.id: run.agent.experts for run in runs})
+    data = experiment.collect(curves, evals, family=experiment.EXPERT_COUNT)
+    assert set(data["sweep"].values) == {"expert_count"} and set(data["budget"].values) == {""}
+    found = expert_count.families(expert_count.sokoban_points(data))
+    assert found.groupby("recurrent")["experts"].apply(list).to_dict() == {False: [1, 2, 4], True: [1, 2, 4]}
+    assert found["score"].tolist() == [1.5, 2.5, 4.5] * 2  # mean over seeds 0, 1 of E + seed
 
 
 def test_expert_count_sweep_needs_two_expert_counts_and_its_own_name():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from helpers import REPO, demo_with_every_rule
+from helpers import REPO, demo_with_every_rule, write_sokoban_results
 from parallel_experts import catalogue, config, plots, results
 from parallel_experts.errors import ConfigError
 from parallel_experts.sokoban import ablations, experiment
@@ -32,14 +32,19 @@ def test_paper_ablations_are_the_papers_settings():
     assert [r.agent.radius for r in by_setting["radius"]] == [0, 1, 2, None]  # None: full
     for run in runs:
         a = run.agent
-        assert run.budget == "medium" and run.seeds == (0, 1, 2) and run.train.env_steps == 50_000_000
+        assert run.budget == "medium" and run.train.env_steps == 50_000_000
         assert (a.expert, a.recurrent, a.chaining) == ("convlstm", True, "paper")
     assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["aggregation"]} == {(1, 4, 128)}
     assert {(r.agent.depth, r.agent.experts, r.agent.width) for r in by_setting["radius"]} == {(2, 7, 64)}
+    # The sqrt-sum and the full radius are the medium sweep's agents: its runs, with its 9 seeds; the others 3.
     assert [r.id for r in by_setting["radius"]] == [
         "ablation/recurrent/medium/L2-E7-d64-r0", "ablation/recurrent/medium/L2-E7-d64-r1",
-        "ablation/recurrent/medium/L2-E7-d64-r2", "ablation/recurrent/medium/L2-E7-d64"]
-    assert by_setting["aggregation"][1].id == "ablation/recurrent/medium/L1-E4-d128-mean"
+        "ablation/recurrent/medium/L2-E7-d64-r2", "convlstm/recurrent/medium/L2-E7-d64"]
+    assert [r.id for r in by_setting["aggregation"][:2]] == [
+        "convlstm/recurrent/medium/L1-E4-d128", "ablation/recurrent/medium/L1-E4-d128-mean"]
+    sweep_runs = experiment.runs(load("paper.yaml"))
+    assert [run.seeds for run in runs] == [tuple(range(9)) if run in sweep_runs else (0, 1, 2) for run in runs]
+    assert sum(run in sweep_runs for run in runs) == 2
 
 
 def test_run_ids_and_params_of_the_sweeps_do_not_change():
@@ -55,24 +60,40 @@ def test_run_ids_and_params_of_the_sweeps_do_not_change():
 def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
     by_setting = experiment.ablation_runs(load("config.yaml"))
     runs = [run for group in by_setting.values() for run in group]
-    assert {(r.budget, r.agent.depth, r.agent.experts, r.agent.width, r.seeds) for r in runs} == {
-        ("small", 1, 4, 8, (0,))}
+    assert {(r.budget, r.agent.depth, r.agent.experts, r.agent.width) for r in runs} == {("small", 1, 4, 8)}
     assert [r.agent.radius for r in by_setting["radius"]] == [0, None]  # E = 4: r = 2 is already full
-    assert [r.id for r in by_setting["radius"]] == [
-        "ablation/recurrent/small/L1-E4-d8-r0", "ablation/recurrent/small/L1-E4-d8"]
+    # The full radius is the grid's recurrent L1 E4 d8 run (seeds 0 and 1), which the ablation scores at seed 0.
+    assert [(r.id, r.seeds) for r in by_setting["radius"]] == [
+        ("ablation/recurrent/small/L1-E4-d8-r0", (0,)), ("convlstm/recurrent/small/L1-E4-d8", (0, 1))]
+
+
+def test_an_agent_that_a_budget_sweep_trains_is_trained_once():
+    demo = demo_with_every_rule("sokoban")
+    by_setting = experiment.ablation_runs(demo)
+    [sweep_run] = [run for run in experiment.runs(demo) if run.id == "convlstm/recurrent/small/L1-E4-d8"]
+    assert by_setting["aggregation"][0] == by_setting["radius"][1] == sweep_run  # sqrt-sum, full radius
+    assert experiment.expert_count_runs(demo)[1] == sweep_run  # L1 E4 d8 of Fig. 6's family
+    own = {run.id for run in experiment.runs_by_id(demo).values() if run.sweep == experiment.ABLATION}
+    assert own == {f"ablation/recurrent/small/L1-E4-d8-{variant}" for variant in
+                   ("mean", "routed_mean", "routed_sqrt_sum", "r0")}
+    # A seed the sweep does not train makes the family's own run.
+    demo["sokoban"]["ablations"]["radius"]["seeds"] = [0, 2]
+    assert experiment.ablation_runs(demo)["radius"][1].id == "ablation/recurrent/small/L1-E4-d8"
+    demo["sokoban"]["budgets"]["small"]["seeds"] = [0]
+    assert experiment.expert_count_runs(demo)[1].id == "expert_count/recurrent/L1-E4-d8"
 
 
 def test_two_ablations_of_one_allocation_train_their_default_agent_once():
     demo = demo_with_every_rule("sokoban")
-    by_setting = experiment.ablation_runs(demo)
+    demo["sokoban"]["ablations"]["aggregation"]["seeds"] = [2]  # a seed the sweep lacks: the ablations' own run
     default = "ablation/recurrent/small/L1-E4-d8"  # the sqrt-sum rule and the full radius: the same agent
+    demo["sokoban"]["ablations"]["radius"]["seeds"] = [2]
+    by_setting = experiment.ablation_runs(demo)
     assert by_setting["aggregation"][0].id == by_setting["radius"][1].id == default
     assert by_setting["aggregation"][0] == by_setting["radius"][1]
-    ablation_ids = {run.id for run in experiment.runs_by_id(demo).values() if run.sweep == experiment.ABLATION}
-    assert len(ablation_ids) == 4 + 2 - 1
-    demo["sokoban"]["ablations"]["radius"]["seeds"] = [0, 1]  # then the two are different runs under one id
+    demo["sokoban"]["ablations"]["radius"]["seeds"] = [2, 3]  # then the two are different runs under one id
     with pytest.raises(ConfigError, match=r"sokoban.ablations.radius.values\[1\]: 'full' is the agent of "
-                       r"sokoban.ablations.aggregation.values\[0\], with other seeds \(\[0, 1\] against \[0\]\)"):
+                       r"sokoban.ablations.aggregation.values\[0\], with other seeds \(\[2, 3\] against \[2\]\)"):
         config.validate(demo)
 
 
@@ -179,6 +200,18 @@ def test_scores_are_the_mean_and_standard_error_over_seeds_by_hand():
     np.testing.assert_allclose(table["stderr"], [0.25, 1 / math.sqrt(3), 1 / math.sqrt(3)])
 
 
+def test_a_sweeps_run_is_scored_at_the_ablations_seeds_only():
+    finals = [[13.0, 15.0, 17.0], [12.0, np.nan, np.nan], [11.0, np.nan, np.nan]]  # full: the sweep's 3 seeds
+    data = ablation_data("radius", [3, 0, 1], finals)
+    assert ablations.OWN_RUNS == experiment.ABLATION
+    data = data.assign_coords(sweep=("run", ["convlstm", experiment.ABLATION, experiment.ABLATION]))
+    table = ablations.scores(data, "radius")
+    assert list(table["radius"]) == [0, 1, 3] and list(table["seeds"]) == [1, 1, 1]
+    assert list(table["mean"]) == [12.0, 11.0, 13.0]  # not 15.0, the full radius over the sweep's seeds
+    only_sweeps = data.assign_coords(sweep=("run", ["convlstm"] * 3))  # no run of its own: every seed counts
+    assert list(ablations.scores(only_sweeps, "radius")["mean"]) == [12.0, 11.0, 15.0]
+
+
 def test_paper_values_are_the_authors_scores_of_the_papers_runs():
     assert round(ablations.paper_value("aggregation"), 3) == 13.738
     assert round(ablations.paper_value("radius"), 3) == 13.866
@@ -273,26 +306,12 @@ def test_the_ablations_dataset_names_each_ablations_runs_and_holds_the_shared_ru
     by_setting = experiment.ablation_runs(demo_with_every_rule("sokoban"))
     runs = list(results.by_id(by_setting.values()).values())
     score = {run.id: 10.0 + i for i, run in enumerate(runs)}  # hand-made final-five returns, one per run
-    curves, evals = [], []
-    for run in runs:
-        seeds = list(run.seeds)
-        curve = xr.Dataset({"final_five": ("seed", [score[run.id]] * len(seeds)),
-                            "episodic_return": (("seed", "update"), [[score[run.id]]] * len(seeds))},
-                           coords={"seed": seeds, "update": [200]},
-                           attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
-        solved = np.zeros((len(seeds), 2, 3))
-        evaluation = xr.Dataset({name: (("seed", "mode", "level"), solved) for name in
-                                 ("solved", "episode_return", "episode_length")},
-                                coords={"seed": seeds, "mode": ["greedy", "sampled"], "level": range(3)},
-                                attrs={"run": run.id, "levels": "generated"})
-        for name, ds, found in (("curve", curve, curves), ("eval", evaluation, evals)):
-            path = tmp_path / run.id / f"{name}.nc"
-            results.write_netcdf(ds, path)
-            found.append(str(path))
+    curves, evals = write_sokoban_results(tmp_path, runs, score)
     members = {setting: [run.id for run in group] for setting, group in by_setting.items()}
     data = experiment.collect(curves, evals, members)
     assert data.sizes["run"] == 5  # 4 rules + 2 radii, the sqrt-sum at full radius once
-    shared = "ablation/recurrent/small/L1-E4-d8"
+    shared = "convlstm/recurrent/small/L1-E4-d8"  # the sweep's run, seeds 0 and 1; the ablations train seed 0
+    assert data["final_five"].sel(run=shared).values.tolist() == [score[shared], score[shared] + 1]
     aggregation, radius = ablations.scores(data, "aggregation"), ablations.scores(data, "radius")
     assert aggregation["aggregation"].tolist() == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
     assert radius["radius"].tolist() == [0, 2] and radius["full"].tolist() == [False, True]

@@ -65,7 +65,7 @@ def test_probed_runs_are_the_named_runs_in_order():
 
 @pytest.mark.parametrize("edit, message", [
     (lambda s: s["probes"]["runs"].append("convlstm/recurrent/small/L9-E1-d1"),
-     r"sokoban\.probes\.runs\[3\]: 'convlstm/recurrent/small/L9-E1-d1' is not a run of the sweeps \(expected one of: "
+     r"sokoban\.probes\.runs\[2\]: 'convlstm/recurrent/small/L9-E1-d1' is not a run of the sweeps \(expected one of: "
      r"convlstm/recurrent/small/L1-E1-d16, "),
     (lambda s: s["probes"]["compare"].__setitem__(1, "convlstm/nonrecurrent/small/L1-E1-d16"),
      r"sokoban\.probes\.compare\[1\]: 'convlstm/nonrecurrent/small/L1-E1-d16' is not a probed run"),

@@ -67,10 +67,11 @@ def test_labels_of_a_hand_worked_trajectory():
     np.testing.assert_array_equal(data["action"].values, [UP, RIGHT, LEFT, RIGHT, DOWN, DOWN])
 
 
-def test_probe_data_has_every_level_exactly_once_with_all_its_steps():
+@pytest.mark.parametrize("recurrent", [True, False])
+def test_probe_data_has_every_level_exactly_once_with_all_its_steps(recurrent):
     levels = pad_to(generator.generate_levels(7, room_size=6, num_boxes=2, seed=3))
     env = sokoban_env.make_env(levels, time_limit=12)
-    config = AgentConfig(2, 2, 4, encoder_channels=8)
+    config = AgentConfig(2, 2, 4, encoder_channels=8, recurrent=recurrent)
     agent, control = Agent(config, jax.random.PRNGKey(0)), Agent(config, jax.random.PRNGKey(1))
     data = probes.collect(agent, control, env, levels, view=6, chunk=3)
     played = evaluate.PLAY(agent, env, levels, greedy=jnp.array(True), key=jax.random.PRNGKey(0), view=6)

@@ -129,6 +129,8 @@ def parser() -> argparse.ArgumentParser:
         # A run may belong to several ablations, so their dataset names each one's runs.
         p.add_argument("--ablations", type=json.loads, help="JSON {setting: run ids in the order of its "
                        f"values}}: the dataset of the ablations ({domain}.ablations)")
+    p.add_argument("--family", help="label every run a run of this sweep, without a budget: the dataset of "
+                   "sokoban.expert_count, some of whose runs may be the budget sweeps' runs")
 
     add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
                               "per step and fraction of the matmul peak per allocation, measured side by side",
@@ -322,7 +324,8 @@ def sweep(args) -> int:
     """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
     from parallel_experts import results
 
-    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, args.ablations)
+    family = {"family": args.family} if args.command == "sokoban-sweep" else {}
+    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, args.ablations, **family)
     results.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} runs")
     return 0

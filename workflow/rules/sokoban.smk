@@ -86,6 +86,10 @@ rule sokoban_dataset:
         "results/sokoban/{dataset}.nc",
     wildcard_constraints:
         dataset=one_of(SOKOBAN_DATASETS),
+    params:
+        # the expert-count sweep's runs, some of them the budget sweeps' (sokoban.experiment.shared), as one family
+        family=lambda wildcards: (f"--family {sokoban_experiment.EXPERT_COUNT}"
+                                  if wildcards.dataset == Path(catalogue.EXPERT_COUNT).stem else ""),
     log:
         "results/logs/sokoban/{dataset}.log",
     threads: threads()
@@ -95,4 +99,4 @@ rule sokoban_dataset:
         CONDA_ENV
     shell:
         "python -m parallel_experts sokoban-sweep --out {output:q} --curves {input.curves:q} "
-        "--evals {input.evals:q} > {log:q} 2>&1"
+        "--evals {input.evals:q} {params.family} > {log:q} 2>&1"

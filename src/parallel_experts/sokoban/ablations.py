@@ -3,9 +3,10 @@ error over seeds), beside the authors' value of the same configuration, with a v
 
 Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
 (`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each ablation's runs
-(results.ablation_members; the default agent of two ablations at one allocation is one run) and holds their
-`aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the best aggregation rule (App. D);
-full shared-state access is best and narrower radii lower the return monotonically (§5.3, App. E).
+(results.ablation_members; the default agent of two ablations at one allocation is one run, a budget sweep's
+where one trains it) and holds their `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the
+best aggregation rule (App. D); full shared-state access is best and narrower radii lower the return
+monotonically (§5.3, App. E).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from parallel_experts.sokoban import analysis  # not sokoban.experiment: Jumanji
 # final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
 PAPER_RUNS = {"aggregation": ("medium", (1, 4, 128)), "radius": ("medium", (2, 7, 64))}
 PAPER_SEEDS = 3
+OWN_RUNS = "ablation"  # the sweep name of the runs an ablation trains itself (sokoban.experiment.ABLATION)
 # Each ablation's page: its title and what it varies (shown above the figure).
 PAGES = {
     "aggregation": ("Sokoban aggregation rules (Fig. 10, left)",
@@ -50,8 +52,14 @@ PAPER_FINDINGS = {
 
 
 def runs(data: xr.Dataset, setting: str) -> xr.Dataset:
-    """The runs of one ablation in the ablations dataset (results.ablation_members), in the order of its values."""
-    return data.sel(run=results.ablation_members(data)[setting])
+    """The runs of one ablation in the ablations dataset (results.ablation_members), in the order of its values.
+    A value whose agent is a budget sweep's run (sokoban.experiment.shared) is scored at the seeds of the
+    ablation's own runs only, so that every value is scored on the same seeds."""
+    selected = data.sel(run=results.ablation_members(data)[setting])
+    own = (selected["sweep"] == OWN_RUNS).values
+    if own.any():
+        selected = selected.isel(seed=selected["final_five"].isel(run=own).notnull().any("run").values)
+    return selected
 
 
 def at_chance(data: xr.Dataset, setting: str) -> bool:

@@ -6,7 +6,9 @@ A run is named by what defines it (`convlstm/recurrent/small/L2-E2-d64`; `expert
 the expert-count sweep, which has no budget; an ablation's run with the settings that ablations vary where they
 are not the default: `ablation/recurrent/medium/L2-E7-d64-r1`), so its files sit in a readable folder and
 rerunning the same config recomputes nothing; its full definition travels as JSON in the rule's params, so a
-changed setting retrains it. Two ablations of one allocation share their default run: it trains once.
+changed setting retrains it. An agent trains once, whichever families ask for it: an ablation's or the expert-count
+sweep's agent that a budget sweep trains the same way, with every seed asked for, is that sweep's run (`shared`),
+and two ablations of one allocation share their default run.
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ def variant_id(agent: AgentConfig) -> str:
     return rule + ("" if agent.radius is None else f"-r{agent.radius}")
 
 
+def shared(run: Run, sweep_runs: list[Run]) -> Run:
+    """The budget sweeps' run that trains `run`'s agent the same way with every seed of `run`, else `run` itself.
+    Such a run has more seeds than `run` asks for where the families' seeds differ; their reports read the
+    seeds they compare (sokoban.ablations.runs)."""
+    for other in sweep_runs:
+        if (other.agent, other.train) == (run.agent, run.train) and set(run.seeds) <= set(other.seeds):
+            return other
+    return run
+
+
 def runs(config: Mapping) -> list[Run]:
     """Every run of every Sokoban budget sweep (`sokoban.sweeps`) in a validated config, in a stable order: each
     allocation of each budget, each recurrence. The expert-count sweep and the ablations have their own lists
@@ -86,10 +98,12 @@ def runs(config: Mapping) -> list[Run]:
 def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
     """Each ablation's runs (`sokoban.ablations.<setting>`), in the order of its values: the recurrent ConvLSTM
     agent at one allocation of one budget, with agent.<setting> set to each value and the ablation's seeds
-    (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id)."""
+    (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id), and so are an
+    ablation's and a budget sweep's (`shared`)."""
     sokoban = config["sokoban"]
     train = _train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
+    sweep_runs = runs(config)
     found, named = {}, {}
     for setting, spec in sokoban.get("ablations", {}).items():
         where = f"sokoban.ablations.{setting}"
@@ -103,10 +117,11 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
         seeds = tuple(spec.get("seeds", _seeds(config, spec["budget"])))
         found[setting] = []
         for index, value in enumerate(spec["values"]):
-            run = Run(ABLATION, spec["budget"], AgentConfig(allocation.depth, allocation.experts, allocation.width,
-                                                            encoder_channels=sokoban["encoder_channels"],
-                                                            **{setting: None if value == FULL else value}),
-                      train, seeds)
+            run = shared(Run(ABLATION, spec["budget"],
+                             AgentConfig(allocation.depth, allocation.experts, allocation.width,
+                                         encoder_channels=sokoban["encoder_channels"],
+                                         **{setting: None if value == FULL else value}),
+                             train, seeds), sweep_runs)
             if run in found[setting]:
                 hint = (f" (every radius >= E//2 = {allocation.experts // 2} is {FULL})" if setting == "radius" else "")
                 raise ConfigError(f"{where}.values[{index}]: {value!r} is the same agent as "
@@ -158,14 +173,15 @@ def probe_seed(config: Mapping, run: Run) -> int:
 
 def expert_count_runs(config: Mapping) -> list[Run]:
     """The runs of `sokoban.expert_count` (Fig. 6 where the budgets' grids hold no fixed-width family): every
-    depth × width × expert count × recurrence, with the top-level seeds; empty where the config has none."""
+    depth × width × expert count × recurrence, with the top-level seeds, a budget sweep's run where one trains the
+    same agent (`shared`); empty where the config has none."""
     sokoban = config["sokoban"]
     sweep = sokoban.get(EXPERT_COUNT)
     if sweep is None:
         return []
-    train = _train_config(sokoban)
-    return [Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
-                train, tuple(config["seeds"]))
+    train, sweep_runs = _train_config(sokoban), runs(config)
+    return [shared(Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
+                       train, tuple(config["seeds"])), sweep_runs)
             for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
             for experts in sweep["experts"]]
 
@@ -219,12 +235,15 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
         raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
-def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
+def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None,
+            family: str | None = None):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 
     Runs are indexed by id with their sweep, recurrence, budget ("" for the expert-count sweep) and allocation
     as coordinates; budgets with fewer seeds are padded with NaN. With `ablations` ({setting: run ids in the
-    order of its values}), the dataset is the ablations' and names each one's runs (results.with_ablations)."""
+    order of its values}), the dataset is the ablations' and names each one's runs (results.with_ablations).
+    With `family` (EXPERT_COUNT), every run is labelled a run of that sweep without a budget, as the family's
+    dataset is read, though some of its runs are the budget sweeps' (`shared`)."""
     import xarray as xr
 
     per_run = []
@@ -240,10 +259,10 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
         a = run.agent
         radius = px.full_radius(a.experts) if a.radius is None else a.radius
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
-            sweep=("run", [run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
+            sweep=("run", [family or run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
             aggregation=("run", [a.aggregation]),
             radius=("run", [radius], {"long_name": "communication radius on the ring of experts (E//2: full)"}),
-            budget=("run", [run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
+            budget=("run", ["" if family else run.budget or ""]), depth=("run", [a.depth]), experts=("run", [a.experts]),
             width=("run", [a.width]), env_steps=("run", [run.train.env_steps]),
             steps_per_update=("run", [run.train.num_envs * run.train.num_steps])))
     # Every run plays the same test set, so the last one read names it and carries its push counts and chance level.
