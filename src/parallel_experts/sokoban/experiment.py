@@ -66,8 +66,8 @@ def variant_id(agent: AgentConfig) -> str:
 
 def shared(run: Run, sweep_runs: list[Run]) -> Run:
     """The budget sweeps' run that trains `run`'s agent the same way with every seed of `run`, else `run` itself.
-    Such a run has more seeds than `run` asks for where the families' seeds differ; their reports read the
-    seeds they compare (sokoban.ablations.runs)."""
+    Such a run has more seeds than `run` asks for where the families' seeds differ: an ablation scores it at
+    its own seeds (sokoban.ablations.runs), Fig. 6 at all of them."""
     for other in sweep_runs:
         if (other.agent, other.train) == (run.agent, run.train) and set(run.seeds) <= set(other.seeds):
             return other
