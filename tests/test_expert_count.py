@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from helpers import REPO, write_sokoban_results
-from parallel_experts import catalogue, config, expert_count, plots, results
+from parallel_experts import catalogue, cli, config, expert_count, plots, results
 from parallel_experts.sokoban import analysis, experiment
 
 matplotlib.use("Agg")
@@ -203,7 +203,10 @@ def test_expert_count_runs_have_readable_ids_and_are_the_grids_runs_where_it_tra
     assert experiment.expert_count_runs(config.load([REPO / "config/paper.yaml"])) == []
     # Its dataset is one family whatever the runs' origin: the sweep's run is labelled a run of expert_count.
     curves, evals = write_sokoban_results(tmp_path, runs, {run.id: run.agent.experts for run in runs})
-    data = experiment.collect(curves, evals, family=experiment.EXPERT_COUNT)
+    out = tmp_path / "expert_count.nc"  # through the command that rule sokoban_dataset runs
+    assert cli.main(["sokoban-sweep", "--out", str(out), "--curves", *curves, "--evals", *evals,
+                     "--family", experiment.EXPERT_COUNT]) == 0
+    data = results.open_dataset(out)
     assert set(data["sweep"].values) == {"expert_count"} and set(data["budget"].values) == {""}
     found = expert_count.families(expert_count.sokoban_points(data))
     assert found.groupby("recurrent")["experts"].apply(list).to_dict() == {False: [1, 2, 4], True: [1, 2, 4]}

@@ -129,8 +129,9 @@ def parser() -> argparse.ArgumentParser:
         # A run may belong to several ablations, so their dataset names each one's runs.
         p.add_argument("--ablations", type=json.loads, help="JSON {setting: run ids in the order of its "
                        f"values}}: the dataset of the ablations ({domain}.ablations)")
-    p.add_argument("--family", help="label every run a run of this sweep, without a budget: the dataset of "
-                   "sokoban.expert_count, some of whose runs may be the budget sweeps' runs")
+        if domain == "sokoban":
+            p.add_argument("--family", help="label every run a run of this sweep, without a budget: the dataset "
+                           "of sokoban.expert_count, some of whose runs may be the budget sweeps' runs")
 
     add_sokoban_bench(command("sokoban-bench", sokoban_bench, "Sokoban training throughput: env-steps/s, FLOPs "
                               "per step and fraction of the matmul peak per allocation, measured side by side",
