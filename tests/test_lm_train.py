@@ -84,6 +84,36 @@ def test_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(tmp_path)
     params_close(a.params, b.params, atol=2e-5)
 
 
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_the_loss_of_a_group_is_the_mean_of_each_windows_own_loss(recurrent):
+    """The head reads a group's tokens all at once (batch_loss); the loss is still the mean over streams of each
+    window's cross-entropy (plus reg × mean |s|²/d of its states, recurrent), computed here stream by stream."""
+    import jax.numpy as jnp
+    import optax
+
+    from parallel_experts.lm import models
+
+    config = train_config(recurrent, reg=0.5)  # a large penalty, so that a wrong weighting shows
+    trainer = Trainer(model_config(recurrent), config)
+    model = eqx.combine(trainer.params, trainer.static)
+    rng = np.random.default_rng(1)
+    inputs, labels = (jnp.asarray(rng.integers(0, VOCAB, (5, config.sequence)), jnp.int32) for _ in range(2))
+    state = (jax.vmap(lambda _: models.RecurrentState.zeros(model.config, config.memory))(jnp.arange(5))
+             if recurrent else None)
+    grouped, _ = trainer._group(trainer.params, state, inputs, labels, jnp.zeros(5, bool))
+    own = []
+    for stream in range(5):
+        if recurrent:
+            one = jax.tree.map(lambda x: x[stream], state)
+            hidden = model.segment(one, inputs[stream], config.memory)[0]
+            penalty = config.reg * np.mean(np.asarray(hidden) ** 2)
+        else:
+            hidden, penalty = model.hidden(inputs[stream]), 0.0
+        logits = models.logits(model.head, hidden)
+        own.append(float(optax.softmax_cross_entropy_with_integer_labels(logits, labels[stream]).mean()) + penalty)
+    np.testing.assert_allclose(float(grouped), np.mean(own), rtol=1e-5)
+
+
 def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(tmp_path):
     train(Trainer(model_config(True), train_config(True, train_tokens=256 * 4)), shards(), tmp_path)
     diverging = train_config(True, reg=float("inf"))  # the same run, resumed with an infinite penalty

@@ -225,14 +225,23 @@ class Transformer(eqx.Module):
 
     def __call__(self, tokens: Array) -> Array:
         """Logits (T, V) of one independent window of tokens (T,), positions 0..T−1, causal."""
+        return logits(self.head, self.hidden(tokens))
+
+    def hidden(self, tokens: Array) -> Array:
+        """The last layer's output (T, d) for one independent window of tokens (T,): what the head reads."""
         empty = KVCache.empty(self.config, 0)
-        return self.chunk(tokens, jnp.arange(tokens.shape[0]), empty, window=tokens.shape[0])[0]
+        return self._layers(tokens, jnp.arange(tokens.shape[0]), empty, tokens.shape[0])[0]
 
     def chunk(self, tokens: Array, positions: Array, cache: KVCache, window: int,
               unroll: bool = False) -> tuple[Array, KVCache]:
         """Logits of a chunk of a stream after the tokens in `cache`; the cache keeps the last `window` tokens.
 
         `unroll` unrolls the loop over layers (XLA's cost analysis counts a loop body once)."""
+        x, updated = self._layers(tokens, positions, cache, window, unroll)
+        return logits(self.head, x), updated
+
+    def _layers(self, tokens: Array, positions: Array, cache: KVCache, window: int,
+                unroll: bool = False) -> tuple[Array, KVCache]:
         rule = self.config.aggregation
 
         def layer(x, xs):
@@ -245,7 +254,7 @@ class Transformer(eqx.Module):
         x, (keys, values) = lax.scan(layer, x, (self.blocks, cache.keys, cache.values), unroll=unroll)
         updated = KVCache(_newest(cache.keys, keys, 2), _newest(cache.values, values, 2),
                           _newest(cache.positions, positions, 0))
-        return logits(self.head, x), updated
+        return x, updated
 
 
 def _newest(old: Array, new: Array, axis: int) -> Array:
