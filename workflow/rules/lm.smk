@@ -37,6 +37,7 @@ rule lm_train:
         "results/logs/lm/train/{run}.log",
     benchmark:
         "results/benchmarks/lm/train/{run}.tsv"
+    priority: 1  # after Sokoban's training, before everything else (see sokoban_train)
     threads: threads("lm_train")
     resources:
         **resources("lm_train"),

@@ -39,6 +39,9 @@ rule sokoban_train:
         "results/logs/sokoban/train/{run}.log",
     benchmark:
         "results/benchmarks/sokoban/train/{run}.tsv"
+    # Training first, Sokoban's before the LM's (its runs feed the longest chains: evaluation, probe data, fits),
+    # so that the short jobs fill both cores at the end instead of one long job running alone.
+    priority: 2
     threads: threads("train")
     resources:
         **resources("train"),
