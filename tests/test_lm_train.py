@@ -7,7 +7,9 @@ import sys
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import REPO, run_killed_and_resumed
 import xarray as xr
@@ -15,7 +17,7 @@ import xarray as xr
 from parallel_experts import config as configuration
 from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.errors import ConfigError
-from parallel_experts.lm import experiment
+from parallel_experts.lm import experiment, models
 from parallel_experts.lm.corpus import write_shards
 from parallel_experts.lm.shards import DataError, num_batches
 from parallel_experts.lm.models import ModelConfig
@@ -88,11 +90,6 @@ def test_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(tmp_path)
 def test_the_loss_of_a_group_is_the_mean_of_each_windows_own_loss(recurrent):
     """The head reads a group's tokens all at once (batch_loss); the loss is still the mean over streams of each
     window's cross-entropy (plus reg × mean |s|²/d of its states, recurrent), computed here stream by stream."""
-    import jax.numpy as jnp
-    import optax
-
-    from parallel_experts.lm import models
-
     config = train_config(recurrent, reg=0.5)  # a large penalty, so that a wrong weighting shows
     trainer = Trainer(model_config(recurrent), config)
     model = eqx.combine(trainer.params, trainer.static)
