@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO
 from slurm_cluster import LocalSlurmCluster, slurm_available
 

@@ -28,7 +28,7 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
 # polled for the checkpoint from outside once lost that race on a loaded machine and saw the run finish).
 DIE_AFTER_FIRST_CHECKPOINT = """
 import os, signal, sys
-from parallel_experts import checkpoint
+from parallel_experts.core import checkpoint
 save = checkpoint.save_checkpoint
 def save_and_die(*args, **kwargs):
     save(*args, **kwargs)
@@ -64,10 +64,10 @@ def run_killed_and_resumed(args: list[str], whole: Path, killed: Path, output: s
 def demo_with_every_rule(domain: str) -> dict:
     """The demo config whose `domain` ("sokoban" or "lm") aggregation ablation runs all four rules (the demo itself
     runs two, for time)."""
-    from parallel_experts import config
-    from parallel_experts.experts import AGGREGATIONS
+    from parallel_experts.config import files
+    from parallel_experts.core.experts import AGGREGATIONS
 
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     demo[domain]["ablations"]["aggregation"]["values"] = list(AGGREGATIONS)
     return demo
 
@@ -80,7 +80,7 @@ def write_sokoban_results(folder: Path, runs, score: dict) -> tuple[list[str], l
     import numpy as np
     import xarray as xr
 
-    from parallel_experts import results
+    from parallel_experts.results import store
 
     curves, evals = [], []
     for run in runs:
@@ -96,7 +96,7 @@ def write_sokoban_results(folder: Path, runs, score: dict) -> tuple[list[str], l
                                 attrs={"run": run.id, "levels": "generated"})
         for name, ds, found in (("curve", curve, curves), ("eval", evaluation, evals)):
             path = folder / run.id / f"{name}.nc"
-            results.write_netcdf(ds, path)
+            store.write_netcdf(ds, path)
             found.append(str(path))
     return curves, evals
 

@@ -10,7 +10,6 @@ from jumanji.environments.routing.sokoban.types import State
 from parallel_experts.sokoban import boxoban, levels
 
 
-
 class FixedLevel(Generator):
     """A Jumanji generator that always starts from one given level (the State as generator.py builds it)."""
 

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from parallel_experts import atomic
+from parallel_experts.core import atomic
 
 
 def test_write_replaces_the_target_and_leaves_nothing_else(tmp_path):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-
 from helpers import REPO, independent_shard_bytes, snakemake
-from parallel_experts import config as configuration
-from parallel_experts import results
+
+from parallel_experts.config import files
+from parallel_experts.results import store
 from parallel_experts.sokoban import experiment
 
 SMOKE = REPO / "config/smoke.yaml"
@@ -47,7 +47,7 @@ def snapshot(folder: Path) -> dict:
 def smoke(tmp_path_factory):
     """The smoke config as a snapshot file (what jobs read) and one of its Sokoban runs."""
     folder = tmp_path_factory.mktemp("smoke")
-    config = configuration.load([SMOKE])
+    config = files.load([SMOKE])
     (folder / "config.json").write_text(json.dumps(config))
     return folder / "config.json", experiment.runs(config)[0]
 
@@ -111,7 +111,7 @@ def test_a_config_file_name_reaches_the_shell_as_one_word(tmp_path):
 
 
 def test_a_huge_config_never_reaches_a_command_line(tmp_path):
-    config = configuration.load([SMOKE])
+    config = files.load([SMOKE])
     # The issue's case was 300k seeds; 30k already make each run's definition about 190 KB of JSON, over the
     # 128 KiB that Linux allows one argument, and keep this dry run quick.
     config["seeds"] = list(range(30_000))
@@ -138,7 +138,7 @@ def test_a_truncated_level_set_stops_training_before_it_starts(tmp_path, smoke):
 def test_a_checkpoint_pointer_that_leads_nowhere_is_refused_and_kept(tmp_path, smoke, pointer):
     config, run = smoke
     levels = tmp_path / "train.npz"
-    assert cli("sokoban-levels", "--source", json.dumps(configuration.load([SMOKE])["sokoban"]["levels"]["train"]),
+    assert cli("sokoban-levels", "--source", json.dumps(files.load([SMOKE])["sokoban"]["levels"]["train"]),
                "--out", levels).returncode == 0
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -175,7 +175,7 @@ def test_unreadable_agents_are_one_line_and_the_old_evaluation_stays(tmp_path, s
 @pytest.mark.parametrize("damage", ["truncated", "empty", "folder", "foreign"])
 def test_a_damaged_curve_is_one_line_naming_it_and_the_dataset_stays(tmp_path, damage):
     curve, evaluation, out = tmp_path / "curve.nc", tmp_path / "eval.nc", tmp_path / "sweep.nc"
-    results.write_netcdf(xr.Dataset({"x": ("i", np.arange(100.0))}), evaluation)
+    store.write_netcdf(xr.Dataset({"x": ("i", np.arange(100.0))}), evaluation)
     whole = evaluation.read_bytes()
     {"truncated": lambda: curve.write_bytes(whole[:len(whole) // 2]), "empty": lambda: curve.write_bytes(b""),
      "folder": curve.mkdir, "foreign": lambda: curve.write_text("{}")}[damage]()
@@ -192,7 +192,7 @@ def test_a_token_outside_the_vocabulary_stops_lm_training_before_it_starts(tmp_p
     (tokens / "fineweb_val_000000.bin").write_bytes(independent_shard_bytes(list(range(1000))))
     train = tokens / "fineweb_train_000001.bin"
     train.write_bytes(independent_shard_bytes([1, 2, 3, bad, 5] * 200))
-    config = configuration.load([SMOKE])
+    config = files.load([SMOKE])
     (tmp_path / "config.json").write_text(json.dumps(config))
     run_id = "recurrent/small/W16/L2-E1-d16"
     result = cli("lm-train", "--config", tmp_path / "config.json", "--run", run_id, "--tokens", tokens,

@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from parallel_experts.benchmarking import flops_of, unrolled_scans
+from parallel_experts.core.benchmarking import flops_of, unrolled_scans
 
 
 def test_measured_flops_of_a_matmul_are_two_m_k_n():

@@ -2,14 +2,15 @@
 
 import pytest
 
-from parallel_experts import budget, results
-from parallel_experts.budget import Allocation
-from parallel_experts.config import load
-from parallel_experts.errors import ConfigError
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.files import load
+from parallel_experts.core import budget
+from parallel_experts.core.budget import Allocation
+from parallel_experts.results import paper
 
 
 def test_sokoban_proxy_reproduces_every_published_work_value():
-    grid = results.reference("sokoban_allocations")
+    grid = paper.reference("sokoban_allocations")
     for row in grid.itertuples():
         assert budget.sokoban_work(Allocation(row.depth_L, row.experts_E, row.width_d)) == row.work_proxy, row
 
@@ -35,7 +36,7 @@ def test_enumeration_recovers_the_authors_small_sokoban_grid():
         "anchor": [1, 1, 128], "tolerance": 0.12,
         "enumerate": {"depths": [1, 2, 3, 4, 8], "widths": [16, 32, 64, 128]}}}}}
     (small,) = budget.budgets(config, "sokoban")
-    published = results.paper_allocations("sokoban").query("budget == 'small'")
+    published = paper.allocations("sokoban").query("budget == 'small'")
     expected = {Allocation(r.depth, r.experts, r.width) for r in published.itertuples()}
     # The authors also ran (L=8, E=2, d=32) at 1.33x the anchor, outside this tolerance.
     assert set(small.allocations) == expected - {Allocation(8, 2, 32)}
@@ -44,7 +45,7 @@ def test_enumeration_recovers_the_authors_small_sokoban_grid():
 def test_shipped_paper_config_holds_the_authors_grids(repo):
     config = load([repo / "config/paper.yaml"])
     for domain in budget.DOMAINS:
-        published = results.paper_allocations(domain)
+        published = paper.allocations(domain)
         for b in budget.budgets(config, domain):
             ours = {tuple(a.as_list()) for a in b.allocations}
             columns = ["depth", "experts", "width"] + (["q_heads", "kv_heads"] if domain == "lm" else [])

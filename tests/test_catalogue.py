@@ -6,13 +6,15 @@ import copy
 
 import nbformat
 import pytest
-
 from helpers import REPO
-from parallel_experts import catalogue, config
+
+from parallel_experts import study
+from parallel_experts.config import files
+from parallel_experts.reporting import catalogue
 
 
 def load(name):
-    return config.load([REPO / "config" / name])
+    return files.load([REPO / "config" / name])
 
 
 def notebook_parameters(notebook: str) -> set[str]:
@@ -64,7 +66,7 @@ def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():
     second = copy.deepcopy(demo)
     sweeps = second["sokoban"]["sweeps"]
     sweeps["convlstm_mean"] = sweeps["convlstm"] | {"aggregation": "mean"}
-    config.validate(second)
+    study.check(second)
     reports = {r.name: r for r in catalogue.reports(second)}
     assert reports["sokoban_convlstm_small"].target == "fig2"
     assert reports["sokoban_convlstm_mean_small"].target is None

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallel_experts import checkpoint
-from parallel_experts.checkpoint import CheckpointError
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import checkpoint, run_folder
+from parallel_experts.core.run_folder import CheckpointError
 
 TREE = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.array([1, 2], jnp.int32)}
 
@@ -72,40 +72,40 @@ def test_training_state_of_another_update_or_no_state_is_refused(tmp_path, host)
 
 def test_a_second_trainer_in_a_locked_run_folder_stops_naming_the_first(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from parallel_experts.checkpoint import run_lock\n"
+        [sys.executable, "-c", "import sys, time; from parallel_experts.core.run_folder import run_lock\n"
          f"with run_lock({str(tmp_path)!r}, {{}}):\n    print('locked', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(PipelineError, match=f"^{tmp_path}: another trainer \\(pid {holder.pid} on .*\\) is "
                                                 "training in this run folder"):
-            with checkpoint.run_lock(tmp_path, {}):
+            with run_folder.run_lock(tmp_path, {}):
                 pass
     finally:
         holder.kill()
         holder.wait()
-    with checkpoint.run_lock(tmp_path, {}):  # a killed holder leaves no stale lock
+    with run_folder.run_lock(tmp_path, {}):  # a killed holder leaves no stale lock
         assert (tmp_path / ".lock").read_text() == f"pid {os.getpid()} on {socket.gethostname()}"
 
 
 def test_a_run_folder_that_cannot_be_written_stops_before_training(tmp_path):
     (tmp_path / "run").write_text("")  # a file where the run folder should be
     with pytest.raises(PipelineError, match="run: cannot write the run folder"):
-        with checkpoint.run_lock(tmp_path / "run", {}):
+        with run_folder.run_lock(tmp_path / "run", {}):
             pass
 
 
 def test_a_checkpoint_of_another_definition_is_discarded_not_resumed(tmp_path):
-    with checkpoint.run_lock(tmp_path, {"lr": 1}):
+    with run_folder.run_lock(tmp_path, {"lr": 1}):
         checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
-    with checkpoint.run_lock(tmp_path, {"lr": 1}):  # the same run: resumed
+    with run_folder.run_lock(tmp_path, {"lr": 1}):  # the same run: resumed
         assert checkpoint.checkpoint_update(tmp_path) == 10
-    with checkpoint.run_lock(tmp_path, {"lr": 2}):  # the config changed the run: trained from the start
+    with run_folder.run_lock(tmp_path, {"lr": 2}):  # the config changed the run: trained from the start
         assert checkpoint.load_checkpoint(tmp_path, TREE) is None
     assert json.loads((tmp_path / "run.json").read_text()) == {"lr": 2}
     checkpoint.save_checkpoint(tmp_path, TREE, {"update": 10})
     (tmp_path / "run.json").unlink()  # a checkpoint of an unknown run: refused, and kept
     with pytest.raises(CheckpointError, match="a checkpoint without the run.json that names its run"):
-        with checkpoint.run_lock(tmp_path, {"lr": 2}):
+        with run_folder.run_lock(tmp_path, {"lr": 2}):
             pass
     assert checkpoint.checkpoint_update(tmp_path) == 10

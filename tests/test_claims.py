@@ -7,18 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-
 from helpers import REPO
-from parallel_experts import catalogue, claims, config
-from parallel_experts.claims import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
 from test_sokoban_ablations import ablation_data
 from test_sokoban_probe_analysis import probes as probe_data
+
+from parallel_experts.config import files
+from parallel_experts.reporting import catalogue, claims
+from parallel_experts.reporting.claims import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
 
 NOISY = [-0.3, 0.0, 0.3]  # seed offsets: standard error 0.17 for three seeds
 
 
 def load(name):
-    return config.load([REPO / "config" / name])
+    return files.load([REPO / "config" / name])
 
 
 @pytest.mark.parametrize("parts, verdict", [

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from parallel_experts import comparison
+from parallel_experts.analysis import comparison
 
 
 def test_scale_banner_and_lists_are_markdown():

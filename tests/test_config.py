@@ -6,19 +6,20 @@ import sys
 import pytest
 import yaml
 
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
+from parallel_experts import study
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
 
 SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_are_valid(repo, name):
-    configuration.validate(configuration.load([repo / name]))
+    study.check(files.load([repo / name]))
 
 
 def broken(repo, tmp_path, edit):
-    config = configuration.load([repo / "config/smoke.yaml"])
+    config = files.load([repo / "config/smoke.yaml"])
     edit(config)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -108,22 +109,22 @@ def test_a_file_that_is_not_strict_yaml_is_one_line_naming_the_file_and_line(tmp
     path = tmp_path / "broken.yaml"
     path.write_bytes(text)
     with pytest.raises(ConfigError) as error:
-        configuration.load([path])
+        files.load([path])
     assert str(error.value) == f"{path}: {message}"
 
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path):
     path = tmp_path / "anchors.yaml"
     path.write_text("base: &base {lr: 1, steps: 2}\nrun:\n  <<: *base\n  lr: 3\n")
-    assert configuration.load([path])["run"] == {"lr": 3, "steps": 2}
+    assert files.load([path])["run"] == {"lr": 3, "steps": 2}
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_number_that_is_not_finite_is_refused_by_its_key(repo, value):
-    config = configuration.load([repo / "config/smoke.yaml"])
+    config = files.load([repo / "config/smoke.yaml"])
     config["sokoban"]["budgets"]["small"]["tolerance"] = value  # NaN would pass every bound of the schema
     with pytest.raises(ConfigError, match=f"^sokoban.budgets.small.tolerance: expected a finite number, got {value}$"):
-        configuration.validate(config)
+        study.check(config)
 
 
 def test_command_line_configfile_replaces_the_default(repo):
@@ -135,18 +136,18 @@ def test_command_line_configfile_replaces_the_default(repo):
 
 
 def test_digest_ignores_key_order():
-    assert configuration.digest({"a": 1, "b": [1, 2]}) == configuration.digest({"b": [1, 2], "a": 1})
+    assert files.digest({"a": 1, "b": [1, 2]}) == files.digest({"b": [1, 2], "a": 1})
 
 
 def test_sweeps_must_name_defined_budgets(repo, tmp_path):
     path = broken(repo, tmp_path, lambda c: c["sokoban"]["sweeps"]["convlstm"]["budgets"].append("huge"))
     with pytest.raises(ConfigError,
                        match=r"sokoban\.sweeps\.convlstm\.budgets\[1\]: unknown budget 'huge' \(defined: small\)"):
-        configuration.validate(configuration.load([path]))
+        study.check(files.load([path]))
 
 
 def test_boxoban_levels_need_a_source(repo, tmp_path):
     path = broken(repo, tmp_path, lambda c: c["sokoban"]["levels"].update(test={"boxoban": "unfiltered/test"}))
     with pytest.raises(ConfigError, match=r"sokoban\.boxoban: .* give `root`"):
-        configuration.validate(configuration.load([path]))
+        study.check(files.load([path]))
 

@@ -7,19 +7,24 @@ import re
 import pytest
 from helpers import REPO, snakemake
 
-from parallel_experts import catalogue, costs, plan
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
-from parallel_experts.lm.models import ModelConfig, token_flops
+from parallel_experts import study
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.lm.models import token_flops
+from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.planning import costs
+from parallel_experts.planning import tables as plan
+from parallel_experts.reporting import catalogue
 from parallel_experts.sokoban import experiment as sokoban_experiment
-from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
+from parallel_experts.sokoban.agent import agent_step_flops
+from parallel_experts.sokoban.settings import AgentConfig
 
 SMOKE = REPO / "config/smoke.yaml"
 
 
 def load(path):
-    loaded = configuration.load([path])
-    configuration.validate(loaded)
+    loaded = files.load([path])
+    study.check(loaded)
     return loaded
 
 
@@ -132,7 +137,7 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
 
 
 def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
-    from parallel_experts.checkpoint import run_lock
+    from parallel_experts.core.run_folder import run_lock
 
     config = load(SMOKE)
     sweep = costs.jobs_by_result(config, ["results/sokoban/sweep.nc"])["results/sokoban/sweep.nc"]

@@ -1,7 +1,7 @@
 """Error messages name the config key: key paths written by hand."""
 
-from parallel_experts import errors
-from parallel_experts.errors import ConfigError, PipelineError, key_path
+from parallel_experts.config import errors
+from parallel_experts.config.errors import ConfigError, PipelineError, key_path
 
 
 def test_key_paths_by_hand():

@@ -9,10 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-
 from helpers import REPO, write_sokoban_results
-from parallel_experts import catalogue, cli, config, expert_count, plots, results
-from parallel_experts.sokoban import analysis, experiment
+
+from parallel_experts import cli, study
+from parallel_experts.analysis import expert_count
+from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.reporting import catalogue, plots
+from parallel_experts.results import paper, store
+from parallel_experts.sokoban import experiment
 
 matplotlib.use("Agg")
 
@@ -117,7 +123,7 @@ def test_saturation_depth_is_the_shallowest_within_noise_of_the_best():
 
 
 def test_the_papers_sokoban_grid_holds_the_families_of_analyses_section_2():
-    grid = results.paper_allocations("sokoban").assign(panel="paper", recurrent=True)
+    grid = paper.allocations("sokoban").assign(panel="paper", recurrent=True)
     found = expert_count.families(grid)
     at_64 = {d: list(rows["experts"]) for d, rows in found[found["width"] == 64].groupby("depth")}
     assert at_64 == {1: [4, 14, 208], 2: [2, 7, 104], 3: [5, 69], 4: [1, 3, 52]}  # (8, 2, 64) has one E
@@ -149,8 +155,8 @@ def test_table2_takes_each_budgets_best_by_final_five_return_not_by_solve_rate()
 
 
 def test_prior_work_compares_like_for_like_only_on_boxoban_unfiltered_test():
-    demo = config.load([REPO / "config/config.yaml"])
-    paper = config.load([REPO / "config/paper.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
+    paper = files.load([REPO / "config/paper.yaml"])
     assert analysis.prior_work_comparison(demo).startswith("Not like for like: the published solve rates are on "
                                                            "Boxoban unfiltered/test, this config's test levels are "
                                                            "200 generated 6×6 rooms with 2 boxes")
@@ -167,7 +173,7 @@ def pages(cfg):
 
 
 def test_fig6_exists_exactly_where_a_family_can_and_reads_only_the_files_that_hold_one():
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     fig6 = pages(demo)["expert_count"]
     assert fig6.target == "fig6" and fig6.inputs == {"expert_count": "results/sokoban/expert_count.nc"}
     assert fig6.params == {"window": 64}
@@ -176,16 +182,16 @@ def test_fig6_exists_exactly_where_a_family_can_and_reads_only_the_files_that_ho
     assert "expert_count" not in pages(without)  # one budget per domain: no (L, d) with two E
     lm_family = copy.deepcopy(without)
     lm_family["lm"]["budgets"]["medium"] = {"anchor": [8, 1, 64], "tolerance": 0.01, "allocations": [[2, 4, 64]]}
-    config.validate(lm_family)
+    study.check(lm_family)
     assert pages(lm_family)["expert_count"].inputs == {"lm_sweep": "results/lm/sweep.nc"}  # L=2: E=2 and E=4
-    paper = pages(config.load([REPO / "config/paper.yaml"]))
+    paper = pages(files.load([REPO / "config/paper.yaml"]))
     assert paper["expert_count"].inputs == {"sweep": "results/sokoban/sweep.nc", "lm_sweep": "results/lm/sweep.nc"}
     assert paper["expert_count"].params == {"window": 128}
-    assert "expert_count" not in pages(config.load([REPO / "config/smoke.yaml"]))
+    assert "expert_count" not in pages(files.load([REPO / "config/smoke.yaml"]))
 
 
 def test_table2_exists_exactly_where_sokoban_sweeps_train():
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     assert pages(demo)["sokoban_table2"].target == "table2"
     no_sweeps = copy.deepcopy(demo)
     del no_sweeps["sokoban"]["sweeps"]
@@ -193,20 +199,20 @@ def test_table2_exists_exactly_where_sokoban_sweeps_train():
 
 
 def test_expert_count_runs_have_readable_ids_and_are_the_grids_runs_where_it_trains_them(tmp_path):
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     demo["sokoban"]["expert_count"].update(recurrent=[True, False], experts=[1, 2, 4])
     runs = experiment.expert_count_runs(demo)
     assert [run.id for run in runs] == [f"expert_count/{family}/L1-E{e}-d8" if e < 4 else
                                         f"convlstm/{family}/small/L1-E4-d8"  # the grid's run, trained once
                                         for family in ("recurrent", "nonrecurrent") for e in (1, 2, 4)]
     assert [run.budget for run in runs] == [None, None, "small"] * 2 and {run.seeds for run in runs} == {(0, 1)}
-    assert experiment.expert_count_runs(config.load([REPO / "config/paper.yaml"])) == []
+    assert experiment.expert_count_runs(files.load([REPO / "config/paper.yaml"])) == []
     # Its dataset is one family whatever the runs' origin: the sweep's run is labelled a run of expert_count.
     curves, evals = write_sokoban_results(tmp_path, runs, {run.id: run.agent.experts for run in runs})
     out = tmp_path / "expert_count.nc"  # through the command that rule sokoban_dataset runs
     assert cli.main(["sokoban-sweep", "--out", str(out), "--curves", *curves, "--evals", *evals,
                      "--family", experiment.EXPERT_COUNT]) == 0
-    data = results.open_dataset(out)
+    data = store.open_dataset(out)
     assert set(data["sweep"].values) == {"expert_count"} and set(data["budget"].values) == {""}
     found = expert_count.families(expert_count.sokoban_points(data))
     assert found.groupby("recurrent")["experts"].apply(list).to_dict() == {False: [1, 2, 4], True: [1, 2, 4]}
@@ -214,27 +220,27 @@ def test_expert_count_runs_have_readable_ids_and_are_the_grids_runs_where_it_tra
 
 
 def test_expert_count_sweep_needs_two_expert_counts_and_its_own_name():
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     one = copy.deepcopy(demo)
     one["sokoban"]["expert_count"]["experts"] = [4]
-    with pytest.raises(config.ConfigError, match=r"sokoban\.expert_count\.experts"):
-        config.validate(one)
+    with pytest.raises(ConfigError, match=r"sokoban\.expert_count\.experts"):
+        study.check(one)
     clash = copy.deepcopy(demo)
     clash["sokoban"]["sweeps"]["expert_count"] = clash["sokoban"]["sweeps"]["convlstm"]
-    with pytest.raises(config.ConfigError, match=r"sokoban\.sweeps\.expert_count: the name is taken"):
-        config.validate(clash)
+    with pytest.raises(ConfigError, match=r"sokoban\.sweeps\.expert_count: the name is taken"):
+        study.check(clash)
 
 
 def test_a_family_across_budgets_gives_the_figure_and_sweeps_train_whole_grids():
-    cfg = config.load([REPO / "config/config.yaml"])
+    cfg = files.load([REPO / "config/config.yaml"])
     del cfg["sokoban"]["expert_count"]
     cfg["sokoban"]["budgets"]["medium"] = {"anchor": [1, 2, 16], "tolerance": 0.01, "allocations": [[1, 2, 16], [1, 6, 8]]}
     cfg["sokoban"]["sweeps"]["convlstm"]["budgets"] = ["small", "medium"]
     assert pages(cfg)["expert_count"].inputs == {"sweep": "results/sokoban/sweep.nc"}  # L=1, d=8: E=4 and E=6
     # A sweep always trains its budgets' whole grids: no key restricts it to some allocations.
     cfg["sokoban"]["sweeps"]["convlstm"]["allocations"] = [[1, 4, 8]]
-    with pytest.raises(config.ConfigError, match=r"sokoban\.sweeps\.convlstm: unknown key 'allocations'"):
-        config.validate(cfg)
+    with pytest.raises(ConfigError, match=r"sokoban\.sweeps\.convlstm: unknown key 'allocations'"):
+        study.check(cfg)
 
 
 def test_a_sokoban_panel_at_chance_says_so_instead_of_a_finding():

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallel_experts import experts as px
+from parallel_experts.core import experts as px
+from parallel_experts.core.aggregation import full_radius
 from parallel_experts.sokoban.agent import ConvLSTM
 
 KEY = jax.random.PRNGKey(0)
@@ -88,7 +89,7 @@ def test_ring_neighbourhood_by_hand():
 
 @pytest.mark.parametrize("experts", [1, 2, 3, 4, 7])
 def test_full_radius_reaches_every_expert_and_is_the_sqrt_sum(experts):
-    r = px.full_radius(experts)
+    r = full_radius(experts)
     assert r == experts // 2
     close(px.ring_neighbourhood(experts, r), np.full((experts, experts), 1 / math.sqrt(experts)))
     if experts > 1:  # one less leaves someone out

@@ -9,18 +9,22 @@ import matplotlib
 import numpy as np
 import pytest
 import xarray as xr
-
 from helpers import REPO, demo_with_every_rule
-from parallel_experts import catalogue, config, plots, results
-from parallel_experts.errors import ConfigError, PipelineError
-from parallel_experts.lm import ablations, experiment
-from parallel_experts.lm.models import ModelConfig
+
+from parallel_experts import study
+from parallel_experts.analysis import lm_ablations as ablations
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.lm import experiment
+from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.reporting import catalogue, plots
+from parallel_experts.results import store
 
 matplotlib.use("Agg")
 
 
 def load(name):
-    return config.load([REPO / "config" / name])
+    return files.load([REPO / "config" / name])
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -94,15 +98,15 @@ def test_the_schema_refuses_unknown_rules_and_settings():
     bad = copy.deepcopy(demo)
     bad["lm"]["ablations"]["aggregation"]["values"] = ["sqrt_sum", "max"]
     with pytest.raises(ConfigError, match="max"):
-        config.validate(bad)
+        study.check(bad)
     bad = copy.deepcopy(demo)
     bad["lm"]["ablations"]["radius"] = bad["lm"]["ablations"]["aggregation"]
     with pytest.raises(ConfigError, match="radius"):
-        config.validate(bad)
+        study.check(bad)
     bad = copy.deepcopy(demo)
     bad["lm"]["training"]["schedule"] = "linear"
     with pytest.raises(ConfigError, match="linear"):
-        config.validate(bad)
+        study.check(bad)
 
 
 def test_the_schedule_key_reaches_the_runs():
@@ -141,8 +145,8 @@ def write_run(tmp_path, run, loss):
                        coords={"update": [1, 2], "tokens": ("update", [8192, 16384])},
                        attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
     evaluation = xr.Dataset({"validation_loss": ((), loss), "scored_tokens": ((), 4096)}, attrs={"run": run.id})
-    results.write_netcdf(curve, folder / "curve.nc")
-    results.write_netcdf(evaluation, folder / "validation.nc")
+    store.write_netcdf(curve, folder / "curve.nc")
+    store.write_netcdf(evaluation, folder / "validation.nc")
     return str(folder / "curve.nc"), str(folder / "validation.nc")
 
 

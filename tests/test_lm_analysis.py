@@ -8,8 +8,11 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from parallel_experts import comparison, plots, results
-from parallel_experts.lm import analysis
+from parallel_experts.analysis import comparison
+from parallel_experts.analysis import lm as analysis
+from parallel_experts.core import definitions
+from parallel_experts.reporting import plots
+from parallel_experts.results import grids
 
 matplotlib.use("Agg")
 
@@ -267,9 +270,9 @@ def test_scale_note_lists_what_a_demo_reduced(paper_config):
 
 
 def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config):
-    assert [results.family(r) for r in (True, False)] == list(results.FAMILIES.values())
-    assert [results.family_id(r) for r in (True, False)] == ["recurrent", "nonrecurrent"]
-    assert set(analysis.run_table(sweep())["family"]) == set(results.FAMILIES.values())
+    assert [definitions.family(r) for r in (True, False)] == list(definitions.FAMILIES.values())
+    assert [definitions.family_id(r) for r in (True, False)] == ["recurrent", "nonrecurrent"]
+    assert set(analysis.run_table(sweep())["family"]) == set(definitions.FAMILIES.values())
     _, config = paper_config()
-    grid = results.allocation_dataset(config | {"scale": "test"}, "lm")
+    grid = grids.allocation_dataset(config | {"scale": "test"}, "lm")
     assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # the order cli.allocations measures

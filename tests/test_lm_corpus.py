@@ -6,8 +6,8 @@ import struct
 
 import numpy as np
 import pytest
-
 from helpers import independent_shard_bytes
+
 from parallel_experts.lm import corpus
 from parallel_experts.lm.corpus import gpt2_encoding, text_documents, tokenize_documents, write_shard, write_shards
 from parallel_experts.lm.shards import EOT, DataError, ShardError, read_shard, shard_paths

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from parallel_experts.lm import decode, models
-from parallel_experts.lm.models import ModelConfig, RecurrentState
+from parallel_experts.lm.models import RecurrentState
+from parallel_experts.lm.settings import ModelConfig
 
 VOCAB = 61
 

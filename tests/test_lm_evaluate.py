@@ -11,7 +11,8 @@ import optax
 import pytest
 
 from parallel_experts.lm import evaluate
-from parallel_experts.lm.models import ModelConfig, RecurrentTransformer, Transformer
+from parallel_experts.lm.models import RecurrentTransformer, Transformer
+from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.lm.shards import DataError
 
 VOCAB = 97

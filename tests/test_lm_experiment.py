@@ -4,12 +4,14 @@ import dataclasses
 import json
 
 from helpers import REPO
-from parallel_experts import budget, config
+
+from parallel_experts.config import files
+from parallel_experts.core import budget
 from parallel_experts.lm import experiment
 
 
 def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
-    paper = config.load([REPO / "config/paper.yaml"])
+    paper = files.load([REPO / "config/paper.yaml"])
     runs = experiment.runs(paper)
     grids = {b.name: len(b.allocations) for b in budget.budgets(paper, "lm")}
     assert len(runs) == sum(grids.values()) * len(paper["lm"]["windows"]) * 2 == 140
@@ -24,7 +26,7 @@ def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
 
 
 def test_per_expert_caches_get_their_own_run_id():
-    paper = config.load([REPO / "config/paper.yaml"])
+    paper = files.load([REPO / "config/paper.yaml"])
     run = next(r for r in experiment.runs(paper) if r.model.recurrent and r.model.experts > 1)
     assert run.model.kv_cache == "level" and not run.id.endswith("-kv_level")
     per_expert = dataclasses.replace(run, model=dataclasses.replace(run.model, kv_cache="expert"))
@@ -33,7 +35,7 @@ def test_per_expert_caches_get_their_own_run_id():
 
 
 def test_step_flops_has_one_value_per_window_and_family():
-    smoke = config.load([REPO / "config/smoke.yaml"])
+    smoke = files.load([REPO / "config/smoke.yaml"])
     [anchor] = [b.anchor for b in budget.budgets(smoke, "lm")][:1]
     flops = experiment.step_flops(smoke)(anchor)
     assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()

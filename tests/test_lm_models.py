@@ -13,10 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallel_experts import experts
-from parallel_experts.errors import ConfigError
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import experts
 from parallel_experts.lm import models
-from parallel_experts.lm.models import ModelConfig, RecurrentState, RecurrentTransformer, Transformer
+from parallel_experts.lm.models import RecurrentState, RecurrentTransformer, Transformer
+from parallel_experts.lm.settings import KV_CACHES, ModelConfig
 
 jax.config.update("jax_enable_x64", False)
 VOCAB = 97
@@ -246,7 +247,7 @@ def test_per_expert_caches_differ_from_the_shared_cache():
     by a per-expert path that merges anyway)."""
     ids = tokens(8, seed=3)
     out = {}
-    for kv_cache in models.KV_CACHES:
+    for kv_cache in KV_CACHES:
         model = randomise(RecurrentTransformer(config(1, 3, recurrent=True, kv_cache=kv_cache), jax.random.key(9)),
                           jax.random.key(10))
         out[kv_cache] = run_segments(model, ids, 4, 4)[0]
@@ -256,7 +257,7 @@ def test_per_expert_caches_differ_from_the_shared_cache():
 def test_one_expert_gives_the_same_model_with_either_cache():
     ids = tokens(12, seed=7)
     runs = {}
-    for kv_cache in models.KV_CACHES:
+    for kv_cache in KV_CACHES:
         model = randomise(RecurrentTransformer(config(2, 1, recurrent=True, kv_cache=kv_cache), jax.random.key(21)),
                           jax.random.key(22))
         runs[kv_cache] = run_segments(model, ids, 5, 4)

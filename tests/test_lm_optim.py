@@ -10,18 +10,9 @@ import numpy as np
 import optax
 import pytest
 
-from parallel_experts.errors import PipelineError
-from parallel_experts.lm.optim import (
-    MATRIX,
-    PER_HEAD,
-    OptimConfig,
-    OptimError,
-    cautious_weight_decay,
-    muon_dimensions,
-    optimizer,
-    param_labels,
-    schedule,
-)
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.lm.optim import (MATRIX, PER_HEAD, OptimConfig, OptimError, cautious_weight_decay,
+                                       muon_dimensions, optimizer, param_labels, schedule)
 
 L, E, D, H, K, V = 2, 3, 8, 2, 1, 16
 HD = D // H
@@ -243,7 +234,8 @@ def test_an_update_rounds_the_bfloat16_parameters_once():
 
 @pytest.mark.parametrize("recurrent, aggregation", [(False, "sqrt_sum"), (True, "routed_mean")])
 def test_real_models_get_their_groups_and_keep_bfloat16(recurrent, aggregation):
-    from parallel_experts.lm.models import ModelConfig, build
+    from parallel_experts.lm.models import build
+    from parallel_experts.lm.settings import ModelConfig
 
     model = build(ModelConfig(2, 2, 32, 4, 2, vocab=64, recurrent=recurrent, aggregation=aggregation),
                   jax.random.key(0))

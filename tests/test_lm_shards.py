@@ -2,12 +2,13 @@
 
 import numpy as np
 import pytest
-
 from helpers import independent_shard_bytes
-from parallel_experts.errors import PipelineError
+
+from parallel_experts.config.errors import PipelineError
 from parallel_experts.lm import shards
 from parallel_experts.lm.corpus import write_shard
 from parallel_experts.lm.shards import ShardError, read_shard, stream_windows
+
 
 def test_our_reader_reads_an_independently_written_shard(tmp_path):
     tokens = [5, 50255, 0, 50256, 1234]

@@ -8,7 +8,8 @@ import pytest
 import xarray as xr
 
 from parallel_experts.lm import corpus, latency, systems, throughput
-from parallel_experts.lm.models import ModelConfig, token_flops
+from parallel_experts.lm.models import token_flops
+from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.lm.shards import shard_name
 
 LM = {"head_dim": 8, "vocabulary": 50304, "dtype": "float32"}  # GPT-2's ids: the shards' ids are the model's
@@ -109,7 +110,7 @@ def test_table6_joins_the_papers_numbers_and_oom_cells():
 
 
 def test_settings_refuse_a_grid_that_does_not_split_and_rows_keep_the_transformer():
-    from parallel_experts.errors import ConfigError
+    from parallel_experts.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match="batch_tokens 100 is not a multiple of context 16"):
         throughput.settings({"lm": {"throughput": {"width": 16, "batch_tokens": 100, "contexts": [16]}}})

@@ -11,17 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import REPO, run_killed_and_resumed
 import xarray as xr
+from helpers import REPO, run_killed_and_resumed
 
-from parallel_experts import config as configuration
-from parallel_experts.checkpoint import NonFiniteLossError, checkpoint_update
-from parallel_experts.errors import ConfigError
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.lm import experiment, models
 from parallel_experts.lm.corpus import write_shards
+from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches
-from parallel_experts.lm.models import ModelConfig
-from parallel_experts.lm.train import Trainer, TrainConfig, train
+from parallel_experts.lm.train import Trainer, train
 
 VOCAB = 64
 
@@ -167,7 +167,7 @@ def test_cli_training_survives_a_kill(tmp_path):
     """`lm-train` killed with SIGKILL after its first checkpoint and run again writes the same outputs."""
     folder = tmp_path / "tokens"
     write_shards(shards(count=3), folder, 2400)
-    config = configuration.load([REPO / "config/smoke.yaml"])
+    config = files.load([REPO / "config/smoke.yaml"])
     config["lm"] |= {"vocabulary": VOCAB, "windows": [16], "train_tokens": 256 * 12, "budgets": {
         "small": {"anchor": [1, 2, 16], "tolerance": 0.01, "allocations": [[1, 2, 16]]}}}
     config["lm"]["training"] = {"batch_tokens": 256, "microbatch_tokens": 128, "segment": 8, "log_every": 2,

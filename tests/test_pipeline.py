@@ -6,7 +6,8 @@ import pytest
 from helpers import REPO, snakemake
 from slurm_cluster import submitted_job_ids
 
-from parallel_experts import reports, results
+from parallel_experts.reporting import render as reports
+from parallel_experts.results import store
 from parallel_experts.sokoban.levels import LevelSet
 
 SMOKE = "config/smoke.yaml"
@@ -30,43 +31,43 @@ def check_outputs(workdir):
     assert reports.offline(page) == page  # nothing on the page loads from the network
     meta = json.loads((workdir / "results/reports/allocations.json").read_text())
     assert meta["scale"] == "smoke" and meta["config_files"] == [SMOKE]
-    sokoban = results.open_dataset(workdir / "results/allocations/sokoban.nc")
+    sokoban = store.open_dataset(workdir / "results/allocations/sokoban.nc")
     assert sokoban["work_ratio"].values.tolist() == [1.0, 0.75]  # [2, 1, 8] vs [1, 1, 16]: 768/1024
     assert json.loads(sokoban.attrs["config"])["scale"] == "smoke"
-    sweep = results.open_dataset(workdir / "results/sokoban/sweep.nc")
+    sweep = store.open_dataset(workdir / "results/sokoban/sweep.nc")
     assert sweep.sizes["run"] == 4 and set(sweep["recurrent"].values) == {True, False}
     for run in sweep["run"].values:  # every test level played exactly once per seed and mode
-        evaluation = results.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
+        evaluation = store.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
         assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
     test_levels = LevelSet.load(workdir / "results/sokoban/levels/test.npz")  # `pushes: 20`: every test level solved
     assert len(test_levels.pushes) == 20 and sweep.attrs["test_optimal_pushes_levels"] == 20
     assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
-    probes = results.open_dataset(workdir / "results/sokoban/probes.nc")
+    probes = store.open_dataset(workdir / "results/sokoban/probes.nc")
     assert probes.sizes["run"] == 2 and probes.attrs["test_levels"] == 20
     for run in probes["run"].values:  # the probes score every test level
-        test = results.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
+        test = store.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
                  "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth", "lm_ablations"):
         assert f'href="{name}.html"' in index
-    lm = results.open_dataset(workdir / "results/lm/sweep.nc")
+    lm = store.open_dataset(workdir / "results/lm/sweep.nc")
     assert lm.sizes["run"] == 4 and set(lm["recurrent"].values) == {True, False}
     # Both families are scored on the same validation tokens: 20,000 tokens in 4 streams of 5,000, chunks of 64,
     # ⌊4,999/64⌋ = 78 chunks per stream, the first ⌈16/64⌉ = 1 of them unscored.
     assert lm["scored_tokens"].values.tolist() == [(78 - 1) * 4 * 64] * 4
     # The smoke ablation is the sweep's own run (its default rule): read from the sweep's files, not retrained.
-    ablations = results.open_dataset(workdir / "results/lm/ablations.nc")
+    ablations = store.open_dataset(workdir / "results/lm/ablations.nc")
     shared = "recurrent/small/W16/L1-E2-d16"
     assert json.loads(ablations.attrs["ablations"]) == {"aggregation": [shared],
                                                         "kv_cache": [shared, f"{shared}-kv_expert"]}
     assert ablations["validation_loss"].sel(run=shared).item() == lm["validation_loss"].sel(run=shared).item()
     assert ablations["kv_cache"].values.tolist() == ["level", "expert"]  # the per-expert run trained and scored
     # Tables 5 and 6: the smoke config keeps the Transformer and recurrent L1 E16 (lm.latency.rows, .throughput.rows).
-    decode = results.open_dataset(workdir / "results/lm/latency.nc")
+    decode = store.open_dataset(workdir / "results/lm/latency.nc")
     assert decode["allocation"].values.tolist() == ["Transformer L16 E1", "recurrent L1 E16"]
     assert decode["decode_seconds"].sizes["call"] == 2 and float(decode["ratio"][0, 0, 0]) == 1.0
-    training = results.open_dataset(workdir / "results/lm/throughput.nc")
+    training = store.open_dataset(workdir / "results/lm/throughput.nc")
     assert training["batch"].values.tolist() == [4] and not training["oom"].any()  # 64 tokens = 4 streams of 16
     for name in ("lm_latency", "lm_throughput"):
         assert f'href="{name}.html"' in index
@@ -115,9 +116,9 @@ def test_smoke_jobs_run_through_slurm(slurm_cluster, tmp_path):
     run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile", *SLURM_TARGETS,
                     "--configfile", SMOKE, "--directory", str(workdir), timeout=1200)  # SLURM adds per-job latency
     assert run.returncode == 0, run.stderr[-3000:]
-    evaluation = results.open_dataset(workdir / SLURM_TARGETS[0])  # every test level once per seed and mode
+    evaluation = store.open_dataset(workdir / SLURM_TARGETS[0])  # every test level once per seed and mode
     assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
-    assert results.open_dataset(workdir / SLURM_TARGETS[1])["scored_tokens"].item() == (78 - 1) * 4 * 64
+    assert store.open_dataset(workdir / SLURM_TARGETS[1])["scored_tokens"].item() == (78 - 1) * 4 * 64
     page = (workdir / SLURM_TARGETS[2]).read_text()
     assert reports.offline(page) == page
     # Every job went through sbatch except the local rules (the targets).

@@ -3,7 +3,7 @@ in words."""
 
 import pandas as pd
 
-from parallel_experts import plan
+from parallel_experts.planning import tables as plan
 
 
 def jobs():
@@ -56,6 +56,6 @@ def test_the_plan_page_loads_no_jumanji():
     import subprocess
     import sys
 
-    check = ("import sys, parallel_experts.plan, parallel_experts.catalogue, parallel_experts.claims; "
+    check = ("import sys, parallel_experts.planning.tables, parallel_experts.reporting.catalogue, parallel_experts.reporting.claims; "
              "assert 'jumanji' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0

@@ -3,14 +3,16 @@
 The domain plots are checked beside the analysis that feeds them (test_sokoban_analysis, test_lm_analysis)."""
 
 import numpy as np
-
 from helpers import REPO
-from parallel_experts import config, plots, results
+
+from parallel_experts.config import files
+from parallel_experts.reporting import plots
+from parallel_experts.results import grids
 
 
 def test_work_ratios_draws_every_allocation_of_every_budget_at_its_ratio():
-    paper = config.load([REPO / "config/paper.yaml"])
-    table = results.allocation_table(results.allocation_dataset(paper, "sokoban"))
+    paper = files.load([REPO / "config/paper.yaml"])
+    table = grids.allocation_table(grids.allocation_dataset(paper, "sokoban"))
     tolerance = {name: 0.3 for name in table["budget"].unique()}
     fig = plots.work_ratios(table, "test", tolerance)
     axes = fig.axes

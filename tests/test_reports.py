@@ -4,10 +4,11 @@ import json
 
 import nbformat
 import pytest
-
 from helpers import REPO
-from parallel_experts import config, reports
-from parallel_experts.errors import PipelineError
+
+from parallel_experts.config import files
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.reporting import render as reports
 
 
 def test_offline_removes_remote_scripts_and_refuses_remote_images():
@@ -42,7 +43,7 @@ def test_render_executes_with_parameters_and_hides_code(tmp_path):
     assert meta["title"] == "A tiny report" and meta["paper"] == "Fig. 0"
 
     # The index lists every paper item: the one rendered report, and each missing one with the reason.
-    demo = config.load([REPO / "config" / "config.yaml"])
+    demo = files.load([REPO / "config" / "config.yaml"])
     reports.write_index([out / "allocations.json"], out / "index.html", demo)
     index = (out / "index.html").read_text()
     assert 'href="allocations.html"' in index and "c.yaml" in index and meta["rendered"] in index

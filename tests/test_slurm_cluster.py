@@ -4,7 +4,6 @@ import subprocess
 import time
 
 import pytest
-
 from slurm_cluster import submitted_job_ids
 
 pytestmark = pytest.mark.slurm

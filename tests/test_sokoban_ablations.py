@@ -9,16 +9,20 @@ import matplotlib.pyplot
 import numpy as np
 import pytest
 import xarray as xr
-
 from helpers import REPO, demo_with_every_rule, write_sokoban_results
-from parallel_experts import catalogue, config, plots, results
-from parallel_experts.errors import ConfigError
-from parallel_experts.sokoban import ablations, experiment
-from parallel_experts.sokoban.agent import AgentConfig
+
+from parallel_experts import study
+from parallel_experts.analysis import sokoban_ablations as ablations
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import definitions
+from parallel_experts.reporting import catalogue, plots
+from parallel_experts.sokoban import experiment
+from parallel_experts.sokoban.settings import AgentConfig
 
 
 def load(name):
-    return config.load([REPO / "config" / name])
+    return files.load([REPO / "config" / name])
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -94,7 +98,7 @@ def test_two_ablations_of_one_allocation_train_their_default_agent_once():
     demo["sokoban"]["ablations"]["radius"]["seeds"] = [2, 3]  # then the two are different runs under one id
     with pytest.raises(ConfigError, match=r"sokoban.ablations.radius.values\[1\]: 'full' is the agent of "
                        r"sokoban.ablations.aggregation.values\[0\], with other seeds \(\[2, 3\] against \[2\]\)"):
-        config.validate(demo)
+        study.check(demo)
 
 
 def test_an_ablation_takes_the_budgets_seeds_unless_it_lists_its_own():
@@ -123,7 +127,7 @@ def with_ablation(**changes):
 ])
 def test_ablation_errors_name_the_key(changes, message):
     with pytest.raises(ConfigError) as error:
-        config.validate(with_ablation(**changes))
+        study.check(with_ablation(**changes))
     assert message in str(error.value)
 
 
@@ -141,14 +145,14 @@ def test_the_schema_keeps_ablations_closed(edit, message):
     edit(demo["sokoban"]["ablations"])
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
                        .replace(")", r"\)")):
-        config.validate(demo)
+        study.check(demo)
 
 
 def test_a_sweep_cannot_take_an_ablations_name():
     demo = load("config.yaml")
     demo["sokoban"]["sweeps"]["ablation"] = demo["sokoban"]["sweeps"]["convlstm"]
     with pytest.raises(ConfigError, match="sokoban.sweeps.ablation: the name is taken by the runs of sokoban.ablations"):
-        config.validate(demo)
+        study.check(demo)
 
 
 # ---------------------------------------------------------------------------------------------- reports
@@ -298,13 +302,13 @@ def test_the_report_module_does_not_load_jumanji():
     import subprocess
     import sys
 
-    check = "import sys, parallel_experts.sokoban.ablations; assert 'jumanji' not in sys.modules"
+    check = "import sys, parallel_experts.analysis.sokoban_ablations; assert 'jumanji' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
 
 
 def test_the_ablations_dataset_names_each_ablations_runs_and_holds_the_shared_run_once(tmp_path):
     by_setting = experiment.ablation_runs(demo_with_every_rule("sokoban"))
-    runs = list(results.by_id(by_setting.values()).values())
+    runs = list(definitions.by_id(by_setting.values()).values())
     score = {run.id: 10.0 + i for i, run in enumerate(runs)}  # hand-made final-five returns, one per run
     curves, evals = write_sokoban_results(tmp_path, runs, score)
     members = {setting: [run.id for run in group] for setting, group in by_setting.items()}

@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from parallel_experts import experts as px
-from parallel_experts.budget import Allocation, sokoban_work
-from parallel_experts.errors import ConfigError
-from parallel_experts.sokoban.agent import (
-    Agent, AgentConfig, ConvGLU, ConvLSTM, Core, Encoder, Head, State, agent_step_flops, parameter_count, reset_where,
-)
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import experts as px
+from parallel_experts.core.budget import Allocation, sokoban_work
+from parallel_experts.sokoban.agent import (Agent, ConvGLU, ConvLSTM, Core, Encoder, Head, State, agent_step_flops,
+                                            parameter_count, reset_where)
+from parallel_experts.sokoban.settings import AgentConfig
 
 KEY = jax.random.PRNGKey(0)
 

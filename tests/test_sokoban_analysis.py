@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from parallel_experts import comparison, plots
-from parallel_experts.sokoban import analysis
+from parallel_experts.analysis import comparison
+from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.reporting import plots
 
 matplotlib.use("Agg")
 

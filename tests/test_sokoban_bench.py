@@ -4,6 +4,7 @@ import json
 import math
 
 from helpers import REPO
+
 from parallel_experts import cli
 
 

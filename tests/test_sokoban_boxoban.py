@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import BOXOBAN
 from jumanji.environments.routing.sokoban.generator import convert_level_to_array
 
-from helpers import BOXOBAN
 from parallel_experts.sokoban import boxoban
 from parallel_experts.sokoban.boxoban import LevelFormatError
 from parallel_experts.sokoban.levels import LevelError

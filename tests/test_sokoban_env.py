@@ -4,13 +4,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import BOXOBAN
 from jumanji.environments.routing.sokoban import Sokoban as JumanjiSokoban
 from jumanji.environments.routing.sokoban.reward import DenseReward as JumanjiDenseReward
-
-from helpers import BOXOBAN
 from jumanji_referee import ONE_BOX, TWO_BOXES, level
 
-from parallel_experts.errors import ConfigError, PipelineError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3

@@ -5,8 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jumanji_referee import ONE_BOX, TWO_BOXES, level
+
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate
 from parallel_experts.sokoban.levels import LevelSet

@@ -4,16 +4,19 @@ import json
 
 import numpy as np
 import pytest
-
 from helpers import REPO
-from parallel_experts import budget, config
-from parallel_experts.errors import ConfigError
+
+from parallel_experts import study
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import budget
 from parallel_experts.sokoban import experiment, generator, solver
-from parallel_experts.sokoban.agent import AgentConfig, agent_step_flops
+from parallel_experts.sokoban.agent import agent_step_flops
+from parallel_experts.sokoban.settings import AgentConfig
 
 
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
-    demo = config.load([REPO / "config/config.yaml"])
+    demo = files.load([REPO / "config/config.yaml"])
     runs = experiment.runs(demo)
     allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
@@ -28,7 +31,7 @@ def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
 
 
 def test_step_flops_are_the_recurrent_agents():
-    smoke = config.load([REPO / "config/smoke.yaml"])
+    smoke = files.load([REPO / "config/smoke.yaml"])
     a = budget.budgets(smoke, "sokoban")[0].anchor
     channels = smoke["sokoban"]["encoder_channels"]
     assert experiment.step_flops(smoke)(a) == agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
@@ -51,7 +54,7 @@ def test_a_source_with_pushes_solves_its_first_levels():
 
 
 def probing(edit):
-    cfg = config.load([REPO / "config/smoke.yaml"])
+    cfg = files.load([REPO / "config/smoke.yaml"])
     edit(cfg["sokoban"])
     return cfg
 
@@ -76,4 +79,4 @@ def test_probed_runs_are_the_named_runs_in_order():
 ])
 def test_probes_must_name_runs_of_the_sweeps(edit, message):
     with pytest.raises(ConfigError, match=message):
-        config.validate(probing(edit))
+        study.check(probing(edit))

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-
 from jumanji_referee import replay_in_jumanji
+
 from parallel_experts.sokoban import boxoban, generator, levels, solver
 from parallel_experts.sokoban.levels import LevelError
-
 
 CASES = [(5, 1, 20), (6, 1, 30), (7, 1, 20), (7, 2, 30), (7, 3, 20), (8, 3, 10), (10, 4, 12)]  # size, boxes, n
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from parallel_experts import plots
-from parallel_experts.sokoban import probe_analysis
+from parallel_experts.analysis import probes as probe_analysis
+from parallel_experts.reporting import plots
 from parallel_experts.sokoban.probes import REPRESENTATIONS, TARGETS
 
 STEPS = 12

@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
-
 from jumanji_referee import level
+
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
-from parallel_experts.sokoban.agent import Agent, AgentConfig
+from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.levels import pad_to
+from parallel_experts.sokoban.settings import AgentConfig
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3  # Jumanji's actions; label classes are action + 1
 

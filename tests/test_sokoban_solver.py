@@ -3,10 +3,10 @@
 import jax
 import numpy as np
 import pytest
-from jumanji.environments import Sokoban
-
 from helpers import BOXOBAN
+from jumanji.environments import Sokoban
 from jumanji_referee import FixedLevel, hand_level, replay_in_jumanji
+
 from parallel_experts.sokoban import boxoban, solver
 
 TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"

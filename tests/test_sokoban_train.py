@@ -10,15 +10,14 @@ import numpy as np
 import optax
 import pytest
 import xarray as xr
-
 from helpers import run_killed_and_resumed
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
+
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
 from parallel_experts.sokoban import experiment
-from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.generator import generated_set
-from parallel_experts.sokoban.train import (NonFiniteLossError, Trainer, TrainConfig, checkpoint_update, gae,
-                                            initial_agent, train)
+from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
+from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, checkpoint_update, gae, initial_agent, train
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
@@ -111,7 +110,7 @@ def test_non_finite_loss_stops_with_the_last_good_checkpoint_kept(trainer, tmp_p
 
 
 def smoke_config(repo):
-    config = configuration.load([repo / "config/smoke.yaml"])
+    config = files.load([repo / "config/smoke.yaml"])
     config["sokoban"]["env_steps"] = 8 * 5 * 2 * 4  # 4 log points
     config["sokoban"]["training"]["checkpoint_every"] = 1
     return config

@@ -9,7 +9,6 @@ import sysconfig
 import venv
 
 import pytest
-
 from helpers import REPO
 
 SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]

@@ -10,15 +10,15 @@ id. A level source comes as JSON, which the workflow builds from the validated c
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from parallel_experts import budget
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError, PipelineError
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.core import budget
 
 
 def parser() -> argparse.ArgumentParser:
@@ -121,8 +121,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--evaluation", required=True, help="JSON: the config's lm.evaluation")
     p.add_argument("--out", required=True)
 
-    for domain, runs in (("sokoban", "Sokoban"), ("lm", "language-model")):
-        p = command(f"{domain}-sweep", sweep, f"collect every {runs} run into one dataset")
+    for domain, runs, collect in (("sokoban", "Sokoban", sokoban_sweep), ("lm", "language-model", lm_sweep)):
+        p = command(f"{domain}-sweep", collect, f"collect every {runs} run into one dataset")
         p.add_argument("--out", required=True)
         p.add_argument("--curves", nargs="+", required=True, help="the runs' learning curves")
         p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluations, in the same order")
@@ -183,41 +183,47 @@ def config_run(args, runs_by_id):
     return found[args.run]
 
 
-def load_config(files: Sequence[str]) -> dict:
-    loaded = configuration.load(files)
+def load_config(paths: Sequence[str]) -> dict:
+    from parallel_experts import study
+
+    loaded = files.load(paths)
     try:
-        configuration.validate(loaded)
+        study.check(loaded)
     except ConfigError as error:
-        raise ConfigError(f"{' + '.join(files)}: {error}") from None
+        raise ConfigError(f"{' + '.join(paths)}: {error}") from None
     return loaded
 
 
 def check_config(args) -> int:
     loaded = load_config(args.files)
-    print(f"{' + '.join(args.files)}: valid (scale {loaded['scale']}, digest {configuration.digest(loaded)})")
+    print(f"{' + '.join(args.files)}: valid (scale {loaded['scale']}, digest {files.digest(loaded)})")
     return 0
 
 
 def allocations(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.lm import flops as lm_flops
+    from parallel_experts.results import grids, store
+    from parallel_experts.sokoban import flops as sokoban_flops
 
     loaded = load_config(args.config)
-    ds = results.allocation_dataset(loaded, args.domain, experiment(args.domain).step_flops(loaded))
-    results.write_netcdf(ds, args.out)
+    counted = {"sokoban": sokoban_flops, "lm": lm_flops}[args.domain]
+    ds = grids.allocation_dataset(loaded, args.domain, counted.allocation_flops(loaded))
+    store.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
     return 0
 
 
 def plan(args) -> int:
-    from pathlib import Path
-
-    from parallel_experts import costs
-    from parallel_experts import plan as tables
+    from parallel_experts.lm import flops as lm_flops
+    from parallel_experts.planning import costs, tables
+    from parallel_experts.results import paths
+    from parallel_experts.sokoban import flops as sokoban_flops
 
     loaded = load_config(args.configfile)
-    results = Path(args.directory) / "results"
-    timed = costs.timed_jobs(loaded, results)  # every benchmark file read once, for the prices and the check
-    table = costs.plan(loaded, timed, args.targets)
+    counters = costs.Counters(sokoban_flops, lm_flops)
+    # every benchmark file read once, for the prices and the check
+    timed = costs.timed_jobs(loaded, counters, Path(args.directory) / paths.ROOT)
+    table = costs.plan(loaded, counters, timed, args.targets)
     print(tables.printed(table, tables.unit(loaded), args.jobs))
     if args.out:
         tables.write(loaded, table, costs.held_out(loaded, timed), args.out)
@@ -225,12 +231,12 @@ def plan(args) -> int:
 
 
 def report(args) -> int:
-    from parallel_experts import reports
+    from parallel_experts.reporting import render as reports
 
     loaded = load_config(args.config)
     parameters = dict(param.split("=", 1) for param in args.param)
     provenance = {"paper": args.paper, "scale": loaded["scale"], "config_files": args.config_files,
-                  "config_digest": configuration.digest(loaded)}
+                  "config_digest": files.digest(loaded)}
     parameters |= {"config_path": args.config[-1], "scale": loaded["scale"], "description": loaded["description"]}
     reports.render(args.notebook, args.html, args.executed, args.meta, parameters, provenance)
     print(f"{args.html}: rendered from {args.notebook}")
@@ -238,7 +244,7 @@ def report(args) -> int:
 
 
 def index(args) -> int:
-    from parallel_experts import reports
+    from parallel_experts.reporting import render as reports
 
     reports.write_index(args.meta, args.out, load_config(args.config))
     print(f"{args.out}: {len(args.meta)} reports")
@@ -255,7 +261,7 @@ def sokoban_levels(args) -> int:
 
 
 def sokoban_train(args) -> int:
-    from parallel_experts.checkpoint import run_lock
+    from parallel_experts.core.run_folder import run_lock
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
@@ -269,66 +275,72 @@ def sokoban_train(args) -> int:
 
 
 def sokoban_evaluate(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.results import store
     from parallel_experts.sokoban import evaluate, experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
     run = config_run(args, experiment.runs_by_id)
     result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), LevelSet.load(args.levels))
-    results.write_netcdf(result, args.out)
+    store.write_netcdf(result, args.out)
     print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
     return 0
 
 
 def sokoban_probe_data(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.results import store
     from parallel_experts.sokoban import experiment, probes
     from parallel_experts.sokoban.levels import LevelSet
 
     run = config_run(args, experiment.runs_by_id)
     data = probes.run_data(run, args.run_dir, LevelSet.load(args.levels), args.seed, args.count)
-    results.write_netcdf(data, args.out)
+    store.write_netcdf(data, args.out)
     print(f"{args.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")
     return 0
 
 
 def sokoban_probe_fit(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.results import store
     from parallel_experts.sokoban import probe_scores
 
     picture = json.loads(args.picture)
-    scores = probe_scores.score(*(results.open_dataset(path) for path in (args.train, args.calibration, args.test)),
+    scores = probe_scores.score(*(store.open_dataset(path) for path in (args.train, args.calibration, args.test)),
                                 probe_scores.ProbeConfig(**json.loads(args.fit)), picture.get("level", 0),
                                 picture.get("steps", 3))
-    results.write_netcdf(scores, args.out)
+    store.write_netcdf(scores, args.out)
     recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
     print(f"{args.out}: C_A recall of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
     return 0
 
 
 def sokoban_probes(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.results import store
     from parallel_experts.sokoban import probe_scores
 
     ds = probe_scores.collect(args.scores)
-    results.write_netcdf(ds, args.out)
+    store.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['run']} probed runs")
     return 0
 
 
-def experiment(domain: str):
-    """The `experiment` module of a domain: its runs, measured step FLOPs and sweep datasets."""
-    return importlib.import_module(f"parallel_experts.{domain}.experiment")
+def sokoban_sweep(args) -> int:
+    """Every Sokoban run given, in one dataset."""
+    from parallel_experts.sokoban import experiment
+
+    return _write_sweep(experiment.collect(args.curves, args.evals, args.ablations, family=args.family), args.out)
 
 
-def sweep(args) -> int:
-    """sokoban-sweep, lm-sweep: every run of the domain's experiment in one dataset."""
-    from parallel_experts import results
+def lm_sweep(args) -> int:
+    """Every language-model run given, in one dataset."""
+    from parallel_experts.lm import experiment
 
-    family = {"family": args.family} if args.command == "sokoban-sweep" else {}
-    ds = experiment(args.command.split("-")[0]).collect(args.curves, args.evals, args.ablations, **family)
-    results.write_netcdf(ds, args.out)
-    print(f"{args.out}: {ds.sizes['run']} runs")
+    return _write_sweep(experiment.collect(args.curves, args.evals, args.ablations), args.out)
+
+
+def _write_sweep(ds, out: str) -> int:
+    from parallel_experts.results import store
+
+    store.write_netcdf(ds, out)
+    print(f"{out}: {ds.sizes['run']} runs")
     return 0
 
 
@@ -342,7 +354,7 @@ def lm_tokens(args) -> int:
 
 
 def lm_train(args) -> int:
-    from parallel_experts.checkpoint import run_lock
+    from parallel_experts.core.run_folder import run_lock
     from parallel_experts.lm import experiment, shards, train
 
     run = config_run(args, experiment.runs_by_id)
@@ -356,8 +368,8 @@ def lm_train(args) -> int:
 
 
 def lm_evaluate(args) -> int:
-    from parallel_experts import results
     from parallel_experts.lm import evaluate, experiment, shards, train
+    from parallel_experts.results import store
 
     run = config_run(args, experiment.runs_by_id)
     spec = json.loads(args.evaluation)
@@ -365,7 +377,7 @@ def lm_evaluate(args) -> int:
     model = train.load_model(run.model, args.run_dir)
     loss, scored = evaluate.validation_loss(model, shards.load_tokens(validation, vocabulary), run.window,
                                             spec["streams"], spec["lanes"])
-    results.write_netcdf(evaluate.as_dataset(run, loss, scored, spec, validation), args.out)
+    store.write_netcdf(evaluate.as_dataset(run, loss, scored, spec, validation), args.out)
     print(f"{args.out}: validation loss {loss:.4f} over {scored} tokens (window {run.window})")
     return 0
 
@@ -424,19 +436,21 @@ def sokoban_bench(args) -> int:
 
 
 def lm_latency(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.analysis import latency as table5
     from parallel_experts.lm import latency
+    from parallel_experts.results import store
 
     ds = latency.run(load_config(args.config))
-    results.write_netcdf(ds, args.out)
-    print(latency.printed(ds))
-    print(f"{args.out}: {latency.goal_line(ds)}")
+    store.write_netcdf(ds, args.out)
+    print(table5.printed(ds))
+    print(f"{args.out}: {table5.goal_line(ds)}")
     return 0
 
 
 def lm_throughput(args) -> int:
-    from parallel_experts import results
+    from parallel_experts.analysis import throughput as table6
     from parallel_experts.lm import throughput
+    from parallel_experts.results import store
 
     # Set before JAX starts its backend: on a GPU this process only coordinates, and the fresh process of each
     # cell must get the memory, not JAX's default preallocation of 75 % here.
@@ -445,7 +459,7 @@ def lm_throughput(args) -> int:
     if args.batch_tokens:
         loaded["lm"]["throughput"]["batch_tokens"] = args.batch_tokens
     ds = throughput.run(loaded, args.tokens)
-    results.write_netcdf(ds, args.out)
-    print(throughput.printed(ds))
+    store.write_netcdf(ds, args.out)
+    print(table6.printed(ds))
     print(f"{args.out}: {ds.sizes['allocation']} allocations at {ds.sizes['context']} contexts")
     return 0

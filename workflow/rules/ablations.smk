@@ -4,15 +4,15 @@
 rule ablations:
     """Every ablation's runs of one domain in one dataset that names each ablation's runs."""
     input:
-        curves=ablation_files("curve"),
-        evals=ablation_files("eval"),
+        curves=ablation_files(paths.curve),
+        evals=ablation_files(paths.evaluation),
     output:
-        "results/{domain}/ablations.nc",
+        paths.ablations("{domain}"),
     wildcard_constraints:
         domain=one_of(ABLATIONS),
     params:
         ablations=lambda wildcards: members_json(ABLATIONS[wildcards.domain][0]),
-        command=lambda wildcards: ABLATIONS[wildcards.domain][3],
+        command=lambda wildcards: ABLATIONS[wildcards.domain][2],
     log:
         "results/logs/{domain}/ablations.log",
     threads: threads()

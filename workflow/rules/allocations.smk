@@ -4,7 +4,7 @@ rule allocation_grid:
     input:
         CONFIG_JSON,
     output:
-        "results/allocations/{domain}.nc",
+        paths.allocations("{domain}"),
     wildcard_constraints:
         domain=one_of(budget.DOMAINS),
     log:

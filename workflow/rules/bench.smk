@@ -9,13 +9,13 @@ rule lm_latency:
     input:
         config=ancient(CONFIG_JSON),
     output:
-        "results/lm/latency.nc",
+        paths.LATENCY,
     params:
         settings=systems_settings("latency"),
     log:
         "results/logs/lm/latency.log",
     benchmark:
-        "results/benchmarks/lm/latency.tsv"
+        paths.benchmark("lm_latency")
     threads: threads("bench")
     resources:
         **resources("bench"),
@@ -29,15 +29,15 @@ rule lm_throughput:
     """Training tokens/s and memory of every row at each C, the complete update read from the shards."""
     input:
         config=ancient(CONFIG_JSON),
-        tokens="results/lm/tokens",
+        tokens=paths.LM_TOKENS,
     output:
-        "results/lm/throughput.nc",
+        paths.THROUGHPUT,
     params:
         settings=systems_settings("throughput"),
     log:
         "results/logs/lm/throughput.log",
     benchmark:
-        "results/benchmarks/lm/throughput.tsv"
+        paths.benchmark("lm_throughput")
     threads: threads("bench")
     resources:
         **resources("bench"),

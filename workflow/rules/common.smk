@@ -22,30 +22,34 @@ _python_first = (
 # Snakemake formats the prefix too: {{{{ }}}} reaches the shell as a single pair of braces.
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
-from parallel_experts import budget, catalogue, plan
-from parallel_experts import config as configuration
-from parallel_experts.errors import ConfigError
+from parallel_experts import study
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.planning import tables as plan
+from parallel_experts.reporting import catalogue
+from parallel_experts.results import paths, store
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
     # Snakemake has read the files already, but leniently (a duplicate key: the last wins); read them strictly.
-    configuration.load(workflow.configfiles)
+    files.load(workflow.configfiles)
 except ConfigError as error:
     sys.exit(f"config error: {error}")
 try:
-    configuration.validate(config)
+    study.check(config)
 except ConfigError as error:
     sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
 # The effective configuration (files plus any --config overrides), which every job reads: written here, when it
 # changes, not by a rule. A rule's output would make Snakemake skip the params check of every job reading it in
 # the run that rewrites it, so a run whose definition changed would not be retrained until the next invocation.
-CONFIG_JSON = "results/config.json"
-configuration.write_snapshot(config, CONFIG_JSON)
+CONFIG_JSON = paths.CONFIG_JSON
+store.write_snapshot(config, CONFIG_JSON)
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
-# Every report of the config (parallel_experts.catalogue): its notebook, the results it reads, its target.
+# Every report of the config (parallel_experts.reporting.catalogue): its notebook, the results it reads, its target.
 REPORTS = {report.name: report for report in catalogue.reports(config)}
 
 
@@ -87,26 +91,26 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-# The runs behind each run dataset (catalogue.dataset_runs; the planner reads the same). Every Sokoban run trains
+# The runs behind each run dataset (study.dataset_runs; the planner reads the same). Every Sokoban run trains
 # and is evaluated alike (SOKOBAN_RUNS); the budget sweeps' sweep.nc and the expert-count sweep's expert_count.nc
 # come from one rule (sokoban_dataset). Each domain's ablations.nc names each ablation's runs; a run at the sweep's
 # setting is the sweep's run, and two ablations' default agent is one run.
-DATASET_RUNS = catalogue.dataset_runs(config)
+DATASET_RUNS = study.dataset_runs(config)
 
 
 def dataset_ids(path):
     return [run.id for run in DATASET_RUNS.get(path, [])]
 
 
-SOKOBAN_DATASETS = {Path(path).stem: dataset_ids(path) for path in (catalogue.SOKOBAN_SWEEP["sweep"], catalogue.EXPERT_COUNT)}
+SOKOBAN_DATASETS = {Path(path).stem: dataset_ids(path) for path in (paths.SOKOBAN_SWEEP, paths.EXPERT_COUNT)}
 SOKOBAN_ABLATIONS = sokoban_experiment.ablation_runs(config)
-SOKOBAN_ABLATION_RUNS = dataset_ids(catalogue.SOKOBAN_ABLATIONS["ablations"])
+SOKOBAN_ABLATION_RUNS = dataset_ids(paths.ablations("sokoban"))
 SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
 LM_ABLATIONS = lm_experiment.ablation_runs(config)
-LM_ABLATION_RUNS = dataset_ids(catalogue.LM_ABLATIONS["ablations"])
+LM_ABLATION_RUNS = dataset_ids(paths.ablations("lm"))
 LM_RUNS = lm_experiment.runs_by_id(config)
-LM_SWEEP_RUNS = dataset_ids(catalogue.LM_SWEEP["sweep"])
+LM_SWEEP_RUNS = dataset_ids(paths.LM_SWEEP)
 
 
 def members_json(ablations):
@@ -115,18 +119,16 @@ def members_json(ablations):
 
 
 # Each domain's ablations dataset (rule ablations).
-ABLATIONS = {  # domain -> each ablation's runs, every run once, the evaluation file, the command that collects them
-    "sokoban": (SOKOBAN_ABLATIONS, SOKOBAN_ABLATION_RUNS, "eval", "sokoban-sweep"),
-    "lm": (LM_ABLATIONS, LM_ABLATION_RUNS, "validation", "lm-sweep"),
+ABLATIONS = {  # domain -> each ablation's runs, every run once, the command that collects them
+    "sokoban": (SOKOBAN_ABLATIONS, SOKOBAN_ABLATION_RUNS, "sokoban-sweep"),
+    "lm": (LM_ABLATIONS, LM_ABLATION_RUNS, "lm-sweep"),
 }
 
 
-def ablation_files(name):
-    """Every ablation run's learning curve (`name` = "curve") or evaluation file of the job's domain."""
-    def files(wildcards):
-        _, runs, evaluation, _ = ABLATIONS[wildcards.domain]
-        return [f"results/{wildcards.domain}/runs/{run}/{evaluation if name == 'eval' else name}.nc" for run in runs]
-    return files
+def ablation_files(result):
+    """Every ablation run's learning curve (`result` = paths.curve) or evaluation file (paths.evaluation) of the
+    job's domain."""
+    return lambda wildcards: [result(wildcards.domain, run) for run in ABLATIONS[wildcards.domain][1]]
 
 
 def run_json(runs):
@@ -140,16 +142,22 @@ def systems_settings(table):
                       sort_keys=True)
 
 
-def dataset_files(name):
-    """The curve or evaluation file of every run of a dataset's family (see SOKOBAN_DATASETS)."""
-    return lambda wildcards: [f"results/sokoban/runs/{run}/{name}.nc" for run in SOKOBAN_DATASETS[wildcards.dataset]]
+def dataset_files(result):
+    """The curve (`result` = paths.curve) or evaluation file (paths.evaluation) of every run of a dataset's family
+    (see SOKOBAN_DATASETS)."""
+    return lambda wildcards: [result("sokoban", run) for run in SOKOBAN_DATASETS[wildcards.dataset]]
 
 
 def probe_levels(wildcards):
-    return f"results/sokoban/levels/{sokoban_experiment.PROBE_SPLITS[wildcards.split]}.npz"
+    return paths.levels(sokoban_experiment.PROBE_SPLITS[wildcards.split])
 
 
 def probe_count(wildcards):
     """How many levels a probe split plays: a prefix of the training and calibration sets, every test level."""
     probes = config["sokoban"]["probes"]
     return {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split, "all")
+
+
+def run_dir(domain):
+    """The folder of the job's run (a param: the trainer writes its checkpoints there)."""
+    return lambda wildcards: paths.run_dir(domain, wildcards.run)

@@ -4,7 +4,7 @@
 rule lm_tokens:
     """The corpus as GPT-2 token shards (shard 0 is validation), tokenised here or downloaded pre-tokenised."""
     output:
-        directory("results/lm/tokens"),
+        directory(paths.LM_TOKENS),
     params:
         corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
         shard_tokens=config["lm"]["shard_tokens"],
@@ -24,19 +24,19 @@ rule lm_train:
     """One allocation of one family at one window; resumes from its checkpoint after a kill."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
-        tokens="results/lm/tokens",
+        tokens=paths.LM_TOKENS,
     output:
-        curve="results/lm/runs/{run}/curve.nc",
-        model="results/lm/runs/{run}/model.eqx",
+        curve=paths.curve("lm", "{run}"),
+        model=paths.weights("lm", "{run}"),
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
         definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
-        run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
+        run_dir=run_dir("lm"),
     log:
         "results/logs/lm/train/{run}.log",
     benchmark:
-        "results/benchmarks/lm/train/{run}.tsv"
+        paths.benchmark("lm_train", run="{run}")
     priority: 1  # after Sokoban's training, before everything else (see sokoban_train)
     threads: threads("lm_train")
     resources:
@@ -52,20 +52,20 @@ rule lm_evaluate:
     """Streaming validation loss at the run's window; both families score the same tokens."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
-        model="results/lm/runs/{run}/model.eqx",
-        tokens="results/lm/tokens",
+        model=paths.weights("lm", "{run}"),
+        tokens=paths.LM_TOKENS,
     output:
-        "results/lm/runs/{run}/validation.nc",
+        paths.evaluation("lm", "{run}"),
     wildcard_constraints:
         run=one_of(LM_RUNS),
     params:
         definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
-        run_dir=lambda wildcards: f"results/lm/runs/{wildcards.run}",
+        run_dir=run_dir("lm"),
         evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
     log:
         "results/logs/lm/evaluate/{run}.log",
     benchmark:
-        "results/benchmarks/lm/evaluate/{run}.tsv"
+        paths.benchmark("lm_evaluate", run="{run}")
     threads: threads("lm_train")
     resources:
         **resources("lm_train"),
@@ -79,10 +79,10 @@ rule lm_evaluate:
 rule lm_sweep:
     """Every sweep run's learning curve and validation loss in one dataset (the ablations have their own)."""
     input:
-        curves=expand("results/lm/runs/{run}/curve.nc", run=LM_SWEEP_RUNS),
-        evals=expand("results/lm/runs/{run}/validation.nc", run=LM_SWEEP_RUNS),
+        curves=[paths.curve("lm", run) for run in LM_SWEEP_RUNS],
+        evals=[paths.evaluation("lm", run) for run in LM_SWEEP_RUNS],
     output:
-        "results/lm/sweep.nc",
+        paths.LM_SWEEP,
     log:
         "results/logs/lm/sweep.log",
     threads: threads()

@@ -6,22 +6,22 @@ rule sokoban_probe_data:
     """Greedy episodes of one seed's agent: its states, encoder outputs, the untrained control, and labels."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
-        agents="results/sokoban/runs/{run}/agents.eqx",
+        agents=paths.weights("sokoban", "{run}"),
         levels=probe_levels,
     output:
-        "results/sokoban/probes/{run}/{split}.nc",
+        paths.probe_data("{run}", "{split}"),
     wildcard_constraints:
         run=one_of(PROBED_RUNS),
         split=one_of(sokoban_experiment.PROBE_SPLITS),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
-        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+        run_dir=run_dir("sokoban"),
         seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
         played=probe_count,
     log:
         "results/logs/sokoban/probe_data/{run}/{split}.log",
     benchmark:
-        "results/benchmarks/sokoban/probe_data/{run}/{split}.tsv"
+        paths.benchmark("sokoban_probe_data", run="{run}", split="{split}")
     threads: threads("train")
     resources:
         **resources("train"),
@@ -35,9 +35,9 @@ rule sokoban_probe_data:
 rule sokoban_probe_fit:
     """Probes of every representation and target: fitted, calibrated to the precision, scored by step."""
     input:
-        **{split: f"results/sokoban/probes/{{run}}/{split}.nc" for split in sokoban_experiment.PROBE_SPLITS},
+        **{split: paths.probe_data("{run}", split) for split in sokoban_experiment.PROBE_SPLITS},
     output:
-        "results/sokoban/probes/{run}/scores.nc",
+        paths.probe_scores("{run}"),
     wildcard_constraints:
         run=one_of(PROBED_RUNS),
     params:
@@ -47,7 +47,7 @@ rule sokoban_probe_fit:
     log:
         "results/logs/sokoban/probe_fit/{run}.log",
     benchmark:
-        "results/benchmarks/sokoban/probe_fit/{run}.tsv"
+        paths.benchmark("sokoban_probe_fit", run="{run}")
     threads: threads("train")
     resources:
         **resources("train"),
@@ -61,9 +61,9 @@ rule sokoban_probe_fit:
 rule sokoban_probes:
     """Every probed run's scores in one dataset."""
     input:
-        expand("results/sokoban/probes/{run}/scores.nc", run=PROBED_RUNS),
+        [paths.probe_scores(run) for run in PROBED_RUNS],
     output:
-        "results/sokoban/probes.nc",
+        paths.SOKOBAN_PROBES,
     log:
         "results/logs/sokoban/probes.log",
     threads: threads()

@@ -22,10 +22,10 @@ rule plan_costs:
         config=CONFIG_JSON,
         after=list(REPORTS["claims"].inputs.values()),
     output:
-        [str(Path(path).parent / f"{name}.csv") for path in catalogue.PLAN.values() for name in plan.FILES],
+        [f"{folder}/{name}.csv" for folder in (paths.PLAN, paths.PAPER_PLAN) for name in plan.FILES],
     params:
-        here=Path(catalogue.PLAN["plan"]).parent,
-        there=Path(catalogue.PLAN["paper_plan"]).parent,
+        here=paths.PLAN,
+        there=paths.PAPER_PLAN,
         paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
     log:
         "results/logs/plan.log",
@@ -44,8 +44,8 @@ rule report:
         unpack(report_inputs),
     output:
         html=report("reports/{report}.html", caption="../report/report.rst", category="Reports"),
-        executed="results/reports/{report}.ipynb",
-        meta="results/reports/{report}.json",
+        executed=f"{paths.REPORTS}/{{report}}.ipynb",
+        meta=f"{paths.REPORTS}/{{report}}.json",
     wildcard_constraints:
         report=one_of(REPORTS),
     params:
@@ -71,7 +71,7 @@ rule index:
     why it is missing."""
     input:
         config=CONFIG_JSON,
-        meta=expand("results/reports/{report}.json", report=REPORTS),
+        meta=[f"{paths.REPORTS}/{report}.json" for report in REPORTS],
         html=expand("reports/{report}.html", report=REPORTS),
     output:
         "reports/index.html",

@@ -4,7 +4,7 @@
 rule sokoban_levels:
     """Training, test or probe-calibration levels, from the config's source (generated offline, or a Boxoban split)."""
     output:
-        "results/sokoban/levels/{set}.npz",
+        paths.levels("{set}"),
     wildcard_constraints:
         set="train|test|valid",
     params:
@@ -26,19 +26,19 @@ rule sokoban_train:
     """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
-        levels="results/sokoban/levels/train.npz",
+        levels=paths.levels("train"),
     output:
-        curve="results/sokoban/runs/{run}/curve.nc",
-        agents="results/sokoban/runs/{run}/agents.eqx",
+        curve=paths.curve("sokoban", "{run}"),
+        agents=paths.weights("sokoban", "{run}"),
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
-        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+        run_dir=run_dir("sokoban"),
     log:
         "results/logs/sokoban/train/{run}.log",
     benchmark:
-        "results/benchmarks/sokoban/train/{run}.tsv"
+        paths.benchmark("sokoban_train", run="{run}")
     # Training first, Sokoban's before the LM's (its runs feed the longest chains: evaluation, probe data, fits),
     # so that the short jobs fill both cores at the end instead of one long job running alone.
     priority: 2
@@ -56,19 +56,19 @@ rule sokoban_evaluate:
     """Greedy and sampled solve rate of every seed's agent, each test level played exactly once."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
-        agents="results/sokoban/runs/{run}/agents.eqx",
-        levels="results/sokoban/levels/test.npz",
+        agents=paths.weights("sokoban", "{run}"),
+        levels=paths.levels("test"),
     output:
-        "results/sokoban/runs/{run}/eval.nc",
+        paths.evaluation("sokoban", "{run}"),
     wildcard_constraints:
         run=one_of(SOKOBAN_RUNS),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
-        run_dir=lambda wildcards: f"results/sokoban/runs/{wildcards.run}",
+        run_dir=run_dir("sokoban"),
     log:
         "results/logs/sokoban/evaluate/{run}.log",
     benchmark:
-        "results/benchmarks/sokoban/evaluate/{run}.tsv"
+        paths.benchmark("sokoban_evaluate", run="{run}")
     threads: threads("train")
     resources:
         **resources("train"),
@@ -83,16 +83,16 @@ rule sokoban_dataset:
     """One family's runs (the budget sweeps or the expert-count sweep): every run's learning curve, final-five
     score and solve rate in one dataset."""
     input:
-        curves=dataset_files("curve"),
-        evals=dataset_files("eval"),
+        curves=dataset_files(paths.curve),
+        evals=dataset_files(paths.evaluation),
     output:
-        "results/sokoban/{dataset}.nc",
+        f"{paths.ROOT}/sokoban/{{dataset}}.nc",
     wildcard_constraints:
         dataset=one_of(SOKOBAN_DATASETS),
     params:
         # the expert-count sweep's runs, some of them the budget sweeps' (sokoban.experiment.shared), as one family
         family=lambda wildcards: (f"--family {sokoban_experiment.EXPERT_COUNT}"
-                                  if wildcards.dataset == Path(catalogue.EXPERT_COUNT).stem else ""),
+                                  if wildcards.dataset == Path(paths.EXPERT_COUNT).stem else ""),
     log:
         "results/logs/sokoban/{dataset}.log",
     threads: threads()

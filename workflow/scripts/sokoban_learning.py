@@ -18,7 +18,7 @@ import equinox as eqx
 import numpy as np
 import yaml
 
-from parallel_experts import config as configuration
+from parallel_experts.config import files
 from parallel_experts.sokoban import evaluate, experiment, train
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = parser.parse_args()
 
-    config = configuration.load(args.config)
+    config = files.load(args.config)
     run = experiment.runs_by_id(config)[args.run]
     changes = {key: yaml.safe_load(value) for key, value in (change.split("=", 1) for change in args.changes)}
     settings = dataclasses.replace(run.train, **{"log_interval": 1, **changes})  # any step count is valid

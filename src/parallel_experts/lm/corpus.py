@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from parallel_experts.atomic import atomic_open
+from parallel_experts.core.atomic import atomic_open
 from parallel_experts.lm.shards import (EOT, HEADER_INTS, MAGIC, N_VOCAB, VERSION, DataError, ShardError, read_shard,
                                         shard_name)
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
-from parallel_experts import experts
+from parallel_experts.core import experts
 from parallel_experts.lm import models
 from parallel_experts.lm.models import (KVCache, RecurrentExpert, RecurrentState, RecurrentTransformer, Transformer,
                                         attend, logits, rms_norm, window_mask)

@@ -20,10 +20,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from parallel_experts.lm.shards import DataError, num_batches, stream_windows
 from parallel_experts.lm.models import KVCache, RecurrentState, RecurrentTransformer, Transformer, logits
-
-CHUNK = 64
+from parallel_experts.lm.shards import CHUNK, check_fit, stream_windows
 
 
 def _empty_state(model, window: int, lanes: int):
@@ -47,17 +45,6 @@ def _chunk_nll(model, state, inputs, labels, start, window: int):
 
     nll, state = eqx.filter_vmap(stream)(state, inputs, labels)
     return nll.sum(), state
-
-
-def check_fit(n_tokens: int, window: int, streams: int, lanes: int, chunk: int = CHUNK) -> None:
-    """That `streams` split into blocks of `lanes` and that a validation shard of `n_tokens` leaves every stream
-    a scored chunk after the ⌈window/chunk⌉ warm-up chunks (config validation checks it before any training)."""
-    if streams % lanes:
-        raise DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
-    warmup = math.ceil(window / chunk)
-    if num_batches(n_tokens, streams, chunk) <= warmup:
-        raise DataError(f"a validation shard of {n_tokens} tokens gives no scored chunk for {streams} streams of "
-                        f"{chunk}-token chunks after {warmup} warm-up chunks (window {window}): give fewer streams")
 
 
 def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: int, streams: int,

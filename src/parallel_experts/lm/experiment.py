@@ -14,16 +14,14 @@ per update and in total; each run is evaluated at its own window W (SPEC F.1, F.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
-
-from parallel_experts import budget
-from parallel_experts.errors import ConfigError
-from parallel_experts.results import Definition, by_id, family_id, run_results, with_ablations
-from parallel_experts.lm.models import ModelConfig
-from parallel_experts.lm.train import TrainConfig
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import budget
+from parallel_experts.core.definitions import Definition, by_id, family_id
+from parallel_experts.lm.settings import ModelConfig, TrainConfig
+from parallel_experts.results.store import run_results, with_ablations
 
 SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (SPEC E.8); a run setting, not TrainConfig's
 TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
@@ -111,22 +109,6 @@ def _allocation(model: ModelConfig) -> list[int]:
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every LM run of a validated config (the sweep and every ablation), by id."""
     return by_id([runs(config), *ablation_runs(config).values()])
-
-
-def step_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
-    """XLA-counted forward FLOPs of one token at an allocation, (window, family) for every window of the config
-    and both families in the order of the datasets' `family` coordinate, for the allocations report."""
-    from parallel_experts.lm.models import token_flops
-    from parallel_experts.results import FAMILIES
-
-    lm = config["lm"]
-
-    def flops(a: budget.Allocation) -> np.ndarray:
-        return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
-                                                  vocab=lm["vocabulary"], recurrent=recurrent,
-                                                  dtype=lm["dtype"]), window)
-                          for recurrent in sorted(FAMILIES)] for window in lm["windows"]])
-    return flops
 
 
 def evaluation(config: Mapping) -> dict:

@@ -25,55 +25,20 @@ A segment of one token is one step of E.3, so decoding and the token-by-token re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import Array, lax
 
-from parallel_experts import experts
-from parallel_experts.errors import ConfigError
+from parallel_experts.core import experts
+from parallel_experts.core.aggregation import is_routed
+from parallel_experts.lm.settings import ModelConfig
 
 NORM_EPS = 1e-5
 ROPE_BASE = 1e4
 SOFTCAP = 15.0
-PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
 MASKED = -1e30  # a finite "minus infinity" keeps fully padded rows free of NaN
-KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """One allocation of one family: depth L, experts E, width d, heads; vocabulary and dtype."""
-
-    depth: int
-    experts: int
-    width: int
-    q_heads: int
-    kv_heads: int
-    vocab: int = PADDED_VOCAB
-    recurrent: bool = False
-    aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
-    dtype: str = "bfloat16"
-    kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
-
-    def __post_init__(self):
-        if self.width % self.q_heads or self.q_heads % self.kv_heads:
-            raise ConfigError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
-                              "heads must divide the width and KV heads the query heads")
-        if self.aggregation not in experts.AGGREGATIONS:
-            raise ConfigError(f"aggregation {self.aggregation!r}: expected one of {experts.AGGREGATIONS}")
-        if experts.is_routed(self.aggregation) and not self.recurrent:
-            raise ConfigError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
-        if self.kv_cache not in KV_CACHES:
-            raise ConfigError(f"kv_cache {self.kv_cache!r}: expected one of {KV_CACHES}")
-        if self.kv_cache != "level" and not self.recurrent:
-            raise ConfigError(f"kv_cache {self.kv_cache!r}: the non-recurrent Transformer has no shared cache to split")
-
-    @property
-    def head_dim(self) -> int:
-        return self.width // self.q_heads
 
 
 # --------------------------------------------------------------------------------------------------
@@ -324,7 +289,7 @@ class RecurrentTransformer(eqx.Module):
         kl, kr, ke = jax.random.split(key, 3)
         self.levels = _stacked(lambda k: RecurrentExpert(config, k), config, kl)
         self.routers = None
-        if experts.is_routed(config.aggregation):
+        if is_routed(config.aggregation):
             d, keys = config.width, jax.random.split(kr, config.depth)
             routers = eqx.filter_vmap(lambda k: experts.Router(2 * d, d, config.experts, k))(keys)
             self.routers = jax.tree.map(lambda x: x.astype(config.dtype) if eqx.is_array(x) else x, routers)
@@ -418,7 +383,7 @@ def token_flops(config: ModelConfig, window: int) -> float:
     lowered program is counted, not the compiled one: XLA:CPU's compiled count adds the bfloat16 weights'
     conversions to float32 (a 16-block width-768 Transformer: 2.35 GFLOP instead of 0.29), and lowering takes
     a tenth of the time."""
-    from parallel_experts.benchmarking import flops_of
+    from parallel_experts.core.benchmarking import flops_of
 
     model = eqx.filter_eval_shape(build, config, jax.random.key(0))
     params, static = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))

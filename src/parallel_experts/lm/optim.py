@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax
 from optax.contrib import MuonDimensionNumbers
 
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
 
 GROUP_OF_FIELD = {"embed": "embed", "head": "head", "routers": "gate"}  # top-level model fields
 PER_HEAD = MuonDimensionNumbers(reduction_axis=-3, output_axis=-1)  # query/key/value (..., d_in, heads, h_d)

@@ -11,12 +11,13 @@ Errors name the file (or the source key) and what was expected, as `DataError`s 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
 
 EOT = 50256  # GPT-2's <|endoftext|>, the document separator of the FineWeb shards
 N_VOCAB = 50257
@@ -142,3 +143,17 @@ def load_tokens(path: Path, vocabulary: np.ndarray | None):
     """A shard's tokens as the model's ids: the memory map itself, or its ids mapped through `vocabulary`."""
     tokens = read_shard(path)
     return tokens if vocabulary is None else vocabulary[tokens]
+
+
+CHUNK = 64  # tokens per chunk of the streaming validation loss (lm.evaluate)
+
+
+def check_fit(n_tokens: int, window: int, streams: int, lanes: int, chunk: int = CHUNK) -> None:
+    """That `streams` split into blocks of `lanes` and that a validation shard of `n_tokens` leaves every stream
+    a scored chunk after the ⌈window/chunk⌉ warm-up chunks (config validation checks it before any training)."""
+    if streams % lanes:
+        raise DataError(f"evaluation streams {streams} must be a multiple of lanes {lanes}")
+    warmup = math.ceil(window / chunk)
+    if num_batches(n_tokens, streams, chunk) <= warmup:
+        raise DataError(f"a validation shard of {n_tokens} tokens gives no scored chunk for {streams} streams of "
+                        f"{chunk}-token chunks after {warmup} warm-up chunks (window {window}): give fewer streams")

@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-import pandas as pd
 import xarray as xr
 
-from parallel_experts import results
-from parallel_experts.benchmarking import machine_info
-from parallel_experts.errors import ConfigError
-from parallel_experts.lm.models import ModelConfig
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.results import store
 
 TRANSFORMER = (False, 16, 1)  # (recurrent, L, E): the reference row of both tables
 LATENCY_ROWS = (TRANSFORMER, (True, 1, 16), (True, 2, 8), (True, 4, 4), (True, 8, 2), (True, 16, 1))
@@ -53,14 +51,14 @@ def model_config(row: tuple[bool, int, int], width: int, lm: Mapping) -> ModelCo
 
 
 def dataset(rows: Sequence[tuple[bool, int, int]], variables: Mapping, coords: Mapping, config: Mapping,
-            settings: Mapping) -> xr.Dataset:
+            settings: Mapping, machine: Mapping) -> xr.Dataset:
     """One table's measurements over (allocation, ...), with the rows' L, E and family, the machine that ran
     them, the table's settings and the config."""
     allocation = {"allocation": [label(r) for r in rows], "recurrent": ("allocation", [r[0] for r in rows]),
                   "depth": ("allocation", [r[1] for r in rows]), "experts": ("allocation", [r[2] for r in rows])}
     ds = xr.Dataset(dict(variables), coords=allocation | dict(coords),
-                    attrs={"machine": json.dumps(machine_info()), "settings": json.dumps(dict(settings))})
-    return results.with_provenance(ds, config)
+                    attrs={"machine": json.dumps(dict(machine)), "settings": json.dumps(dict(settings))})
+    return store.with_provenance(ds, config)
 
 
 def ratio_to_transformer(values: xr.DataArray) -> xr.DataArray:
@@ -68,25 +66,25 @@ def ratio_to_transformer(values: xr.DataArray) -> xr.DataArray:
     return values / values.sel(allocation=label(TRANSFORMER))
 
 
-def paper_table(name: str, value: str) -> pd.DataFrame:
-    """The paper's numbers of one table (reference/`name`.csv) by allocation label and context."""
-    table = results.reference(name)
-    table["allocation"] = [label((bool(r), int(d), int(e))) for r, d, e in
-                           zip(table["recurrent"], table["depth"], table["experts"])]
-    return table.set_index(["allocation", "context"])[[value] + [c for c in ("oom",) if c in table]]
+LATENCY_DEFAULTS = {"steps": 64, "warmup": 3, "repeats": 20}  # the paper's protocol (ANALYSES §6)
 
 
-def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, ds: xr.Dataset, order: Sequence[str]) -> pd.DataFrame:
-    """Our rows joined with the paper's by allocation and context, sorted by `order` (rows in the table's order)."""
-    rank = {name: i for i, name in enumerate(ds["allocation"].values)}
-    joined = ours.join(paper, on=["allocation", "context"])
-    return joined.sort_values(list(order), key=lambda c: c.map(rank) if c.name == "allocation" else c
-                              ).reset_index(drop=True)
+def latency_settings(config: Mapping) -> dict:
+    """`lm.latency` of a validated config with the protocol's defaults filled in."""
+    return settings(config, "latency", LATENCY_DEFAULTS)
 
 
-def machine_line(ds: xr.Dataset) -> str:
-    """Where the numbers were measured, in one line."""
-    machine = json.loads(ds.attrs["machine"])
-    devices = ", ".join(sorted(set(machine["devices"])))
-    return (f"measured on {machine['cpu']} ({machine['usable_cpus']} usable CPUs), JAX {machine['jax']} on "
-            f"{machine['backend']} ({devices}); load average {machine['loadavg_start'][0]:.1f} when it started.")
+THROUGHPUT_DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed (ANALYSES §7)
+SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
+
+
+def throughput_settings(config: Mapping) -> dict:
+    """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
+    spec = settings(config, "throughput", THROUGHPUT_DEFAULTS)
+    for context in spec["contexts"]:
+        if spec["batch_tokens"] % context:
+            raise ConfigError(f"lm.throughput: batch_tokens {spec['batch_tokens']} is not a multiple of context "
+                              f"{context}")
+    if spec["steps"] <= SKIPPED:
+        raise ConfigError(f"lm.throughput.steps: {spec['steps']}, expected more than the {SKIPPED} untimed updates")
+    return spec

@@ -19,7 +19,6 @@ beside them are counted for contexts up to `flops_up_to` (0: none; the unrolled 
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import multiprocessing
 import os
 import statistics
@@ -29,35 +28,20 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from parallel_experts.benchmarking import flops_of, fmt, matmul_peak, table, unrolled_scans
-from parallel_experts.errors import ConfigError
+from parallel_experts.core.benchmarking import flops_of, machine_info, matmul_peak, unrolled_scans
+from parallel_experts.core.tables import fmt
 from parallel_experts.lm import shards as shard_io
 from parallel_experts.lm import systems
-from parallel_experts.lm.models import ModelConfig
-
-DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed (ANALYSES §7)
-SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
-
-
-def settings(config: Mapping) -> dict:
-    """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
-    spec = systems.settings(config, "throughput", DEFAULTS)
-    for context in spec["contexts"]:
-        if spec["batch_tokens"] % context:
-            raise ConfigError(f"lm.throughput: batch_tokens {spec['batch_tokens']} is not a multiple of context "
-                              f"{context}")
-    if spec["steps"] <= SKIPPED:
-        raise ConfigError(f"lm.throughput.steps: {spec['steps']}, expected more than the {SKIPPED} untimed updates")
-    return spec
+from parallel_experts.lm.settings import ModelConfig
 
 
 def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
     """The training job (`lm.train.Trainer`) of one cell: B = batch_tokens / C streams of C tokens in one
     microbatch."""
-    from parallel_experts.lm.train import Trainer, TrainConfig  # not at import: the report reads results only
+    from parallel_experts.lm.settings import TrainConfig
+    from parallel_experts.lm.train import Trainer  # not at import: the report reads results only
 
     config = TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
                          batch_tokens=batch_tokens, microbatch=batch_tokens // context,
@@ -126,7 +110,7 @@ def _isolated(*args) -> dict:
 def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None) -> xr.Dataset:
     """Table 6 over the config's contexts (`lm.throughput`): every row, side by side in one process (a process
     per cell where the device reports its peak memory, or when `isolate` says so)."""
-    spec = settings(config)
+    spec = systems.throughput_settings(config)
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
     contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
@@ -141,16 +125,16 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
             planned[i, j], flops[i, j], oom[i, j] = found["planned_bytes"], found["flops_per_update"], found["oom"]
             if not found["oom"]:
                 seconds[i, j], peak[i, j] = found["seconds"], found["peak_bytes"]
-            speed = "OOM" if found["oom"] else fmt(spec["batch_tokens"] / statistics.median(found["seconds"][SKIPPED:]))
+            speed = "OOM" if found["oom"] else fmt(spec["batch_tokens"] / statistics.median(found["seconds"][systems.SKIPPED:]))
             progress(f"{systems.label(row)}  C={context}: {speed} tokens/s, planned "
                      f"{found['planned_bytes'] / 2**20:,.0f} MiB")
     peak_end = matmul_peak(1024, 3)
-    tokens_per_s = spec["batch_tokens"] / np.median(seconds[..., SKIPPED:], -1)
+    tokens_per_s = spec["batch_tokens"] / np.median(seconds[..., systems.SKIPPED:], -1)
     dims = ("allocation", "context")
     matmul = 0.5 * (peak_start["gflops"] + peak_end["gflops"])
     variables = {
         "tokens_per_s": (dims, tokens_per_s, {"long_name": f"training tokens per second (median over updates "
-                                              f"{SKIPPED}-{spec['steps'] - 1}, dataloader included)",
+                                              f"{systems.SKIPPED}-{spec['steps'] - 1}, dataloader included)",
                                               "units": "tokens/s"}),
         "update_seconds": ((*dims, "update"), seconds, {"long_name": "time of each update, read to result",
                                                        "units": "s"}),
@@ -166,48 +150,7 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
     }
     coords = {"context": contexts, "batch": ("context", [spec["batch_tokens"] // c for c in contexts]),
               "update": np.arange(spec["steps"])}
-    ds = systems.dataset(rows, variables, coords, config, spec | {"memory_limit_bytes": limit})
+    ds = systems.dataset(rows, variables, coords, config, spec | {"memory_limit_bytes": limit}, machine_info())
     ds["vs_transformer"] = systems.ratio_to_transformer(ds["tokens_per_s"]).assign_attrs(
         long_name="tokens/s relative to the Transformer L16 E1 at the same C", units="1")
     return ds.assign_attrs(matmul_peak_gflops_start=peak_start["gflops"], matmul_peak_gflops_end=peak_end["gflops"])
-
-
-def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
-    """One row per allocation and context: ours (tokens/s, ratio, memory, OOM) and the paper's (its B)."""
-    columns = ["tokens_per_s", "vs_transformer", "planned_bytes", "peak_bytes", "oom", "fraction_of_peak"]
-    ours = ds[columns].reset_coords(["recurrent", "depth", "experts"], drop=True).to_dataframe().reset_index()
-    ours["planned_MiB"], ours["peak_MiB"] = ours.pop("planned_bytes") / 2**20, ours.pop("peak_bytes") / 2**20
-    paper = systems.paper_table("table6_throughput", "tokens_per_s").rename(
-        columns={"tokens_per_s": "paper_tokens_per_s", "oom": "paper_oom"})
-    paper["paper_vs_transformer"] = paper["paper_tokens_per_s"] / paper["paper_tokens_per_s"].xs(
-        systems.label(systems.TRANSFORMER))
-    return systems.beside_paper(ours, paper, ds, ["context", "allocation"])
-
-
-def summary(ds: xr.Dataset) -> list[str]:
-    """The lines under Table 6: the ratio of each recurrent row, the memory pattern, the paper's setting."""
-    spec = json.loads(ds.attrs["settings"])
-    lines = []
-    for context in ds["context"].values:
-        at = ds.sel(context=context)
-        ratios = ", ".join(f"{name.removeprefix('recurrent ')} {'OOM' if bool(at['oom'].sel(allocation=name)) else f'{float(r):.2f}'}"
-                           for name, r in zip(at["allocation"].values[1:], at["vs_transformer"].values[1:]))
-        lines.append(f"C = {int(context)} (B = {int(at['batch'])}): recurrent tokens/s over the Transformer's: {ratios}.")
-    fits = ds["planned_bytes"] <= ds["planned_bytes"].sel(allocation=systems.label(systems.TRANSFORMER))
-    recurrent = fits.where(ds["recurrent"], drop=True)
-    lines.append(f"memory: {int(recurrent.sum())} of {recurrent.size} recurrent cells plan at most the Transformer's "
-                 "memory at the same C (the paper's code ran out of memory wherever L·C ≥ 1,024).")
-    lines.append(f"{spec['batch_tokens']:,} tokens per update, width {spec['width']}; the paper: 131,072 tokens per "
-                 "update on four H100s, d = 768, bfloat16 (tokens/s summed over the four).")
-    return lines + [systems.machine_line(ds)]
-
-
-def printed(ds: xr.Dataset) -> str:
-    rows = [[r.allocation, str(r.context), "OOM" if r.oom else fmt(r.tokens_per_s),
-             "" if r.oom else f"{r.vs_transformer:.2f}", f"{r.planned_MiB:,.0f}",
-             "" if pd.isna(r.peak_MiB) else f"{r.peak_MiB:,.0f}",
-             "" if pd.isna(r.fraction_of_peak) else f"{100 * r.fraction_of_peak:.0f}%",
-             "OOM" if pd.notna(r.paper_oom) and bool(r.paper_oom) else ("" if pd.isna(r.paper_tokens_per_s) else fmt(r.paper_tokens_per_s))]
-            for r in comparison_table(ds).itertuples()]
-    return table(rows, ["allocation", "C", "tokens/s", "vs Transformer", "planned MiB", "peak MiB", "% peak",
-                        "paper tokens/s"])

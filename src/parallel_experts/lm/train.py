@@ -20,9 +20,8 @@ Training shards are cycled when `train_tokens` exceeds them (the demo's small co
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,54 +34,13 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
-from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
-                                         save_checkpoint, save_weights)
-from parallel_experts.errors import ConfigError
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
+                                              save_checkpoint, save_weights)
 from parallel_experts.lm import models, optim
+from parallel_experts.lm.models import RecurrentState
+from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches, stream_windows
-from parallel_experts.lm.models import ModelConfig, RecurrentState
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    sequence: int  # T: the window of an independent sequence (non-recurrent) or a TBPTT segment (recurrent)
-    memory: int = 0  # M: the rolling cache of the recurrent model; 0 for the non-recurrent one
-    batch_tokens: int = 131_072  # tokens per optimiser update, equal for both families
-    microbatch: int = 512  # streams per forward/backward pass
-    train_tokens: int = 1_310_720_000  # 10,000 updates
-    reg: float = 1e-4  # pre_output_reg_cost of the recurrent loss
-    log_every: int = 10  # updates per point of the learning curve
-    checkpoint_every: int = 100  # updates
-    schedule: str = "authors"  # where the matrix learning rate's cosine ends (optim.SCHEDULES)
-
-    def __post_init__(self):
-        where = "lm.training"
-        if self.batch_tokens % self.sequence or (self.batch_tokens // self.sequence) % self.microbatch:
-            raise ConfigError(f"{where}: batch_tokens {self.batch_tokens} must split into streams of "
-                              f"{self.sequence} tokens, in groups of microbatch {self.microbatch} streams")
-        if self.checkpoint_every % self.log_every:
-            raise ConfigError(f"{where}: checkpoint_every {self.checkpoint_every} must be a multiple of "
-                              f"log_every {self.log_every}, so that a resumed run logs the same curve")
-        if self.updates < 1:
-            raise ConfigError(f"{where}: train_tokens {self.train_tokens} is less than one update "
-                              f"({self.batch_tokens} tokens)")
-
-    @property
-    def streams(self) -> int:
-        return self.batch_tokens // self.sequence
-
-    @property
-    def groups(self) -> int:
-        return self.streams // self.microbatch
-
-    @property
-    def updates(self) -> int:
-        return self.train_tokens // self.batch_tokens
-
-    @property
-    def warmup(self) -> int:
-        """Windows at the start of each shard that only warm up the recurrent state: ⌈M/T⌉."""
-        return math.ceil(self.memory / self.sequence)
 
 
 class Carry(NamedTuple):
@@ -260,7 +218,7 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
     """The finished run: its learning curve (netCDF) and the trained model's parameters."""
     import xarray as xr
 
-    from parallel_experts import results
+    from parallel_experts.results import store
 
     run_dir = Path(run_dir)
     save_weights(run_dir / "model.eqx", carry.params)
@@ -272,7 +230,7 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
                            {"long_name": "training cross-entropy", "units": "nats/token"})},
         coords={"update": [p["update"] for p in curve], "tokens": ("update", [p["tokens"] for p in curve])},
         attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
-    results.write_netcdf(ds, run_dir / "curve.nc")
+    store.write_netcdf(ds, run_dir / "curve.nc")
 
 
 def load_model(model_config: ModelConfig, run_dir: str | Path):

@@ -20,76 +20,21 @@ sqrt-sum. A radius ≥ ⌊E/2⌋ reaches every expert and is stored as None, so 
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array
 
-from parallel_experts import experts as px
-from parallel_experts.errors import ConfigError
+from parallel_experts.core import experts as px
+from parallel_experts.core.aggregation import is_routed
+from parallel_experts.sokoban.settings import AgentConfig
 
 EPS = 1e-5  # every RMSNorm of the agent (Flax default)
 VOCABULARY = 5  # Jumanji grid values 0..4 (empty, wall, target, agent, box)
-EXPERT_TYPES = ("convlstm", "convglu")
-CHAININGS = ("paper", "pre_rl")
-
 # Flax defaults, which Equinox does not share (SPEC A.10).
 lecun_normal = jax.nn.initializers.lecun_normal()  # truncated normal, variance 1/fan_in, fan_in = kh·kw·in
 xavier_uniform = jax.nn.initializers.xavier_uniform()
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    depth: int  # L
-    experts: int  # E
-    width: int  # d
-    expert: str = "convlstm"
-    recurrent: bool = True
-    chaining: str = "paper"
-    aggregation: str = "sqrt_sum"
-    radius: int | None = None  # communication radius on the ring of experts; None (or ≥ ⌊E/2⌋): full
-    encoder_channels: int = 32
-    head_hidden: int = 256
-    num_actions: int = 4
-
-    def __post_init__(self):
-        for name in ("depth", "experts", "width", "encoder_channels", "head_hidden", "num_actions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ConfigError(f"agent.{name}: expected a positive integer, got {value!r}")
-            object.__setattr__(self, name, int(value))  # NumPy integers from tables become plain ints (hashing, JSON)
-        if not isinstance(self.recurrent, (bool, np.bool_)):
-            raise ConfigError(f"agent.recurrent: expected true or false, got {self.recurrent!r}")
-        object.__setattr__(self, "recurrent", bool(self.recurrent))
-        for name, allowed in (("expert", EXPERT_TYPES), ("chaining", CHAININGS), ("aggregation", px.AGGREGATIONS)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"agent.{name}: expected one of {allowed}, got {getattr(self, name)!r}")
-        if self.encoder_channels % 2:
-            raise ConfigError(f"agent.encoder_channels: must be even (two tables of C/2), got {self.encoder_channels}")
-        if self.chaining == "pre_rl" and (self.expert != "convlstm" or not self.recurrent):
-            # PRE_RL/ has neither ConvGLU nor a non-recurrent mode; the combination would silently drop depth.
-            raise ConfigError("agent.chaining: 'pre_rl' exists only for recurrent ConvLSTM experts")
-        self._check_radius()
-
-    def _check_radius(self):
-        r = self.radius
-        if r is None:
-            return
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
-            raise ConfigError(f"agent.radius: expected a non-negative integer or null (full), got {r!r}")
-        if r >= px.full_radius(self.experts):  # reaches every expert: the standard agent, one config for both
-            object.__setattr__(self, "radius", None)
-            return
-        object.__setattr__(self, "radius", int(r))
-        if (self.expert, self.chaining, self.aggregation) != ("convlstm", "paper", "sqrt_sum"):
-            # Defined (ANALYSES §4) for ConvLSTM experts chained level by level with the sqrt-sum only.
-            raise ConfigError(f"agent.radius: a radius below ⌊E/2⌋ = {px.full_radius(self.experts)} needs convlstm "
-                              f"experts, chaining 'paper' and aggregation 'sqrt_sum', got {self.expert}, "
-                              f"{self.chaining!r}, {self.aggregation!r}")
 
 
 # ---------------------------------------------------------------------------------------------- layers
@@ -261,7 +206,7 @@ class Core(eqx.Module):
         self.routers = tuple(
             px.Router(_level_inputs(config, level)[0], config.width, config.experts, router_keys[level])
             for level in routed_levels
-        ) if px.is_routed(config.aggregation) else ()
+        ) if is_routed(config.aggregation) else ()
         self.out_norm = RMSNorm(config.width)
         self.config = config
 
@@ -404,7 +349,7 @@ def agent_step_flops(config: AgentConfig, height: int = 10, width: int = 10) -> 
     Only shapes are needed: the agent is built abstractly, so large allocations cost no memory or init time. The
     lowered program is counted (as `lm.models.token_flops` does): it is what the model computes on any device,
     and lowering takes a tenth of the time of compiling."""
-    from parallel_experts.benchmarking import flops_of
+    from parallel_experts.core.benchmarking import flops_of
 
     agent = eqx.filter_eval_shape(Agent, config, jax.random.PRNGKey(0))
     params, static = eqx.partition(agent, lambda x: isinstance(x, jax.ShapeDtypeStruct))

@@ -39,10 +39,11 @@ import time
 import jax
 import numpy as np
 
-from parallel_experts import atomic, budget
-from parallel_experts.benchmarking import (flops_of, fmt, machine_info, matmul_peak, table, time_calls, unrolled_scans,
-                                          usable_cpus)
-from parallel_experts.errors import ConfigError
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import atomic, budget
+from parallel_experts.core.benchmarking import (flops_of, machine_info, matmul_peak, time_calls, unrolled_scans,
+                                                usable_cpus)
+from parallel_experts.core.tables import fmt, table
 
 QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
 
@@ -163,9 +164,8 @@ def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list
 def run(args, config: dict) -> int:
     """The benchmark of `python -m parallel_experts sokoban-bench` (see the CLI for the options), on a validated
     config."""
-    from parallel_experts.sokoban.agent import AgentConfig
     from parallel_experts.sokoban.generator import generated_set
-    from parallel_experts.sokoban.train import TrainConfig
+    from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 
     if args.quick:
         args.num_envs, args.num_steps, args.log_interval = 4, 5, 2

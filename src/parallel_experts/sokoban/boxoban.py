@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from parallel_experts.atomic import atomic_open
+from parallel_experts.core.atomic import atomic_open
 from parallel_experts.sokoban.levels import (AGENT, BOX, EMPTY, FIXED, GRID_SIZE, TARGET, VARIABLE, WALL, LevelError,
                                              LevelSet, pad_to)
 

@@ -16,19 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jumanji.environments.routing.sokoban import Sokoban as JumanjiSokoban
-from jumanji.environments.routing.sokoban.constants import (
-    BOX,
-    LEVEL_COMPLETE_BONUS,
-    SINGLE_BOX_BONUS,
-    STEP_BONUS,
-    TARGET,
-)
+from jumanji.environments.routing.sokoban.constants import (BOX, LEVEL_COMPLETE_BONUS, SINGLE_BOX_BONUS, STEP_BONUS,
+                                                            TARGET)
 from jumanji.environments.routing.sokoban.generator import Generator
 from jumanji.environments.routing.sokoban.reward import RewardFn
 from jumanji.environments.routing.sokoban.types import State
 from jumanji.wrappers import VmapAutoResetWrapper
 
-from parallel_experts.errors import ConfigError, PipelineError
+from parallel_experts.config.errors import ConfigError, PipelineError
 
 REWARDS = ("dense", "clipped")
 CLIPPED_NEGATIVE_REWARD = -0.01  # the authors' PRE_RL wrapper (SPEC B.2)

@@ -13,20 +13,18 @@ and two ablations of one allocation share their default run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
-from parallel_experts import budget
-from parallel_experts import experts as px
-from parallel_experts.errors import ConfigError, PipelineError
-from parallel_experts.results import Definition, by_id, family_id, run_results, with_ablations
+from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.core import aggregation, budget
+from parallel_experts.core.definitions import Definition, by_id, family_id
+from parallel_experts.results.store import run_results, with_ablations
 from parallel_experts.sokoban import boxoban, generator, solver
-from parallel_experts.sokoban.agent import AgentConfig
 from parallel_experts.sokoban.levels import LevelError, LevelSet
-from parallel_experts.sokoban.train import TrainConfig
-
+from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 
 AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
 EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
@@ -205,17 +203,6 @@ def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bo
                        **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
 
 
-def step_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
-    """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
-    at an allocation, for the allocations report."""
-    from parallel_experts.sokoban.agent import agent_step_flops
-
-    def flops(a: budget.Allocation) -> float:
-        return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
-                                            encoder_channels=config["sokoban"]["encoder_channels"]))
-    return flops
-
-
 def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
     from `boxoban_source` (`sokoban.boxoban`: a local copy or a download); with `pushes: N`, the push-optimal
@@ -257,7 +244,7 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
             "test_length": per_level["episode_length"].assign_attrs(long_name="mean episode length on the test levels"),
         })
         a = run.agent
-        radius = px.full_radius(a.experts) if a.radius is None else a.radius
+        radius = aggregation.full_radius(a.experts) if a.radius is None else a.radius
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [family or run.sweep]), expert=("run", [a.expert]), recurrent=("run", [a.recurrent]),
             aggregation=("run", [a.aggregation]),

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from parallel_experts.atomic import atomic_open
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core.atomic import atomic_open
 
 # Jumanji's codes (constants.py) and the channel order of its observation grid.
 EMPTY, WALL, TARGET, AGENT, BOX = 0, 1, 2, 3, 4

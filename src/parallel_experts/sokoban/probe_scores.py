@@ -14,28 +14,13 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import xarray as xr
 
 from parallel_experts.sokoban import probes
-from parallel_experts.sokoban.probes import REPRESENTATIONS, TARGETS
-
-
-@dataclass(frozen=True)
-class ProbeConfig:
-    """How probes are trained and scored; the defaults are EP's probes and the paper's 93 % precision."""
-
-    kernel: int = 1  # 1×1 convolution; 3 for EP's 3×3 variant
-    seeds: int = 5
-    epochs: int = 10
-    batch: int = 16
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-3
-    precision: float = 0.93
-    bootstrap: int = 1000  # resamples of the test levels
-    interval: float = 0.95
+from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
 
 
 def threshold(confidence: np.ndarray, correct: np.ndarray, precision: float) -> float:
@@ -79,7 +64,7 @@ def bootstrap_ratio(numerator: np.ndarray, denominator: np.ndarray, draws: int, 
     return estimate, low, high
 
 
-def macro_f1(predicted: np.ndarray, label: np.ndarray, classes: int = len(probes.CLASSES)) -> float:
+def macro_f1(predicted: np.ndarray, label: np.ndarray, classes: int = len(CLASSES)) -> float:
     """sklearn's f1_score(average="macro", zero_division=1): F1_c = 2TP/(2TP+FP+FN), 1 where that is 0/0."""
     predicted, label = predicted.ravel(), label.ravel()
     scores = []
@@ -171,7 +156,7 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: 
             "episodes": ("step", episodes, {"long_name": "test episodes still running"}),
             "plan": (grid + ("picture_step", "row", "col"), out["plan"].astype(np.int8),
                      {"long_name": f"ĉ on positive squares of test level {picture_level}, probe seed 0",
-                      "classes": ", ".join(probes.CLASSES)}),
+                      "classes": ", ".join(CLASSES)}),
             "plan_truth": (("target", "picture_step", "row", "col"),
                            np.stack([np.where(mask, test[target].values[pictured], 0) for target in TARGETS]),
                            {"long_name": f"labels of test level {picture_level} at the pictured steps"}),
@@ -191,7 +176,7 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: 
 
 def collect(paths: list[str]) -> xr.Dataset:
     """Every probed run's scores in one dataset, indexed by run id, with its family and allocation."""
-    from parallel_experts.results import open_dataset
+    from parallel_experts.results.store import open_dataset
     from parallel_experts.sokoban.experiment import Run
 
     per_run = []

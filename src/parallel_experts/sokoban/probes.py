@@ -28,16 +28,12 @@ import numpy as np
 import optax
 import xarray as xr
 
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, train
 from parallel_experts.sokoban.agent import patches
 from parallel_experts.sokoban.levels import AGENT, BOX, VARIABLE, LevelSet
-
-CLASSES = ("none", "up", "right", "down", "left")  # class c > 0 is Jumanji action c - 1
-TARGETS = ("agent_onto", "box_pushed")  # C_A, C_B
-REPRESENTATIONS = ("state", "encoder", "control")
-
+from parallel_experts.sokoban.settings import CLASSES, TARGETS
 
 # ---------------------------------------------------------------------------------------------- labels
 

@@ -20,7 +20,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
 
 WALL, TARGET, AGENT, BOX = 1, 2, 3, 4
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))  # action → (row, col) change, as Jumanji's constants.MOVES

@@ -24,47 +24,12 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from parallel_experts.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
-                                         save_checkpoint, save_weights)
-from parallel_experts.errors import ConfigError
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
+                                              save_checkpoint, save_weights)
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban.agent import Agent, AgentConfig, reset_where
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that defines a training run except the agent's architecture; defaults are the paper's."""
-
-    env_steps: int = 50_000_000
-    num_envs: int = 32
-    num_steps: int = 20
-    learning_rate: float = 4e-4
-    gamma: float = 0.97
-    gae_lambda: float = 0.97
-    entropy_coef: float = 0.01
-    value_coef: float = 1.0
-    logit_l2_coef: float = 1e-4
-    max_grad_norm: float = 1.0
-    adam_eps: float = 1e-6
-    reward: str = "clipped"
-    time_limit: int = 120
-    view: int = 10  # the agent sees the top-left view×view cells (demo scale: the room without padding walls)
-    log_interval: int = 200  # updates per log point and per compiled call
-    episode_window: int = 400  # completed episodes averaged at each log point
-    checkpoint_every: int = 10  # log points between checkpoints
-
-    def __post_init__(self):
-        updates = self.num_updates
-        if updates < self.log_interval:
-            raise ConfigError(
-                f"sokoban.env_steps {self.env_steps} is {updates} update{'s' * (updates != 1)} of "
-                f"sokoban.training.num_envs × num_steps = {self.num_envs} × {self.num_steps} env steps, fewer than "
-                f"sokoban.training.log_interval {self.log_interval}: not one log point would be written; give "
-                f"env_steps >= {self.log_interval * self.num_envs * self.num_steps} or a smaller log_interval")
-
-    @property
-    def num_updates(self) -> int:
-        return self.env_steps // (self.num_envs * self.num_steps)
+from parallel_experts.sokoban.agent import Agent, reset_where
+from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 
 
 class Carry(NamedTuple):
@@ -217,7 +182,6 @@ class Trainer:
         return jax.lax.scan(lambda carry, _: self._update(levels, carry), carry, None, length=length)
 
 
-
 @dataclass
 class EpisodeLog:
     """Host-side bookkeeping of the paper's learning curves (SPEC B.6), one FIFO per seed."""
@@ -327,10 +291,10 @@ def train(
 
 def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
     """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
-    from parallel_experts import results
+    from parallel_experts.results import store
 
     save_weights(Path(run_dir) / "agents.eqx", carry.params)
-    results.write_netcdf(curve_dataset(run, log), Path(run_dir) / "curve.nc")
+    store.write_netcdf(curve_dataset(run, log), Path(run_dir) / "curve.nc")
 
 
 def curve_dataset(run, log: EpisodeLog):

@@ -29,12 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-AGGREGATIONS = ("sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum")
+from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
+
 ROUTING_EPS = 1e-6  # keeps the routed denominators away from 0 when every α vanishes (SPEC E.11)
-
-
-def is_routed(rule: str) -> bool:
-    return rule.startswith("routed_")
 
 
 def aggregate(h: Array, rule: str = "sqrt_sum", alpha: Array | None = None, eps: float = ROUTING_EPS) -> Array:
@@ -57,11 +54,6 @@ def aggregate(h: Array, rule: str = "sqrt_sum", alpha: Array | None = None, eps:
     if rule == "routed_mean":
         return weighted / (eps + alpha.sum(0))
     return weighted / jnp.sqrt(eps + jnp.square(alpha).sum(0))
-
-
-def full_radius(experts: int) -> int:
-    """The smallest ring radius that reaches every one of `experts` experts: ⌊E/2⌋."""
-    return experts // 2
 
 
 def ring_neighbourhood(experts: int, radius: int) -> np.ndarray:

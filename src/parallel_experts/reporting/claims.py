@@ -24,7 +24,15 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from parallel_experts import catalogue, expert_count, results
+from parallel_experts.analysis import expert_count
+from parallel_experts.analysis import lm as lm_analysis
+from parallel_experts.analysis import probes as probe_analysis
+from parallel_experts.analysis import sokoban as sokoban_analysis
+from parallel_experts.analysis import sokoban_ablations as ablations
+from parallel_experts.core import definitions
+from parallel_experts.lm import systems
+from parallel_experts.reporting import catalogue
+from parallel_experts.results import store
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
@@ -90,10 +98,8 @@ def _decided(direction: int, p: float | None) -> str:
 
 
 def _sokoban_scores(data: xr.Dataset, variants: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from parallel_experts.sokoban import analysis  # late: the catalogue imports this module
-
-    per_seed = analysis.per_seed_scores(data, variants)
-    return per_seed, analysis.configuration_scores(per_seed, variants)
+    per_seed = sokoban_analysis.per_seed_scores(data, variants)
+    return per_seed, sokoban_analysis.configuration_scores(per_seed, variants)
 
 
 def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
@@ -103,9 +109,7 @@ def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
 
 
 def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
-    from parallel_experts.sokoban import analysis
-
-    return analysis.at_chance(data.sel(run=list(runs)))
+    return sokoban_analysis.at_chance(data.sel(run=list(runs)))
 
 
 def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFrame], Finding]) -> Finding:
@@ -128,7 +132,6 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
     non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
     within the other family's depth (one-sided Welch over seeds)? Agents at chance decide nothing."""
-    from parallel_experts.sokoban import analysis
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         best = {r: _best(group, r) for r in (True, False)}
@@ -141,11 +144,11 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
         shallow_depth = min(rec, non)
         within = group[(group["recurrent"] == deeper) & (group["depth"] <= shallow_depth)]
         if not len(within):
-            return Finding(INCONCLUSIVE, measured + f"; no {results.family(deeper)} run at L ≤ {shallow_depth}")
+            return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {shallow_depth}")
         rival = within.loc[within["mean"].idxmax()]
-        p = welch_greater(analysis.seed_scores(per_seed, best[deeper]), analysis.seed_scores(per_seed, rival))
+        p = welch_greater(sokoban_analysis.seed_scores(per_seed, best[deeper]), sokoban_analysis.seed_scores(per_seed, rival))
         return Finding(_decided(1 if non > rec else -1, p), measured,
-                       f"{results.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
+                       f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
                        f"{shallow_depth}: {_p(p)}")
 
     return _per_comparison(sweep, judge)
@@ -153,13 +156,12 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
 
 def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the best recurrent configuration against the best non-recurrent
-    one, beyond two standard errors of the difference (the sweep reports' rule, analysis.recurrence_direction)."""
-    from parallel_experts.sokoban import analysis
+    one, beyond two standard errors of the difference (the sweep reports' rule, sokoban_analysis.recurrence_direction)."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         rec, non = _best(group, True), _best(group, False)
         gap, noise = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[analysis.recurrence_direction(gap, noise)]
+        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[sokoban_analysis.recurrence_direction(gap, noise)]
         test = (f"difference {gap:+.3f} against two standard errors (± {2 * noise:.3f})" if np.isfinite(noise)
                 else "no test (fewer than two seeds)")
         return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
@@ -174,7 +176,6 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     value: the difference of means, the one-sided Welch p of that difference's direction (None: no test, from
     one seed or agents at chance), the measurement and the test in words; None where the ablation lacks either
     side."""
-    from parallel_experts.sokoban import ablations, analysis
 
     members = ablations.runs(data, setting)
     per_seed, table = _sokoban_scores(members, (setting,))
@@ -184,18 +185,18 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     mine, others = table[default].iloc[0], table[~default]
     rival = others.loc[others["mean"].idxmax()]
     gap = mine["mean"] - rival["mean"]
-    ours, theirs = analysis.seed_scores(per_seed, mine, (setting,)), analysis.seed_scores(per_seed, rival, (setting,))
+    ours, theirs = sokoban_analysis.seed_scores(per_seed, mine, (setting,)), sokoban_analysis.seed_scores(per_seed, rival, (setting,))
     p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
-    if analysis.at_chance(members):  # nothing to test: the returns of agents at chance
+    if sokoban_analysis.at_chance(members):  # nothing to test: the returns of agents at chance
         return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
     return gap, p, measured, f"{label if gap >= 0 else name} better: {_p(p)}"
 
 
 def full_communication(ablations: xr.Dataset) -> Finding:
     """Fig. 11: the full radius best, and significantly better than the best narrower radius (Welch over seeds)."""
-    if "radius" not in results.ablation_members(ablations):
+    if "radius" not in store.ablation_members(ablations):
         return not_run("the radius ablation")
     found = _against_rival(ablations, "radius", lambda t: t["radius"] >= t["experts"] // 2, "full radius")
     if found is None:
@@ -206,7 +207,7 @@ def full_communication(ablations: xr.Dataset) -> Finding:
 
 def sokoban_sqrt_sum(ablations: xr.Dataset) -> Finding:
     """Fig. 10 left: no rule significantly better than the sqrt-sum (Welch over seeds; one seed decides nothing)."""
-    if "aggregation" not in results.ablation_members(ablations):
+    if "aggregation" not in store.ablation_members(ablations):
         return not_run("the Sokoban aggregation ablation")
     found = _against_rival(ablations, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum")
     if found is None:
@@ -225,8 +226,8 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
     over seeds; one seed decides nothing), in FineWeb the sqrt-sum within COMPARABLE nats of the best rule."""
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
-    if lm is not None and "aggregation" in results.ablation_members(lm):
-        runs = results.ablation_members(lm)["aggregation"]
+    if lm is not None and "aggregation" in store.ablation_members(lm):
+        runs = store.ablation_members(lm)["aggregation"]
         rules = dict(zip(lm["aggregation"].sel(run=runs).values.tolist(),
                          lm["validation_loss"].sel(run=runs).values.tolist()))
         if "sqrt_sum" in rules and len(rules) > 1:
@@ -246,7 +247,6 @@ def _comparable(worse_by: float) -> str:
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis)."""
-    from parallel_experts.sokoban import probe_analysis
 
     found = probe_analysis.compare_pattern(probes, deeper, shallower)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
@@ -269,9 +269,8 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
 def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
     """Fig. 5: the best recurrent run at L ≤ 2 against the best non-recurrent run of the budget and window,
     comparable or better within COMPARABLE nats (one run each: no test)."""
-    from parallel_experts.lm import analysis
 
-    runs = analysis.run_table(sweep)
+    runs = lm_analysis.run_table(sweep)
     runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
     rec = runs[runs["recurrent"] & (runs["depth"] <= 2)]
     non = runs[~runs["recurrent"].astype(bool)]
@@ -285,11 +284,10 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
 
 
 def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
-    """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm.analysis.fewer_layers,
+    """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm.lm_analysis.fewer_layers,
     the rule of the sweep reports): recurrent shallower, the same, or deeper. One run per allocation: no test."""
-    from parallel_experts.lm import analysis
 
-    table = analysis.fewer_layers(analysis.run_table(sweep))
+    table = lm_analysis.fewer_layers(lm_analysis.run_table(sweep))
     if not len(table):
         return not_run("FineWeb losses of both families at one budget and window")
     parts = {f"{row.budget} budget, W = {row.window}": Finding(
@@ -312,7 +310,7 @@ def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding
         for recurrent in (True, False):
             here = trends["panel"].str.startswith(domain) & (trends["recurrent"] == recurrent)
             rows = trends[here & ~chance]
-            where = f"{domain}, {results.family(recurrent)}"
+            where = f"{domain}, {definitions.family(recurrent)}"
             if not len(rows):
                 parts[where] = (Finding(INCONCLUSIVE, f"{_families(int(here.sum()))}, every agent at chance")
                                 if (here & chance).any() else not_run("a family with two values of E"))
@@ -336,7 +334,6 @@ def _timed(ds: xr.Dataset, variable: str, row: str, **where) -> np.ndarray:
 
 def decode_faster(latency: xr.Dataset) -> Finding:
     """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B, tested over the timed calls."""
-    from parallel_experts.lm import systems
 
     rec, tra = systems.label((True, 1, 16)), systems.label(systems.TRANSFORMER)
     if {rec, tra} - set(latency["allocation"].values.tolist()):
@@ -358,7 +355,6 @@ def decode_faster(latency: xr.Dataset) -> Finding:
 def training_slower(throughput: xr.Dataset) -> Finding:
     """Table 6: every recurrent row's tokens/s against the Transformer's at each C, tested over the timed
     updates; an out-of-memory recurrent cell beside a Transformer that fits counts as slower."""
-    from parallel_experts.lm import systems, throughput as table6
 
     tra = systems.label(systems.TRANSFORMER)
     rows = [r for r in throughput["allocation"].values.tolist() if r != tra and r.startswith("recurrent")]
@@ -375,7 +371,7 @@ def training_slower(throughput: xr.Dataset) -> Finding:
                 parts[where] = Finding(SUPPORTED, "out of memory where the Transformer fits")
             else:
                 ratio = float(throughput["vs_transformer"].sel(**at))
-                steps = slice(table6.SKIPPED, None)
+                steps = slice(systems.SKIPPED, None)
                 a = _timed(throughput, "update_seconds", row, context=context)[steps]
                 b = _timed(throughput, "update_seconds", tra, context=context)[steps]
                 p = welch_greater(a, b) if ratio < 1 else welch_greater(b, a)
@@ -403,8 +399,6 @@ def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
 
 
 def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
-    from parallel_experts.sokoban import probe_analysis
-
     pair = config["sokoban"].get("probes", {}).get("compare")
     if "probes" not in data or not pair:
         return not_run("probes on two recurrent depths (sokoban.probes.compare)")
@@ -460,7 +454,7 @@ def judge(config: Mapping, paths: Mapping[str, str], reports: Iterable[str]) -> 
     """The claims table: one row per claim with the paper's statement, number and section, our measurement, the
     test, the verdict and the report that shows it (the first of its reports in `reports`, else ""). `paths`:
     the results this config produces, by name (catalogue.CLAIM_INPUTS)."""
-    data = {name: results.open_dataset(path) for name, path in paths.items()}
+    data = {name: store.open_dataset(path) for name, path in paths.items()}
     present = set(reports)
     budget, window = catalogue.fig5_setting(config)  # names Fig. 5's page
     rows = []

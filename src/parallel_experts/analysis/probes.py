@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import results
+from parallel_experts.core import definitions
 
 PAPER_PATTERN = ("the paper (Fig. 4): on two large-budget recurrent agents with nearly equal returns, the L = 4 "
                  "agent's plan recall is higher at first and the L = 2 agent catches up within a few steps.")
@@ -26,7 +26,7 @@ TARGET_NAMES = {"agent_onto": "C_A: agent moves onto", "box_pushed": "C_B: box p
 def run_label(probes: xr.Dataset, run: str) -> str:
     """ "recurrent L2 E4 d4" """
     r = probes.sel(run=run)
-    return f"{results.family(bool(r['recurrent']))} L{int(r['depth'])} E{int(r['experts'])} d{int(r['width'])}"
+    return f"{definitions.family(bool(r['recurrent']))} L{int(r['depth'])} E{int(r['experts'])} d{int(r['width'])}"
 
 
 def recall_curves(probes: xr.Dataset, target: str = "agent_onto", steps: int = 31) -> pd.DataFrame:

@@ -15,8 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from parallel_experts import atomic, catalogue
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import atomic
+from parallel_experts.reporting import catalogue
 
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
 MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.DOTALL)

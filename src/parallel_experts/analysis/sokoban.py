@@ -14,7 +14,9 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from parallel_experts import comparison, results
+from parallel_experts.analysis import comparison
+from parallel_experts.core import definitions
+from parallel_experts.results import paper
 
 ALLOCATION = ["depth", "experts", "width"]
 DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
@@ -44,7 +46,7 @@ def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataF
 
 def paper_per_seed_scores() -> pd.DataFrame:
     """The authors' per-seed scores of the recurrent ConvLSTM sweeps, in the same layout."""
-    table = results.reference("sokoban_reference_returns").rename(
+    table = paper.reference("sokoban_reference_returns").rename(
         columns={"depth_L": "depth", "experts_E": "experts", "width_d": "width", "seed_index": "seed",
                  "final5_mean_return": "score"})
     return table.assign(sweep="convlstm", recurrent=True)[["sweep", "recurrent", "budget", *ALLOCATION, "seed",
@@ -129,7 +131,7 @@ def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
     lines = []
     for _, row in tests.iterrows():
         holds = "holds" if row["p"] < alpha else f"is not shown (p ≥ {alpha})"
-        lines.append(f"{row['sweep']}, {results.family(row['recurrent'])}, {row['budget']} budget: {row['test']} "
+        lines.append(f"{row['sweep']}, {definitions.family(row['recurrent'])}, {row['budget']} budget: {row['test']} "
                      f"{holds}: best {row['deeper']} minus best {row['shallower']} = {row['difference']:+.3f}, "
                      f"one-sided Welch p = {row['p']:.4f}")
     return lines
@@ -266,7 +268,7 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
 def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
     recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding."""
-    lines = [f"best {results.family(r)} allocation: {best_allocation_text(rows)}"
+    lines = [f"best {definitions.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
         lines.append(f"paper, recurrent: {best_allocation_text(paper)}")
@@ -286,7 +288,7 @@ def best_agents(sweep: xr.Dataset) -> pd.DataFrame:
     best = table.loc[table.groupby(["budget", "recurrent"], sort=False)["mean"].idxmax()]
     best = best.sort_values("recurrent", ascending=False, kind="stable")
     best = best.sort_values("budget", key=lambda b: b.map(list(dict.fromkeys(scores["budget"])).index), kind="stable")
-    best.insert(0, "family", [results.family(r) for r in best["recurrent"]])
+    best.insert(0, "family", [definitions.family(r) for r in best["recurrent"]])
     return best.drop(columns=["recurrent", "variance"]).rename(columns={"mean": "final-five mean"}).reset_index(drop=True)
 
 

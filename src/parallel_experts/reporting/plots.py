@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from parallel_experts import results
+from parallel_experts.core import definitions
 
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
@@ -59,7 +59,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
         frontier = rows.groupby("depth")["mean"].max()  # the best allocation at each depth
         ax.plot(frontier.index * (1 + offsets[recurrent]), frontier.values, color="k" if recurrent else "0.5",
                 ls="-" if recurrent else "--", lw=1, zorder=0,
-                label=f"{results.family(recurrent)} (best: L{best['depth']} E{best['experts']} "
+                label=f"{definitions.family(recurrent)} (best: L{best['depth']} E{best['experts']} "
                       f"d{best['width']}, {best['mean']:.2f})")
     if paper is not None and len(paper):
         ax.scatter(paper["depth"], paper["mean"], marker="x", color="0.45", s=30, zorder=3,
@@ -85,7 +85,7 @@ def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
         rows = curves[curves["recurrent"] == recurrent]
         sns.lineplot(rows, x="env_steps", y="episodic_return", hue="allocation", ax=ax, errorbar="se",
                      legend=ax is axes[0][-1], lw=1)
-        ax.set_title(results.family(recurrent))
+        ax.set_title(definitions.family(recurrent))
         ax.set_xlabel("environment steps")
     axes[0][0].set_ylabel("episodic return")
     if axes[0][-1].get_legend():
@@ -103,7 +103,7 @@ def sokoban_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, tit
         for recurrent, rows in ours[ours["budget"] == budget].groupby("recurrent"):
             ax.errorbar(rows["max_depth"], rows["best_mean"], yerr=rows["best_stderr"].fillna(0), marker="o",
                         ls="-" if recurrent else "--", color="k" if recurrent else "0.5", capsize=2,
-                        label=results.family(recurrent))
+                        label=definitions.family(recurrent))
         if paper is not None:
             rows = paper[paper["budget"] == budget]
             if len(rows):
@@ -120,8 +120,8 @@ def sokoban_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, tit
     return fig
 
 
-FAMILY_STYLE = {results.family(True): dict(color="k", ls="-", marker="o"),
-                results.family(False): dict(color="0.5", ls="--", marker="s")}
+FAMILY_STYLE = {definitions.family(True): dict(color="k", ls="-", marker="o"),
+                definitions.family(False): dict(color="0.5", ls="--", marker="s")}
 
 
 def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
@@ -407,7 +407,7 @@ def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
         here = families[families["panel"] == panel]
         for (recurrent, depth), rows in here.groupby(["recurrent", "depth"], sort=False):
             rows = rows.sort_values("experts")
-            style = FAMILY_STYLE[results.family(recurrent)]
+            style = FAMILY_STYLE[definitions.family(recurrent)]
             ax.errorbar(rows["experts"], rows["score"], yerr=rows["stderr"].fillna(0), color=palette[depth],
                         ls=style["ls"], marker=style["marker"], mfc=palette[depth] if recurrent else "white",
                         capsize=2, lw=1.2)
@@ -421,7 +421,7 @@ def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_title(f"{panel}, d={here['width'].iloc[0]}")
     handles = [plt.Line2D([], [], color=palette[d], lw=2, label=f"L={d}") for d in depths]
     handles += [plt.Line2D([], [], color="0.3", ls=FAMILY_STYLE[f]["ls"], marker=FAMILY_STYLE[f]["marker"],
-                           mfc="0.3" if f == results.family(True) else "white", label=f) for f in FAMILY_STYLE]
+                           mfc="0.3" if f == definitions.family(True) else "white", label=f) for f in FAMILY_STYLE]
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig

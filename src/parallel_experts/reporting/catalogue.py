@@ -12,24 +12,28 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from parallel_experts import budget, expert_count
+from parallel_experts.analysis import expert_count
+from parallel_experts.core import budget
+from parallel_experts.results import paths
+from parallel_experts.sokoban import experiment as sokoban_experiment
 
-ALLOCATION_GRIDS = {"sokoban": "results/allocations/sokoban.nc", "lm": "results/allocations/lm.nc"}
-SOKOBAN_SWEEP = {"sweep": "results/sokoban/sweep.nc"}
-SOKOBAN_PROBES = {"probes": "results/sokoban/probes.nc"}
-SOKOBAN_ABLATIONS = {"ablations": "results/sokoban/ablations.nc"}
-LM_SWEEP = {"sweep": "results/lm/sweep.nc"}
-LM_ABLATIONS = {"ablations": "results/lm/ablations.nc"}
+# What each notebook reads, by its parameter name.
+ALLOCATION_GRIDS = {domain: paths.allocations(domain) for domain in budget.DOMAINS}
+SOKOBAN_SWEEP = {"sweep": paths.SOKOBAN_SWEEP}
+SOKOBAN_PROBES = {"probes": paths.SOKOBAN_PROBES}
+SOKOBAN_ABLATIONS = {"ablations": paths.ablations("sokoban")}
+LM_SWEEP = {"sweep": paths.LM_SWEEP}
+LM_ABLATIONS = {"ablations": paths.ablations("lm")}
 # The systems tables (lm.latency, lm.throughput): report name, the paper's table, the target, the result it reads.
 LM_SYSTEMS = {
     "latency": ("lm_latency", "Table 5: per-token decode latency after pre-filling the caches", "table5",
-                "results/lm/latency.nc"),
+                paths.LATENCY),
     "throughput": ("lm_throughput", "Table 6: training throughput and memory, the complete update", "table6",
-                   "results/lm/throughput.nc"),
+                   paths.THROUGHPUT),
 }
-EXPERT_COUNT = "results/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
-# The plans of this config and of config/paper.yaml (rule plan; parallel_experts.plan.write), each a folder.
-PLAN = {"plan": "results/plan/config/targets.csv", "paper_plan": "results/plan/paper/targets.csv"}
+EXPERT_COUNT = paths.EXPERT_COUNT
+# The plans of this config and of config/paper.yaml (rule plan_costs; planning.tables.write).
+PLAN = {"plan": f"{paths.PLAN}/targets.csv", "paper_plan": f"{paths.PAPER_PLAN}/targets.csv"}
 # The results the claims page reads (its notebook parameters), where some other report of the config reads them.
 CLAIM_INPUTS = {"sokoban_sweep": SOKOBAN_SWEEP["sweep"], "probes": SOKOBAN_PROBES["probes"],
                 "sokoban_ablations": SOKOBAN_ABLATIONS["ablations"], "expert_count": EXPERT_COUNT,
@@ -105,28 +109,10 @@ class Report:
     target: str | None = None  # the named Snakemake target that renders it
 
 
-def dataset_runs(config: Mapping) -> dict[str, list]:
-    """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules
-    and the planner read this): the Sokoban sweeps, the expert-count sweep, the ablations (a run two ablations
-    share once), the LM sweep and its ablations. A family the config lacks has no entry."""
-    from parallel_experts.lm import experiment as lm_experiment  # JAX: not for the pages that only read results
-    from parallel_experts.results import by_id
-    from parallel_experts.sokoban import experiment as sokoban_experiment
-
-    found = {SOKOBAN_SWEEP["sweep"]: sokoban_experiment.runs(config),
-             EXPERT_COUNT: sokoban_experiment.expert_count_runs(config),
-             SOKOBAN_ABLATIONS["ablations"]: list(by_id(sokoban_experiment.ablation_runs(config).values()).values()),
-             LM_SWEEP["sweep"]: lm_experiment.runs(config),
-             LM_ABLATIONS["ablations"]: list(by_id(lm_experiment.ablation_runs(config).values()).values())}
-    return {path: runs for path, runs in found.items() if runs}
-
-
 def shows(report: Report, run, config: Mapping) -> bool:
     """Whether `report` shows the results of `run` of a dataset it reads: a sweep page its sweep (or budget and
     window), an ablation page its ablation's runs; every other page all of them. What a figure costs on its own,
     where its target's DAG builds the whole dataset."""
-    from parallel_experts.sokoban import experiment as sokoban_experiment
-
     params = report.params
     if report.notebook == "sokoban_sweep":
         return (run.sweep, run.budget) == (params["sweep_name"], params["budget"])

@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import results
+from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.core import definitions
+from parallel_experts.results import store
 
 FAMILY = ["panel", "recurrent", "depth", "width"]
 POINT = [*FAMILY, "budget", "experts"]
@@ -44,8 +46,8 @@ def lm_panel(window: int) -> str:
 def load(sokoban_paths: Iterable[str], lm_path: str, window: int) -> tuple[pd.DataFrame, set[str]]:
     """The points of the result files a Fig. 6 report reads (empty paths are skipped), each opened once, and
     the Sokoban panels at chance (chance_panels)."""
-    sokoban = [results.open_dataset(p) for p in sokoban_paths if p]
-    return points(sokoban, results.open_dataset(lm_path) if lm_path else None, window), chance_panels(sokoban)
+    sokoban = [store.open_dataset(p) for p in sokoban_paths if p]
+    return points(sokoban, store.open_dataset(lm_path) if lm_path else None, window), chance_panels(sokoban)
 
 
 def points(sokoban: Iterable[xr.Dataset], lm: xr.Dataset | None, window: int) -> pd.DataFrame:
@@ -57,8 +59,6 @@ def points(sokoban: Iterable[xr.Dataset], lm: xr.Dataset | None, window: int) ->
 def sokoban_points(sweep: xr.Dataset) -> pd.DataFrame:
     """Points of a Sokoban dataset (`sokoban.experiment.collect`): mean final-five return over seeds (higher is
     better) ± its standard error, one panel per sweep."""
-    from parallel_experts.sokoban import analysis  # late: SciPy, which the catalogue's importers do not need
-
     table = analysis.configuration_scores(analysis.per_seed_scores(sweep))
     table = table.assign(panel=[sokoban_panel(s) for s in table["sweep"]]).rename(columns={"mean": "score"})
     return _points(table, sign=1)
@@ -77,8 +77,6 @@ def lm_points(sweep: xr.Dataset, window: int) -> pd.DataFrame:
 def chance_panels(sokoban: Iterable[xr.Dataset]) -> set[str]:
     """The Sokoban panels (one per sweep) whose every agent is at chance (sokoban.analysis.at_chance): their
     scores cannot show an effect of the number of experts."""
-    from parallel_experts.sokoban import analysis
-
     return {sokoban_panel(name) for ds in sokoban for name in dict.fromkeys(ds["sweep"].values.tolist())
             if analysis.at_chance(ds.isel(run=(ds["sweep"] == name).values))}
 
@@ -124,7 +122,7 @@ def expert_trends(found: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd.Data
         noise = NOISE * float(np.sqrt(np.nansum([first["stderr"] ** 2, last["stderr"] ** 2])))
         steps = first["sign"] * np.diff(family["score"].to_numpy(float))
         rows.append(dict(zip(FAMILY, key)) | {
-            "family": results.family(key[1]), "experts": ", ".join(map(str, family["experts"])),
+            "family": definitions.family(key[1]), "experts": ", ".join(map(str, family["experts"])),
             "scores": ", ".join(f"{s:.3f}" for s in family["score"]), "gain": gain, "noise": noise,
             "verdict": AT_CHANCE if key[0] in chance else _gain_verdict(gain, noise),
             "every_step_better": bool((steps > 0).all())})
@@ -184,7 +182,7 @@ def summary(trends: pd.DataFrame, saturation: pd.DataFrame, at_chance: Iterable[
         here = trends[trends["panel"] == panel]
         for recurrent, rows in here.groupby("recurrent", sort=False):
             helped = (rows["verdict"] == "more experts help").sum()
-            lines.append(f"{panel}, {results.family(recurrent)}: more experts help beyond {NOISE} standard errors "
+            lines.append(f"{panel}, {definitions.family(recurrent)}: more experts help beyond {NOISE} standard errors "
                          f"in {helped} of {len(rows)} families (L, d); the score improves at every step of E in "
                          f"{rows['every_step_better'].sum()}")
         sat = saturation[saturation["panel"] == panel]

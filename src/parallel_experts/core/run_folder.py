@@ -1,9 +1,5 @@
-"""Atomic checkpoints of a training run and the trained weights it ends with, for both domains' trainers.
-
-Leaves via Equinox serialisation, host state (update counter, logs, data position) as JSON, both named by
-the update; a pointer file `latest`, replaced atomically last, names the complete pair, so a kill at any
-moment leaves the previous checkpoint usable. A trainer holds `run_lock` on its run folder while it runs.
-"""
+"""A run's folder: which definition it holds (`run.json`), which checkpoint is its latest, and the lock that keeps
+a second trainer out. No JAX here: the planner reads `run.json` to know which timed jobs are current."""
 
 from __future__ import annotations
 
@@ -17,48 +13,18 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import equinox as eqx
-
-from parallel_experts import atomic
-from parallel_experts.errors import PipelineError, reason
+from parallel_experts.config.errors import PipelineError, reason
+from parallel_experts.core import atomic
 
 
 class CheckpointError(PipelineError, ValueError):
     """A checkpoint or saved model that cannot be read."""
 
 
-class NonFiniteLossError(PipelineError, FloatingPointError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
-def save_weights(path: str | Path, tree) -> None:
-    """The array leaves of `tree` (trained parameters, or a whole training carry), written atomically."""
-    with atomic.atomic_open(path) as file:
-        eqx.tree_serialise_leaves(file, tree)
-
-
-def load_weights(path: str | Path, like, what: str):
-    """The leaves saved at `path`, deserialised into the structure of `like`; `what` names them in errors."""
-    try:
-        return eqx.tree_deserialise_leaves(path, like)
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: cannot load {what} ({error})") from None
-
-
-def save_checkpoint(run_dir: Path, carry, host: dict) -> None:
-    name = f"checkpoint-{host['update']:09d}"
-    save_weights(run_dir / f"{name}.eqx", carry)
-    atomic.write_text(run_dir / f"{name}.json", json.dumps(host))
-    atomic.write_text(run_dir / "latest", name)
-    for old in run_dir.glob("checkpoint-*"):
-        if not old.name.startswith(name):
-            old.unlink()
-
-
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d{9})")  # what `latest` may hold: a name inside the run folder
 
 
-def _latest(run_dir: Path) -> tuple[str, int] | None:
+def latest(run_dir: Path) -> tuple[str, int] | None:
     """(name, update) of the checkpoint that `latest` points to; None when there is no pointer."""
     latest = Path(run_dir) / "latest"
     if not latest.exists():
@@ -73,29 +39,6 @@ def _latest(run_dir: Path) -> tuple[str, int] | None:
         raise CheckpointError(f"{latest}: expected a checkpoint name such as checkpoint-000000200, got "
                               f"{text[:60]!r}; delete {run_dir} to start over")
     return text, int(match.group(1))
-
-
-def checkpoint_update(run_dir: Path) -> int | None:
-    found = _latest(run_dir)
-    return found and found[1]
-
-
-def load_checkpoint(run_dir: Path, like):
-    """(carry, host state) of the latest checkpoint, deserialised like `like`; None when there is none."""
-    found = _latest(run_dir)
-    if found is None:
-        return None
-    name, update = found
-    try:
-        carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
-        host = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
-                              "over") from None
-    if not isinstance(host, dict) or host.get("update") != update:
-        raise CheckpointError(f"{run_dir / name}.json: expected the training state of update {update}, got "
-                              f"{json.dumps(host)[:60]}; delete {run_dir} to start over")
-    return carry, host
 
 
 @contextlib.contextmanager
@@ -143,7 +86,7 @@ def _claim(run_dir: Path, definition: Mapping) -> None:
     was never recorded is refused (it may be anything), as is a damaged pointer."""
     text = _text(definition)
     recorded = run_dir / "run.json"
-    checkpoint = _latest(run_dir)
+    checkpoint = latest(run_dir)
     if recorded.is_file():
         if recorded.read_text(encoding="utf-8", errors="replace") == text:
             return

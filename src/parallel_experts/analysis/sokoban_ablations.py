@@ -3,7 +3,7 @@ error over seeds), beside the authors' value of the same configuration, with a v
 
 Each ablation trains the recurrent ConvLSTM agent at one allocation once per value of one agent setting
 (`sokoban.ablations`, see sokoban/experiment.py); the ablations dataset names each ablation's runs
-(results.ablation_members; the default agent of two ablations at one allocation is one run, a budget sweep's
+(store.ablation_members; the default agent of two ablations at one allocation is one run, a budget sweep's
 where one trains it) and holds their `aggregation` and `radius` as coordinates. The paper: the sqrt-sum is the
 best aggregation rule (App. D); full shared-state access is best and narrower radii lower the return
 monotonically (§5.3, App. E).
@@ -16,9 +16,11 @@ from collections.abc import Mapping
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import comparison, results
-from parallel_experts import experts as px
-from parallel_experts.sokoban import analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
+from parallel_experts.analysis import comparison
+from parallel_experts.analysis import \
+    sokoban as analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
+from parallel_experts.core import aggregation
+from parallel_experts.results import store
 
 # The paper's run of each ablation (ANALYSES §3-4): budget and allocation; its value is the authors' mean
 # final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
@@ -52,10 +54,10 @@ PAPER_FINDINGS = {
 
 
 def runs(data: xr.Dataset, setting: str) -> xr.Dataset:
-    """The runs of one ablation in the ablations dataset (results.ablation_members), in the order of its values.
+    """The runs of one ablation in the ablations dataset (store.ablation_members), in the order of its values.
     A value whose agent is a budget sweep's run (sokoban.experiment.shared) is scored at the seeds of the
     ablation's own runs only, so that every value is scored on the same seeds."""
-    selected = data.sel(run=results.ablation_members(data)[setting])
+    selected = data.sel(run=store.ablation_members(data)[setting])
     own = (selected["sweep"] == OWN_RUNS).values
     if own.any():
         selected = selected.isel(seed=selected["final_five"].isel(run=own).notnull().any("run").values)
@@ -72,7 +74,7 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
     table = analysis.configuration_scores(analysis.per_seed_scores(runs(data, setting), [setting]), [setting])
     if setting == "aggregation":
-        table = table.sort_values("aggregation", key=lambda rule: rule.map(px.AGGREGATIONS.index))
+        table = table.sort_values("aggregation", key=lambda rule: rule.map(aggregation.AGGREGATIONS.index))
     else:
         table["radius"] = table["radius"].astype(int)
         table["full"] = table["radius"] >= table["experts"] // 2

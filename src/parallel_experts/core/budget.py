@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from parallel_experts.errors import ConfigError, key_path
+from parallel_experts.config.errors import ConfigError, key_path
 
 DOMAINS = ("sokoban", "lm")
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import results
-from parallel_experts.lm import analysis
+from parallel_experts.analysis import lm as analysis
+from parallel_experts.results import store
 
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
 DEFAULTS = {"aggregation": "sqrt_sum", "kv_cache": "level"}
@@ -57,7 +57,7 @@ NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a d
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`, in the config's order: the value, the run's budget, window,
     allocation, validation loss and final training cross-entropy."""
-    table = analysis.run_table(data).set_index("run").loc[results.ablation_members(data)[setting]].reset_index()
+    table = analysis.run_table(data).set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
     table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
     return table[["run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads",
                   "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]]

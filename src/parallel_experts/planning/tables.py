@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from parallel_experts import atomic
-from parallel_experts.benchmarking import fmt
-from parallel_experts.benchmarking import table as format_table
+from parallel_experts.core import atomic
+from parallel_experts.core.tables import fmt
+from parallel_experts.core.tables import table as format_table
 
 TOTAL = "total (distinct jobs)"
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from parallel_experts.errors import PipelineError
+from parallel_experts.config.errors import PipelineError
 
 # What a file system answers when it will not take the write (full, read-only, not permitted, a file or folder
 # in the way): the input or the machine, not a bug, so one line naming the path.

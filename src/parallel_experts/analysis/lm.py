@@ -12,16 +12,18 @@ from collections.abc import Mapping
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import budget as budgets
-from parallel_experts import comparison, results
+from parallel_experts.analysis import comparison
+from parallel_experts.core import budget as budgets
+from parallel_experts.core import definitions
+from parallel_experts.results import paper
 
 ALLOCATION = ["depth", "experts", "width"]
 SETTING = ["budget", "window", "family"]
-RECURRENT, NONRECURRENT = results.family(True), results.family(False)
+RECURRENT, NONRECURRENT = definitions.family(True), definitions.family(False)
 # What the authors' runs used (SPEC C, D.2, E.12, F.1); a config that differs is a reduced demo of the study.
 # Scored validation tokens: 2,048 streams of the 10^8-token validation shard, less one window of warm-up (F.1).
 PAPER = {"vocabulary": 50304, "train_tokens": 10_000 * 131_072, "batch_tokens": 131_072, "scored_tokens": 97_800_000,
-         "dtype": "bfloat16", "windows": tuple(results.PAPER_DOMAIN_CONFIG["lm"]["windows"])}
+         "dtype": "bfloat16", "windows": tuple(paper.DOMAIN_CONFIG["lm"]["windows"])}
 # What the paper reports (§5.2), set beside every summary of our sweeps.
 PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-token window the recurrent model reaches "
                  "a validation loss of ≈3.51 with L = 2, comparable to the best non-recurrent allocation at L = 16; "
@@ -55,12 +57,12 @@ def run_table(sweep: xr.Dataset) -> pd.DataFrame:
                "validation_loss", "scored_tokens"]
     table = pd.DataFrame({name: sweep[name].values for name in columns})
     table.insert(0, "run", sweep["run"].values)
-    table.insert(1, "family", [results.family(r) for r in table["recurrent"]])
+    table.insert(1, "family", [definitions.family(r) for r in table["recurrent"]])
     table.insert(2, "allocation", [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()])
     curves = sweep["train_ce_loss"].to_pandas()  # run × update; a run's last logged value
     table["final_train_ce_loss"] = curves.ffill(axis=1).iloc[:, -1].values
     budget_order = {name: i for i, name in enumerate(dict.fromkeys(table["budget"]))}
-    order = {"budget": budget_order, "family": {name: i for i, name in enumerate(results.FAMILIES.values())}}
+    order = {"budget": budget_order, "family": {name: i for i, name in enumerate(definitions.FAMILIES.values())}}
     table = table.sort_values(["budget", "window", "family", *ALLOCATION], kind="stable",
                               key=lambda column: column.map(order[column.name]) if column.name in order else column)
     return table.reset_index(drop=True)
@@ -91,7 +93,7 @@ def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
     best = best_allocation(runs).set_index(SETTING)
     rows = []
     for (name, window), group in runs.groupby(["budget", "window"], sort=False):
-        if not all((name, window, f) in best.index for f in results.FAMILIES.values()):
+        if not all((name, window, f) in best.index for f in definitions.FAMILIES.values()):
             continue
         rec, non = (best.loc[(name, window, f)] for f in (RECURRENT, NONRECURRENT))
         if rec["depth"] < non["depth"]:
@@ -173,7 +175,7 @@ def families_side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     """Every allocation's validation loss, one row per allocation, the two families side by side."""
     keys = [*ALLOCATION, "q_heads", "kv_heads"]
     table = runs.pivot(index=keys, columns="family", values="validation_loss")
-    table = table.reindex(columns=[f for f in results.FAMILIES.values() if f in table.columns])
+    table = table.reindex(columns=[f for f in definitions.FAMILIES.values() if f in table.columns])
     if len(table.columns) == 2:
         table[f"{RECURRENT} − {NONRECURRENT}"] = table[RECURRENT] - table[NONRECURRENT]
     table.columns.name = None
@@ -186,7 +188,7 @@ def depth_table(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     keys = ["budget", "window", "max_depth"]
     table = ours.pivot(index=keys, columns="family", values=["best_loss", "at"])
     table.columns = [f"{family} {'best loss' if what == 'best_loss' else 'at'}" for what, family in table.columns]
-    columns = [f"{f} {what}" for f in results.FAMILIES.values() for what in ("best loss", "at")
+    columns = [f"{f} {what}" for f in definitions.FAMILIES.values() for what in ("best loss", "at")
                if f"{f} {what}" in table.columns]
     table = table[columns].astype({c: float for c in columns if c.endswith("best loss")}).reset_index()
     if paper is not None and len(paper):
@@ -202,7 +204,7 @@ def training_losses(sweep: xr.Dataset) -> pd.DataFrame:
     """Long table of the logged training losses: one row per run and log point, with the tokens seen."""
     table = (sweep[["train_loss", "train_ce_loss"]].reset_coords(["recurrent", *ALLOCATION])
              .to_dataframe().reset_index().dropna(subset=["train_ce_loss"]))
-    table["family"] = [results.family(r) for r in table["recurrent"]]
+    table["family"] = [definitions.family(r) for r in table["recurrent"]]
     table["allocation"] = [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()]
     return table
 
@@ -256,7 +258,7 @@ def paper_losses_per_setting(config: Mapping, runs: pd.DataFrame,
 
 def reference_losses() -> pd.DataFrame:
     """Every FineWeb validation loss the authors published as text (SPEC G.2)."""
-    table = results.reference("fineweb_losses")
+    table = paper.reference("fineweb_losses")
     for column in ("window", "max_depth", "depth"):
         table[column] = table[column].astype("Int64")
     return table

@@ -1,0 +1,70 @@
+"""Atomic checkpoints of a training run and the trained weights it ends with, for both domains' trainers.
+
+Leaves via Equinox serialisation, host state (update counter, logs, data position) as JSON, both named by
+the update; a pointer file `latest`, replaced atomically last, names the complete pair, so a kill at any
+moment leaves the previous checkpoint usable. A trainer holds `run_lock` on its run folder while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import equinox as eqx
+
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import atomic
+from parallel_experts.core.run_folder import CheckpointError, latest
+
+
+class NonFiniteLossError(PipelineError, FloatingPointError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+def save_weights(path: str | Path, tree) -> None:
+    """The array leaves of `tree` (trained parameters, or a whole training carry), written atomically."""
+    with atomic.atomic_open(path) as file:
+        eqx.tree_serialise_leaves(file, tree)
+
+
+def load_weights(path: str | Path, like, what: str):
+    """The leaves saved at `path`, deserialised into the structure of `like`; `what` names them in errors."""
+    try:
+        return eqx.tree_deserialise_leaves(path, like)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{path}: cannot load {what} ({error})") from None
+
+
+def save_checkpoint(run_dir: Path, carry, host: dict) -> None:
+    name = f"checkpoint-{host['update']:09d}"
+    save_weights(run_dir / f"{name}.eqx", carry)
+    atomic.write_text(run_dir / f"{name}.json", json.dumps(host))
+    atomic.write_text(run_dir / "latest", name)
+    for old in run_dir.glob("checkpoint-*"):
+        if not old.name.startswith(name):
+            old.unlink()
+
+
+def checkpoint_update(run_dir: Path) -> int | None:
+    found = latest(run_dir)
+    return found and found[1]
+
+
+def load_checkpoint(run_dir: Path, like):
+    """(carry, host state) of the latest checkpoint, deserialised like `like`; None when there is none."""
+    found = latest(run_dir)
+    if found is None:
+        return None
+    name, update = found
+    try:
+        carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
+        host = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
+                              "over") from None
+    if not isinstance(host, dict) or host.get("update") != update:
+        raise CheckpointError(f"{run_dir / name}.json: expected the training state of update {update}, got "
+                              f"{json.dumps(host)[:60]}; delete {run_dir} to start over")
+    return carry, host
+
+

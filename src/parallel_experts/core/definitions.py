@@ -1,0 +1,53 @@
+"""A run's definition: a frozen dataclass of settings that travels as JSON and is rebuilt from it; the two
+families of every sweep and how reports and run ids name them."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable, Mapping
+
+from parallel_experts.config.errors import PipelineError
+
+# The two families of every sweep: the name shown in reports for each value of `recurrent`, recurrent first.
+FAMILIES = {True: "recurrent", False: "non-recurrent"}
+
+
+def family(recurrent: bool) -> str:
+    """The name of a family in reports: "recurrent" or "non-recurrent"."""
+    return FAMILIES[bool(recurrent)]
+
+
+def family_id(recurrent: bool) -> str:
+    """The name of a family on disk (run ids, the `family` coordinate): its report name without the hyphen."""
+    return family(recurrent).replace("-", "")
+
+
+class Definition:
+    """A frozen dataclass of settings (nested dataclasses, tuples, plain values) that travels as JSON, in rule
+    params and netCDF attributes, and is rebuilt from it: a run's definition."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping):
+        types = typing.get_type_hints(cls)
+        return cls(**{f.name: _rebuilt(types[f.name], d[f.name]) for f in dataclasses.fields(cls)})
+
+
+def _rebuilt(kind, value):
+    if dataclasses.is_dataclass(kind):
+        return kind(**value)
+    return tuple(value) if typing.get_origin(kind) is tuple else value
+
+
+def by_id(groups: Iterable[Iterable[Definition]]) -> dict[str, Definition]:
+    """Every run of `groups` (a domain's sweep, each ablation, ...) once, by id; one id never names two
+    definitions, as a run id shows every setting that varies."""
+    found: dict[str, Definition] = {}
+    for run in (run for group in groups for run in group):
+        if found.setdefault(run.id, run) != run:
+            raise PipelineError(f"run id {run.id} names two different runs: {found[run.id]} and {run}; "
+                                "a setting that varies must appear in the run id (its experiment's variant_id)")
+    return found

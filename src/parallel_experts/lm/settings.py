@@ -1,0 +1,90 @@
+"""What defines a language-model run besides its data: the model (one allocation of one family) and the training
+settings, each a frozen dataclass that checks itself. No JAX here, so that the workflow, the planner and the
+reports can build and read runs without loading it; `models` and `train` build and train what these describe.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
+
+PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
+KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One allocation of one family: depth L, experts E, width d, heads; vocabulary and dtype."""
+
+    depth: int
+    experts: int
+    width: int
+    q_heads: int
+    kv_heads: int
+    vocab: int = PADDED_VOCAB
+    recurrent: bool = False
+    aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
+    dtype: str = "bfloat16"
+    kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
+
+    def __post_init__(self):
+        if self.width % self.q_heads or self.q_heads % self.kv_heads:
+            raise ConfigError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
+                              "heads must divide the width and KV heads the query heads")
+        if self.aggregation not in AGGREGATIONS:
+            raise ConfigError(f"aggregation {self.aggregation!r}: expected one of {AGGREGATIONS}")
+        if is_routed(self.aggregation) and not self.recurrent:
+            raise ConfigError(f"aggregation {self.aggregation!r}: the non-recurrent Transformer has no router")
+        if self.kv_cache not in KV_CACHES:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: expected one of {KV_CACHES}")
+        if self.kv_cache != "level" and not self.recurrent:
+            raise ConfigError(f"kv_cache {self.kv_cache!r}: the non-recurrent Transformer has no shared cache to split")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.q_heads
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    sequence: int  # T: the window of an independent sequence (non-recurrent) or a TBPTT segment (recurrent)
+    memory: int = 0  # M: the rolling cache of the recurrent model; 0 for the non-recurrent one
+    batch_tokens: int = 131_072  # tokens per optimiser update, equal for both families
+    microbatch: int = 512  # streams per forward/backward pass
+    train_tokens: int = 1_310_720_000  # 10,000 updates
+    reg: float = 1e-4  # pre_output_reg_cost of the recurrent loss
+    log_every: int = 10  # updates per point of the learning curve
+    checkpoint_every: int = 100  # updates
+    schedule: str = "authors"  # where the matrix learning rate's cosine ends (optim.SCHEDULES)
+
+    def __post_init__(self):
+        where = "lm.training"
+        if self.batch_tokens % self.sequence or (self.batch_tokens // self.sequence) % self.microbatch:
+            raise ConfigError(f"{where}: batch_tokens {self.batch_tokens} must split into streams of "
+                              f"{self.sequence} tokens, in groups of microbatch {self.microbatch} streams")
+        if self.checkpoint_every % self.log_every:
+            raise ConfigError(f"{where}: checkpoint_every {self.checkpoint_every} must be a multiple of "
+                              f"log_every {self.log_every}, so that a resumed run logs the same curve")
+        if self.updates < 1:
+            raise ConfigError(f"{where}: train_tokens {self.train_tokens} is less than one update "
+                              f"({self.batch_tokens} tokens)")
+
+    @property
+    def streams(self) -> int:
+        return self.batch_tokens // self.sequence
+
+    @property
+    def groups(self) -> int:
+        return self.streams // self.microbatch
+
+    @property
+    def updates(self) -> int:
+        return self.train_tokens // self.batch_tokens
+
+    @property
+    def warmup(self) -> int:
+        """Windows at the start of each shard that only warm up the recurrent state: ⌈M/T⌉."""
+        return math.ceil(self.memory / self.sequence)

@@ -1,0 +1,1 @@
+"""Showing results: the report catalogue, the claims page, the index, HTML rendering and plots. No JAX."""

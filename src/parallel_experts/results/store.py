@@ -1,0 +1,70 @@
+"""Reading and writing results: self-describing netCDF datasets (written atomically, read with one-line errors),
+the configuration snapshot every job reads, and the runs of a sweep read back with their evaluations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import xarray as xr
+
+from parallel_experts.config.errors import PipelineError, reason
+from parallel_experts.config.files import digest
+from parallel_experts.core import atomic
+from parallel_experts.core.atomic import atomic_path
+from parallel_experts.core.definitions import Definition
+
+
+def with_ablations(ds: xr.Dataset, ablations: Mapping[str, list[str]]) -> xr.Dataset:
+    """The ablations' dataset: `ds` naming each ablation's runs ({setting: run ids in the order of its values})
+    in attribute `ablations` (JSON), as a run may belong to several."""
+    missing = sorted({name for ids in ablations.values() for name in ids} - set(ds["run"].values.tolist()))
+    if missing:
+        raise PipelineError(f"the ablations name runs whose results were not given: {', '.join(missing)}")
+    return ds.assign_attrs(ablations=json.dumps(dict(ablations)))
+
+
+def ablation_members(data: xr.Dataset) -> dict[str, list[str]]:
+    """Each ablation's run ids in the order of its values, from an ablations dataset (with_ablations)."""
+    return json.loads(data.attrs["ablations"])
+
+
+def with_provenance(ds: xr.Dataset, config: Mapping) -> xr.Dataset:
+    """Attach the configuration that produced `ds` (netCDF attributes must be flat strings)."""
+    return ds.assign_attrs(scale=config["scale"], config_digest=digest(config), config=json.dumps(config))
+
+
+def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
+    """Write atomically, so a killed job never leaves a half-written result that looks finished."""
+    with atomic_path(path) as temporary:
+        ds.to_netcdf(temporary, engine="h5netcdf")
+
+
+def open_dataset(path: str | Path) -> xr.Dataset:
+    """A result file, loaded into memory; a missing, truncated or foreign file is one line naming it."""
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError) as error:  # h5py: OSError for a truncated file; xarray: ValueError
+        advice = "; delete it to recompute it" if Path(path).is_file() else ""
+        raise PipelineError(f"{path}: not a readable netCDF result ({reason(error)}){advice}") from None
+
+
+def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str]
+                ) -> Iterator[tuple[Definition, xr.Dataset, xr.Dataset]]:
+    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together."""
+    for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
+        curve, evaluation = open_dataset(curve_path), open_dataset(eval_path)
+        run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        if evaluation.attrs["run"] != run.id:
+            raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
+        yield run, curve, evaluation
+
+
+def write_snapshot(config: Mapping, path: str | Path) -> None:
+    """Write the effective configuration as JSON (results/config.json, which every job reads its runs from),
+    only where it changed: its modification time is when the config last changed."""
+    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    if not (Path(path).is_file() and Path(path).read_text(encoding="utf-8", errors="replace") == text):
+        atomic.write_text(path, text)

@@ -1,0 +1,124 @@
+"""What defines a Sokoban run besides its seeds: the agent's architecture and the training settings, each a frozen
+dataclass that checks itself. No JAX here, so that the workflow, the planner and the reports can build and read
+runs without loading it; `agent` and `train` build and train what these describe.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.aggregation import AGGREGATIONS, full_radius
+
+EXPERT_TYPES = ("convlstm", "convglu")
+CHAININGS = ("paper", "pre_rl")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    depth: int  # L
+    experts: int  # E
+    width: int  # d
+    expert: str = "convlstm"
+    recurrent: bool = True
+    chaining: str = "paper"
+    aggregation: str = "sqrt_sum"
+    radius: int | None = None  # communication radius on the ring of experts; None (or ≥ ⌊E/2⌋): full
+    encoder_channels: int = 32
+    head_hidden: int = 256
+    num_actions: int = 4
+
+    def __post_init__(self):
+        for name in ("depth", "experts", "width", "encoder_channels", "head_hidden", "num_actions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ConfigError(f"agent.{name}: expected a positive integer, got {value!r}")
+            object.__setattr__(self, name, int(value))  # NumPy integers from tables become plain ints (hashing, JSON)
+        if not isinstance(self.recurrent, (bool, np.bool_)):
+            raise ConfigError(f"agent.recurrent: expected true or false, got {self.recurrent!r}")
+        object.__setattr__(self, "recurrent", bool(self.recurrent))
+        for name, allowed in (("expert", EXPERT_TYPES), ("chaining", CHAININGS), ("aggregation", AGGREGATIONS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"agent.{name}: expected one of {allowed}, got {getattr(self, name)!r}")
+        if self.encoder_channels % 2:
+            raise ConfigError(f"agent.encoder_channels: must be even (two tables of C/2), got {self.encoder_channels}")
+        if self.chaining == "pre_rl" and (self.expert != "convlstm" or not self.recurrent):
+            # PRE_RL/ has neither ConvGLU nor a non-recurrent mode; the combination would silently drop depth.
+            raise ConfigError("agent.chaining: 'pre_rl' exists only for recurrent ConvLSTM experts")
+        self._check_radius()
+
+    def _check_radius(self):
+        r = self.radius
+        if r is None:
+            return
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 0:
+            raise ConfigError(f"agent.radius: expected a non-negative integer or null (full), got {r!r}")
+        if r >= full_radius(self.experts):  # reaches every expert: the standard agent, one config for both
+            object.__setattr__(self, "radius", None)
+            return
+        object.__setattr__(self, "radius", int(r))
+        if (self.expert, self.chaining, self.aggregation) != ("convlstm", "paper", "sqrt_sum"):
+            # Defined (ANALYSES §4) for ConvLSTM experts chained level by level with the sqrt-sum only.
+            raise ConfigError(f"agent.radius: a radius below ⌊E/2⌋ = {full_radius(self.experts)} needs convlstm "
+                              f"experts, chaining 'paper' and aggregation 'sqrt_sum', got {self.expert}, "
+                              f"{self.chaining!r}, {self.aggregation!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run except the agent's architecture; defaults are the paper's."""
+
+    env_steps: int = 50_000_000
+    num_envs: int = 32
+    num_steps: int = 20
+    learning_rate: float = 4e-4
+    gamma: float = 0.97
+    gae_lambda: float = 0.97
+    entropy_coef: float = 0.01
+    value_coef: float = 1.0
+    logit_l2_coef: float = 1e-4
+    max_grad_norm: float = 1.0
+    adam_eps: float = 1e-6
+    reward: str = "clipped"
+    time_limit: int = 120
+    view: int = 10  # the agent sees the top-left view×view cells (demo scale: the room without padding walls)
+    log_interval: int = 200  # updates per log point and per compiled call
+    episode_window: int = 400  # completed episodes averaged at each log point
+    checkpoint_every: int = 10  # log points between checkpoints
+
+    def __post_init__(self):
+        updates = self.num_updates
+        if updates < self.log_interval:
+            raise ConfigError(
+                f"sokoban.env_steps {self.env_steps} is {updates} update{'s' * (updates != 1)} of "
+                f"sokoban.training.num_envs × num_steps = {self.num_envs} × {self.num_steps} env steps, fewer than "
+                f"sokoban.training.log_interval {self.log_interval}: not one log point would be written; give "
+                f"env_steps >= {self.log_interval * self.num_envs * self.num_steps} or a smaller log_interval")
+
+    @property
+    def num_updates(self) -> int:
+        return self.env_steps // (self.num_envs * self.num_steps)
+
+
+# The planning probes (Bush et al.'s, as the paper's Fig. 4 and App. H use them): what they predict, from what.
+CLASSES = ("none", "up", "right", "down", "left")  # class c > 0 is Jumanji action c - 1
+TARGETS = ("agent_onto", "box_pushed")  # C_A, C_B
+REPRESENTATIONS = ("state", "encoder", "control")
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """How probes are trained and scored; the defaults are EP's probes and the paper's 93 % precision."""
+
+    kernel: int = 1  # 1×1 convolution; 3 for EP's 3×3 variant
+    seeds: int = 5
+    epochs: int = 10
+    batch: int = 16
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-3
+    precision: float = 0.93
+    bootstrap: int = 1000  # resamples of the test levels
+    interval: float = 0.95

@@ -1,0 +1,60 @@
+"""The study a configuration defines: both domains' runs, checked together, and which result dataset collects which
+of them.
+
+`check` is the whole validation of a config: its schema, every budget's allocation grid, and every run that the
+domains build from it, so that what a run's settings reject (fewer updates than one log interval, a window that
+does not divide a batch, an evaluation that does not fit the validation shard) fails before anything trains. The
+workflow calls it once when it starts; the CLI calls it for a command a user runs by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from parallel_experts.config import schema
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import budget
+from parallel_experts.core.definitions import by_id
+from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.lm.shards import DataError, check_fit
+from parallel_experts.results import paths
+from parallel_experts.sokoban import experiment as sokoban_experiment
+
+
+def check(config: Mapping) -> None:
+    """Validate `config` completely; raise ConfigError naming the first problem."""
+    schema.validate(config)
+    for domain in budget.DOMAINS:
+        budget.budgets(config, domain)
+    schema.check_references(config)
+    sokoban_experiment.runs(config)
+    sokoban_experiment.probed_runs(config)
+    sokoban_experiment.expert_count_runs(config)
+    sokoban_experiment.ablation_runs(config)
+    _check_lm(config)
+
+
+def _check_lm(config: Mapping) -> None:
+    """Build the LM runs (their TrainConfig refuses a window or segment that does not divide batch_tokens, and
+    so on) and check that the evaluation fits the validation shard, so that neither fails after training."""
+    lm_experiment.runs_by_id(config)  # the sweep and the ablations
+    if "pretokenized" in config["lm"]["corpus"]:  # the published validation shard: 100M tokens, fits any setting
+        return
+    spec = lm_experiment.evaluation(config)
+    for window in config["lm"]["windows"]:
+        try:  # shard 0 (validation) holds lm.shard_tokens tokens wherever training shards follow it
+            check_fit(config["lm"]["shard_tokens"], window, spec["streams"], spec["lanes"])
+        except DataError as error:
+            raise ConfigError(f"lm.evaluation: {error}") from None
+
+
+def dataset_runs(config: Mapping) -> dict[str, list]:
+    """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules and the
+    planner read this): the Sokoban sweeps, the expert-count sweep, the ablations (a run two ablations share
+    once), the LM sweep and its ablations. A family the config lacks has no entry."""
+    found = {paths.SOKOBAN_SWEEP: sokoban_experiment.runs(config),
+             paths.EXPERT_COUNT: sokoban_experiment.expert_count_runs(config),
+             paths.ablations("sokoban"): list(by_id(sokoban_experiment.ablation_runs(config).values()).values()),
+             paths.LM_SWEEP: lm_experiment.runs(config),
+             paths.ablations("lm"): list(by_id(lm_experiment.ablation_runs(config).values()).values())}
+    return {path: runs for path, runs in found.items() if runs}
