@@ -1,12 +1,20 @@
-"""Shared builders of the tests: where the repository and the Boxoban files are, and how to run the workflow
-and a killed-and-resumed training command."""
+"""Shared builders of the tests: where the repository and the Boxoban files are, how to run the workflow and a
+killed-and-resumed training command, and the small datasets and configs that several test modules build."""
 
+import json
 import os
 import signal
 import struct
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from parallel_experts.lm.settings import ModelConfig, TrainConfig
+from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.sokoban.settings import REPRESENTATIONS, TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 # The Boxoban files of the team's shared folder, which lies beside the checkout (CI gets a copy there too);
@@ -30,6 +38,8 @@ DIE_AFTER_FIRST_CHECKPOINT = """
 import os, signal, sys
 from parallel_experts.core import checkpoint
 save = checkpoint.save_checkpoint
+
+
 def save_and_die(*args, **kwargs):
     save(*args, **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -106,3 +116,66 @@ def independent_shard_bytes(tokens, magic=20240520, version=1, count=None):
     count = len(tokens) if count is None else count
     header = struct.pack("<256i", magic, version, count, *([0] * 253))
     return header + struct.pack(f"<{len(tokens)}H", *tokens)
+
+
+# ------------------------------------------------------------------ small runs and datasets of several tests
+
+
+VOCAB = 64
+
+
+def shards(count=2, length=2400, seed=0):
+    """Token shards with structure to learn: each token is usually the previous one plus one."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        steps = np.where(rng.random(length) < 0.8, 1, rng.integers(0, VOCAB, length))
+        out.append((np.cumsum(steps) % VOCAB).astype(np.uint16))
+    return out
+
+
+def model_config(recurrent, **overrides):
+    return ModelConfig(1, 2, 16, 2, 1, vocab=VOCAB, recurrent=recurrent, dtype="float32", **overrides)
+
+
+def train_config(recurrent, **overrides):
+    fields = dict(sequence=8 if recurrent else 16, memory=16 if recurrent else 0, batch_tokens=256,
+                  microbatch=16, train_tokens=256 * 12, log_every=2, checkpoint_every=4)
+    return TrainConfig(**(fields | overrides))
+
+
+def ablation_data(setting, values, finals, experts=7, other_runs=0):
+    """The layout of `sokoban.experiment.collect` for one ablation, plus `other_runs` runs that it does not name
+    (another ablation's)."""
+    n = len(values) + other_runs
+    seeds = max(len(f) for f in finals)
+    final = [list(f) + [np.nan] * (seeds - len(f)) for f in finals] + [[1.0] * seeds] * other_runs
+    varied = {"aggregation": [v if setting == "aggregation" else "sqrt_sum" for v in values],
+              "radius": [v if setting == "radius" else experts // 2 for v in values]}
+    runs = [f"run{i}" for i in range(n)]
+    return xr.Dataset(
+        {"final_five": (("run", "seed"), final)},
+        coords={"run": runs, "sweep": ("run", [sokoban_experiment.ABLATION] * n), "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
+                "experts": ("run", [experts] * n), "width": ("run", [64] * n),
+                "aggregation": ("run", varied["aggregation"] + ["mean"] * other_runs),
+                "radius": ("run", varied["radius"] + [experts // 2] * other_runs), "seed": list(range(seeds))},
+        attrs={"ablations": json.dumps({setting: runs[:len(values)]})})
+
+
+STEPS = 12
+
+
+def probe_recall(state_deep, state_shallow, control=0.1, width=0.02):
+    """Two recurrent runs (L4, L2) whose state recall follows the given curves and whose controls sit at `control`,
+    each with an interval of ± width."""
+    recall = np.full((2, len(REPRESENTATIONS), len(TARGETS), STEPS), control)
+    recall[0, 0], recall[1, 0] = state_deep, state_shallow
+    bounds = np.stack([recall, recall - width, recall + width], axis=-1)
+    return xr.Dataset(
+        {"recall": (("run", "representation", "target", "step", "estimate"), bounds),
+         "precision": (("run", "representation", "target", "step", "estimate"), bounds),
+         "episodes": (("run", "step"), np.full((2, STEPS), 100)),
+         "macro_f1": (("run", "representation", "target"), np.arange(12.0).reshape(2, 3, 2) / 12)},
+        coords={"run": ["deep", "shallow"], "representation": list(REPRESENTATIONS), "target": list(TARGETS),
+                "step": np.arange(STEPS), "estimate": ["value", "low", "high"], "depth": ("run", [4, 2]),
+                "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])})

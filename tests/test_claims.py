@@ -7,9 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from helpers import REPO
-from test_sokoban_ablations import ablation_data
-from test_sokoban_probe_analysis import probes as probe_data
+from helpers import REPO, ablation_data, probe_recall
 
 from parallel_experts.config import files
 from parallel_experts.reporting import catalogue, claims
@@ -128,7 +126,7 @@ STEPS = np.arange(12)
     (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.7, INCONCLUSIVE),  # the controls read more
 ])
 def test_deeper_agents_plan_earlier_only_where_the_probes_read_a_plan(deep, shallow, control, verdict):
-    assert claims.plans_earlier(probe_data(deep, shallow, control), "deep", "shallow").verdict == verdict
+    assert claims.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow").verdict == verdict
 
 
 # ------------------------------------------------------------------------------------------------ FineWeb

@@ -12,38 +12,16 @@ import numpy as np
 import optax
 import pytest
 import xarray as xr
-from helpers import REPO, run_killed_and_resumed
+from helpers import REPO, VOCAB, model_config, run_killed_and_resumed, shards, train_config
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.lm import experiment, models
 from parallel_experts.lm.corpus import write_shards
-from parallel_experts.lm.settings import ModelConfig, TrainConfig
+from parallel_experts.lm.settings import TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches
 from parallel_experts.lm.train import Trainer, train
-
-VOCAB = 64
-
-
-def shards(count=2, length=2400, seed=0):
-    """Token shards with structure to learn: each token is usually the previous one plus one."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        steps = np.where(rng.random(length) < 0.8, 1, rng.integers(0, VOCAB, length))
-        out.append((np.cumsum(steps) % VOCAB).astype(np.uint16))
-    return out
-
-
-def model_config(recurrent, **overrides):
-    return ModelConfig(1, 2, 16, 2, 1, vocab=VOCAB, recurrent=recurrent, dtype="float32", **overrides)
-
-
-def train_config(recurrent, **overrides):
-    fields = dict(sequence=8 if recurrent else 16, memory=16 if recurrent else 0, batch_tokens=256,
-                  microbatch=16, train_tokens=256 * 12, log_every=2, checkpoint_every=4)
-    return TrainConfig(**(fields | overrides))
 
 
 def params_close(a, b, atol=0.0):
@@ -135,7 +113,7 @@ DATA_PARALLEL = """
 import json, sys
 import numpy as np, jax
 sys.path.insert(0, {tests!r})
-from test_lm_train import model_config, shards, train_config
+from helpers import model_config, shards, train_config
 from parallel_experts.lm.train import Trainer, device_mesh, train
 devices = int(sys.argv[1])
 assert len(jax.devices()) == 2

@@ -8,8 +8,7 @@ import math
 import matplotlib.pyplot
 import numpy as np
 import pytest
-import xarray as xr
-from helpers import REPO, demo_with_every_rule, write_sokoban_results
+from helpers import REPO, ablation_data, demo_with_every_rule, write_sokoban_results
 
 from parallel_experts import study
 from parallel_experts.analysis import sokoban_ablations as ablations
@@ -125,6 +124,8 @@ def with_ablation(**changes):
     ({"values": [0, 2, "full"]}, "sokoban.ablations.radius.values[2]: 'full' is the same agent as 2 (every radius "
                                  ">= E//2 = 2 is full)"),
 ])
+
+
 def test_ablation_errors_name_the_key(changes, message):
     with pytest.raises(ConfigError) as error:
         study.check(with_ablation(**changes))
@@ -140,6 +141,8 @@ def test_ablation_errors_name_the_key(changes, message):
     (lambda a: a.update(chaining={}), "sokoban.ablations: unknown key 'chaining' (expected one of: aggregation, "
                                       "radius)"),
 ])
+
+
 def test_the_schema_keeps_ablations_closed(edit, message):
     demo = load("config.yaml")
     edit(demo["sokoban"]["ablations"])
@@ -174,24 +177,6 @@ def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(nam
 
 
 # ---------------------------------------------------------------------------------------------- scores
-
-
-def ablation_data(setting, values, finals, experts=7, other_runs=0):
-    """The layout of `sokoban.experiment.collect` for one ablation, plus `other_runs` runs that it does not name
-    (another ablation's)."""
-    n = len(values) + other_runs
-    seeds = max(len(f) for f in finals)
-    final = [list(f) + [np.nan] * (seeds - len(f)) for f in finals] + [[1.0] * seeds] * other_runs
-    varied = {"aggregation": [v if setting == "aggregation" else "sqrt_sum" for v in values],
-              "radius": [v if setting == "radius" else experts // 2 for v in values]}
-    runs = [f"run{i}" for i in range(n)]
-    return xr.Dataset(
-        {"final_five": (("run", "seed"), final)},
-        coords={"run": runs, "sweep": ("run", [experiment.ABLATION] * n), "recurrent": ("run", [True] * n), "budget": ("run", ["medium"] * n), "depth": ("run", [2] * n),
-                "experts": ("run", [experts] * n), "width": ("run", [64] * n),
-                "aggregation": ("run", varied["aggregation"] + ["mean"] * other_runs),
-                "radius": ("run", varied["radius"] + [experts // 2] * other_runs), "seed": list(range(seeds))},
-        attrs={"ablations": json.dumps({setting: runs[:len(values)]})})
 
 
 def test_scores_are_the_mean_and_standard_error_over_seeds_by_hand():

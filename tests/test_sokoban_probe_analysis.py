@@ -2,29 +2,10 @@
 
 import numpy as np
 import pytest
-import xarray as xr
+from helpers import STEPS, probe_recall
 
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.reporting import plots
-from parallel_experts.sokoban.probes import REPRESENTATIONS, TARGETS
-
-STEPS = 12
-
-
-def probes(state_deep, state_shallow, control=0.1, width=0.02):
-    """Two recurrent runs (L4, L2) whose state recall follows the given curves and whose controls sit at `control`,
-    each with an interval of ± width."""
-    recall = np.full((2, len(REPRESENTATIONS), len(TARGETS), STEPS), control)
-    recall[0, 0], recall[1, 0] = state_deep, state_shallow
-    bounds = np.stack([recall, recall - width, recall + width], axis=-1)
-    return xr.Dataset(
-        {"recall": (("run", "representation", "target", "step", "estimate"), bounds),
-         "precision": (("run", "representation", "target", "step", "estimate"), bounds),
-         "episodes": (("run", "step"), np.full((2, STEPS), 100)),
-         "macro_f1": (("run", "representation", "target"), np.arange(12.0).reshape(2, 3, 2) / 12)},
-        coords={"run": ["deep", "shallow"], "representation": list(REPRESENTATIONS), "target": list(TARGETS),
-                "step": np.arange(STEPS), "estimate": ["value", "low", "high"], "depth": ("run", [4, 2]),
-                "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])})
 
 
 def verdict(ds):
@@ -35,20 +16,20 @@ def test_the_deeper_agent_leading_and_the_shallower_catching_up_is_the_papers_pa
     steps = np.arange(STEPS)
     deep = np.full(STEPS, 0.6)
     shallow = np.minimum(0.3 + 0.1 * steps, 0.6)  # 0.3, 0.4, 0.5 over steps 0-2; 0.6 from step 3 on
-    assert verdict(probes(deep, shallow)) == ("this run shows the paper's pattern: the deeper agent leads at first "
+    assert verdict(probe_recall(deep, shallow)) == ("this run shows the paper's pattern: the deeper agent leads at first "
                                               "and the shallower one catches up")
     never = np.full(STEPS, 0.3)
-    assert "the gap does not close" in verdict(probes(deep, never))
-    assert "does not show the paper's pattern" in verdict(probes(shallow, deep))
+    assert "the gap does not close" in verdict(probe_recall(deep, never))
+    assert "does not show the paper's pattern" in verdict(probe_recall(shallow, deep))
 
 
 def test_no_verdict_on_depth_when_the_state_does_not_beat_its_controls():
-    line = verdict(probes(np.full(STEPS, 0.6), np.full(STEPS, 0.3), control=0.7))
+    line = verdict(probe_recall(np.full(STEPS, 0.6), np.full(STEPS, 0.3), control=0.7))
     assert line.startswith("this run cannot test the paper's pattern")
 
 
 def test_recall_table_reads_the_curves_at_the_chosen_steps():
-    ds = probes(np.linspace(0, 1, STEPS), np.zeros(STEPS))
+    ds = probe_recall(np.linspace(0, 1, STEPS), np.zeros(STEPS))
     table = probe_analysis.recall_table(ds, ["deep"], steps=(0, 5, 11, 40))
     assert list(table.columns) == ["run", "probe reads", "t=0", "t=5", "t=11"]  # step 40 is past the data
     assert table.loc[0, "run"] == "recurrent L4 E1 d8"

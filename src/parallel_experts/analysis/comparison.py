@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from parallel_experts.core import budget as budgets
-from parallel_experts.results import paper
+from parallel_experts.results import paper as published
 
 # The allocation report's section titles, one per domain.
 DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
@@ -48,7 +48,7 @@ def anchor(config: Mapping, domain: str, name: str) -> budgets.Allocation | None
 
 def paper_anchor(domain: str, name: str) -> budgets.Allocation | None:
     """The anchor of the paper's budget `name` (None where the paper has no such budget)."""
-    found = paper.ANCHORS[domain].get(name)
+    found = published.ANCHORS[domain].get(name)
     return budgets.Allocation(*found) if found else None
 
 
@@ -62,7 +62,7 @@ def budget_differences(config: Mapping, domain: str, name: str, window: int | No
     elif ours != paper:
         shown = ours.label() if ours else "nothing"
         reasons.append(f"this config's {name} budget is anchored at {shown}, the paper's at {paper.label()}")
-    paper_windows = paper.DOMAIN_CONFIG[domain].get("windows")
+    paper_windows = published.DOMAIN_CONFIG[domain].get("windows")
     if window is not None and paper_windows and int(window) not in paper_windows:
         reasons.append(f"the {window}-token window is not one of the paper's ({', '.join(map(str, paper_windows))})")
     return reasons

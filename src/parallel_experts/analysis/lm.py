@@ -15,7 +15,7 @@ import xarray as xr
 from parallel_experts.analysis import comparison
 from parallel_experts.core import budget as budgets
 from parallel_experts.core import definitions
-from parallel_experts.results import paper
+from parallel_experts.results import paper as published
 
 ALLOCATION = ["depth", "experts", "width"]
 SETTING = ["budget", "window", "family"]
@@ -23,7 +23,7 @@ RECURRENT, NONRECURRENT = definitions.family(True), definitions.family(False)
 # What the authors' runs used (SPEC C, D.2, E.12, F.1); a config that differs is a reduced demo of the study.
 # Scored validation tokens: 2,048 streams of the 10^8-token validation shard, less one window of warm-up (F.1).
 PAPER = {"vocabulary": 50304, "train_tokens": 10_000 * 131_072, "batch_tokens": 131_072, "scored_tokens": 97_800_000,
-         "dtype": "bfloat16", "windows": tuple(paper.DOMAIN_CONFIG["lm"]["windows"])}
+         "dtype": "bfloat16", "windows": tuple(published.DOMAIN_CONFIG["lm"]["windows"])}
 # What the paper reports (§5.2), set beside every summary of our sweeps.
 PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-token window the recurrent model reaches "
                  "a validation loss of ≈3.51 with L = 2, comparable to the best non-recurrent allocation at L = 16; "
@@ -258,7 +258,7 @@ def paper_losses_per_setting(config: Mapping, runs: pd.DataFrame,
 
 def reference_losses() -> pd.DataFrame:
     """Every FineWeb validation loss the authors published as text (SPEC G.2)."""
-    table = paper.reference("fineweb_losses")
+    table = published.reference("fineweb_losses")
     for column in ("window", "max_depth", "depth"):
         table[column] = table[column].astype("Int64")
     return table

@@ -16,7 +16,7 @@ from scipy import stats
 
 from parallel_experts.analysis import comparison
 from parallel_experts.core import definitions
-from parallel_experts.results import paper
+from parallel_experts.results import paper as published
 
 ALLOCATION = ["depth", "experts", "width"]
 DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
@@ -46,7 +46,7 @@ def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataF
 
 def paper_per_seed_scores() -> pd.DataFrame:
     """The authors' per-seed scores of the recurrent ConvLSTM sweeps, in the same layout."""
-    table = paper.reference("sokoban_reference_returns").rename(
+    table = published.reference("sokoban_reference_returns").rename(
         columns={"depth_L": "depth", "experts_E": "experts", "width_d": "width", "seed_index": "seed",
                  "final5_mean_return": "score"})
     return table.assign(sweep="convlstm", recurrent=True)[["sweep", "recurrent", "budget", *ALLOCATION, "seed",

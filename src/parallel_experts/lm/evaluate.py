@@ -19,6 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+import xarray as xr
 
 from parallel_experts.lm.models import KVCache, RecurrentState, RecurrentTransformer, Transformer, logits
 from parallel_experts.lm.shards import CHUNK, check_fit, stream_windows
@@ -67,8 +68,6 @@ def validation_loss(model: Transformer | RecurrentTransformer, tokens, window: i
 
 
 def as_dataset(run, loss: float, scored: int, spec: dict, validation_path):
-    import xarray as xr
-
     return xr.Dataset(
         {"validation_loss": ((), loss, {"long_name": f"validation cross-entropy, {run.window}-token window",
                                         "units": "nats/token"}),

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+import xarray as xr
+
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
@@ -120,8 +122,6 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
 
     With `ablations` ({setting: run ids in the order of its values}, see ablation_runs), the dataset is the
     ablations' and names each one's runs (results.with_ablations)."""
-    import xarray as xr
-
     per_run = []
     for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths):
         m = run.model

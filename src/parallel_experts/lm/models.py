@@ -33,6 +33,7 @@ from jax import Array, lax
 
 from parallel_experts.core import experts
 from parallel_experts.core.aggregation import is_routed
+from parallel_experts.core.benchmarking import flops_of
 from parallel_experts.lm.settings import ModelConfig
 
 NORM_EPS = 1e-5
@@ -383,8 +384,6 @@ def token_flops(config: ModelConfig, window: int) -> float:
     lowered program is counted, not the compiled one: XLA:CPU's compiled count adds the bfloat16 weights'
     conversions to float32 (a 16-block width-768 Transformer: 2.35 GFLOP instead of 0.29), and lowering takes
     a tenth of the time."""
-    from parallel_experts.core.benchmarking import flops_of
-
     model = eqx.filter_eval_shape(build, config, jax.random.key(0))
     params, static = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
     token = jax.ShapeDtypeStruct((1,), jnp.int32)

@@ -34,15 +34,13 @@ from parallel_experts.core.benchmarking import flops_of, machine_info, matmul_pe
 from parallel_experts.core.tables import fmt
 from parallel_experts.lm import shards as shard_io
 from parallel_experts.lm import systems
-from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.lm.settings import ModelConfig, TrainConfig
+from parallel_experts.lm.train import Trainer
 
 
 def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
     """The training job (`lm.train.Trainer`) of one cell: B = batch_tokens / C streams of C tokens in one
     microbatch."""
-    from parallel_experts.lm.settings import TrainConfig
-    from parallel_experts.lm.train import Trainer  # not at import: the report reads results only
-
     config = TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
                          batch_tokens=batch_tokens, microbatch=batch_tokens // context,
                          train_tokens=batch_tokens * 1000)

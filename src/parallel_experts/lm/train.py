@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import xarray as xr
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
@@ -41,6 +42,7 @@ from parallel_experts.lm import models, optim
 from parallel_experts.lm.models import RecurrentState
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches, stream_windows
+from parallel_experts.results import store
 
 
 class Carry(NamedTuple):
@@ -216,10 +218,6 @@ def device_mesh(devices: int | None = None) -> Mesh | None:
 
 def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> None:
     """The finished run: its learning curve (netCDF) and the trained model's parameters."""
-    import xarray as xr
-
-    from parallel_experts.results import store
-
     run_dir = Path(run_dir)
     save_weights(run_dir / "model.eqx", carry.params)
     ds = xr.Dataset(

@@ -5,8 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Circle, Rectangle
 
 from parallel_experts.core import definitions
+from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
 
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
@@ -367,11 +370,6 @@ def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
 def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
     """Fig. 13: the level at each pictured step with an arrow on every square the probe reads as positive, in
     its direction ĉ. `picture` (steps, H, W, 2) in Jumanji's codes, `plan` (steps, H, W) classes."""
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Circle, Rectangle
-
-    from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
-
     fig, axes = plt.subplots(1, len(steps), figsize=(3.2 * len(steps), 3.4), squeeze=False, layout="constrained")
     for ax, grid, arrows, step in zip(axes[0], picture, plan, steps):
         variable, fixed = grid[..., VARIABLE], grid[..., FIXED]

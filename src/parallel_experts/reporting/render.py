@@ -15,6 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import nbformat
+import papermill
+from nbconvert import HTMLExporter
+
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.core import atomic
 from parallel_experts.reporting import catalogue
@@ -32,10 +36,6 @@ def render(
     provenance: Mapping,
 ) -> None:
     """Execute `notebook` with `parameters`, write the executed copy, the HTML page and its sidecar JSON."""
-    import nbformat
-    import papermill
-    from nbconvert import HTMLExporter
-
     for path in (html_path, executed_path, meta_path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(

@@ -28,6 +28,7 @@ from jax import Array
 
 from parallel_experts.core import experts as px
 from parallel_experts.core.aggregation import is_routed
+from parallel_experts.core.benchmarking import flops_of
 from parallel_experts.sokoban.settings import AgentConfig
 
 EPS = 1e-5  # every RMSNorm of the agent (Flax default)
@@ -349,8 +350,6 @@ def agent_step_flops(config: AgentConfig, height: int = 10, width: int = 10) -> 
     Only shapes are needed: the agent is built abstractly, so large allocations cost no memory or init time. The
     lowered program is counted (as `lm.models.token_flops` does): it is what the model computes on any device,
     and lowering takes a tenth of the time of compiling."""
-    from parallel_experts.core.benchmarking import flops_of
-
     agent = eqx.filter_eval_shape(Agent, config, jax.random.PRNGKey(0))
     params, static = eqx.partition(agent, lambda x: isinstance(x, jax.ShapeDtypeStruct))
     grid = jax.ShapeDtypeStruct((1, height, width, 2), jnp.uint8)

@@ -44,6 +44,11 @@ from parallel_experts.core import atomic, budget
 from parallel_experts.core.benchmarking import (flops_of, machine_info, matmul_peak, time_calls, unrolled_scans,
                                                 usable_cpus)
 from parallel_experts.core.tables import fmt, table
+from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban.agent import agent_step_flops
+from parallel_experts.sokoban.generator import generated_set
+from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
+from parallel_experts.sokoban.train import Trainer
 
 QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
 
@@ -54,8 +59,6 @@ QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
 def env_speed(levels: np.ndarray, num_envs: int, steps: int, repeats: int, reward: str = "clipped",
               time_limit: int = 120) -> dict:
     """Env-steps/s of the batched environment alone, random actions, `steps` steps per jitted scan."""
-    from parallel_experts.sokoban import env as sokoban_env
-
     env = sokoban_env.make_env(levels, reward=reward, time_limit=time_limit)
     envs = sokoban_env.batched(env)
     num_actions = int(env.action_spec.num_values)
@@ -105,9 +108,6 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
 
     The matmul peak is measured right before and right after the timed calls (`peak_repeats` matmuls each,
     0: not at all), so that the fraction of peak compares two speeds seen under the same machine load."""
-    from parallel_experts.sokoban.agent import agent_step_flops
-    from parallel_experts.sokoban.train import Trainer
-
     trainer = Trainer(agent_config, train_config, levels)
     carry = trainer.init(list(range(seeds)))
     start = time.perf_counter()
@@ -164,9 +164,6 @@ def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list
 def run(args, config: dict) -> int:
     """The benchmark of `python -m parallel_experts sokoban-bench` (see the CLI for the options), on a validated
     config."""
-    from parallel_experts.sokoban.generator import generated_set
-    from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
-
     if args.quick:
         args.num_envs, args.num_steps, args.log_interval = 4, 5, 2
         args.warmup, args.repeats, args.min_time = 1, 2, 0.0

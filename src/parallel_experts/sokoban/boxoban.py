@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
+from tqdm import tqdm
 
 from parallel_experts.core.atomic import atomic_open
 from parallel_experts.sokoban.levels import (AGENT, BOX, EMPTY, FIXED, GRID_SIZE, TARGET, VARIABLE, WALL, LevelError,
@@ -245,8 +246,6 @@ def load_split(
 
 
 def _read_split(paths: list[Path], size: int) -> dict[str, np.ndarray]:
-    from tqdm import tqdm
-
     levels, file, index = [], [], []
     for number, path in enumerate(tqdm(paths, desc="reading levels", unit="file", disable=len(paths) < 20)):
         read = read_levels(path)
@@ -285,8 +284,6 @@ def download_boxoban(cache_dir: str | Path | None = None, url: str = BOXOBAN_URL
     The archive is the GitHub repository's zip; it is unpacked beside its final place and renamed into
     it, so an interrupted download never leaves something that looks like a level set.
     """
-    from tqdm import tqdm
-
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root = cache_dir / "boxoban-levels"
     if (root / "unfiltered").is_dir():

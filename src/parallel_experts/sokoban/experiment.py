@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import xarray as xr
 from tqdm.auto import tqdm
 
 from parallel_experts.config.errors import ConfigError, PipelineError
@@ -231,8 +232,6 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     order of its values}), the dataset is the ablations' and names each one's runs (results.with_ablations).
     With `family` (EXPERT_COUNT), every run is labelled a run of that sweep without a budget, as the family's
     dataset is read, though some of its runs are the budget sweeps' (`shared`)."""
-    import xarray as xr
-
     per_run = []
     for run, curve, evaluation in run_results(Run, curve_paths, eval_paths):
         per_level = evaluation[["solved", "episode_return", "episode_length"]].astype(float).mean("level")

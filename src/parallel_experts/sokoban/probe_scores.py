@@ -19,7 +19,9 @@ from dataclasses import asdict
 import numpy as np
 import xarray as xr
 
+from parallel_experts.results.store import open_dataset
 from parallel_experts.sokoban import probes
+from parallel_experts.sokoban.experiment import Run
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
 
 
@@ -176,9 +178,6 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, config: 
 
 def collect(paths: list[str]) -> xr.Dataset:
     """Every probed run's scores in one dataset, indexed by run id, with its family and allocation."""
-    from parallel_experts.results.store import open_dataset
-    from parallel_experts.sokoban.experiment import Run
-
     per_run = []
     for path in paths:
         scores = open_dataset(path)

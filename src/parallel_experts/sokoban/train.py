@@ -22,11 +22,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import xarray as xr
 from tqdm.auto import tqdm
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
+from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, reset_where
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
@@ -291,16 +293,12 @@ def train(
 
 def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
     """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
-    from parallel_experts.results import store
-
     save_weights(Path(run_dir) / "agents.eqx", carry.params)
     store.write_netcdf(curve_dataset(run, log), Path(run_dir) / "curve.nc")
 
 
 def curve_dataset(run, log: EpisodeLog):
     """One run's learning curves (every seed, every log point) and final-five scores, as saved in curve.nc."""
-    import xarray as xr
-
     curve = log.curve
     per_point = {name: (("seed", "update"), np.array([p[name] for p in curve]).T, {"long_name": long})
                  for name, long in (("episodic_return", "mean return of the last completed episodes"),
