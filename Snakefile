@@ -1,8 +1,8 @@
 """Temporal Recurrence Favors Fewer Layers (arXiv 2609.12531): every data figure and table from one command.
 
-    snakemake --cores all                                                  demo scale, offline, CPU
-    snakemake --cores all --profile slurm --configfile config/paper.yaml   paper scale on a SLURM cluster
-    snakemake --cores all allocations                                      one report (see README)
+snakemake --cores all                                                  demo scale, offline, CPU
+snakemake --cores all --profile slurm --configfile config/paper.yaml   paper scale on a SLURM cluster
+snakemake --cores all allocations                                      one report (see README)
 """
 
 from snakemake.utils import min_version

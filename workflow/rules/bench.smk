@@ -10,17 +10,17 @@ rule lm_latency:
         config=ancient(CONFIG_JSON),
     output:
         paths.LATENCY,
-    params:
-        settings=systems_settings("latency"),
     log:
         "results/logs/lm/latency.log",
     benchmark:
         paths.benchmark("lm_latency")
+    conda:
+        CONDA_ENV
     threads: threads("bench")
     resources:
         **resources("bench"),
-    conda:
-        CONDA_ENV
+    params:
+        settings=systems_settings("latency"),
     shell:
         "python -m parallel_experts lm-latency --config {input.config:q} --out {output:q} > {log:q} 2>&1"
 
@@ -32,17 +32,17 @@ rule lm_throughput:
         tokens=paths.LM_TOKENS,
     output:
         paths.THROUGHPUT,
-    params:
-        settings=systems_settings("throughput"),
     log:
         "results/logs/lm/throughput.log",
     benchmark:
         paths.benchmark("lm_throughput")
+    conda:
+        CONDA_ENV
     threads: threads("bench")
     resources:
         **resources("bench"),
-    conda:
-        CONDA_ENV
+    params:
+        settings=systems_settings("throughput"),
     shell:
         "python -m parallel_experts lm-throughput --config {input.config:q} --tokens {input.tokens:q} "
         "--out {output:q} > {log:q} 2>&1"

@@ -138,8 +138,9 @@ def run_json(runs):
 
 def systems_settings(table):
     """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol."""
-    return json.dumps({key: config["lm"].get(key) for key in (table, "head_dim", "vocabulary", "dtype")},
-                      sort_keys=True)
+    return json.dumps(
+        {key: config["lm"].get(key) for key in (table, "head_dim", "vocabulary", "dtype")}, sort_keys=True
+    )
 
 
 def dataset_files(result):

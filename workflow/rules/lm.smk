@@ -1,20 +1,21 @@
 # Language modelling: token shards, one training job per run, the sliding-window validation loss and the sweep
 # (the ablations' dataset is in ablations.smk).
 
+
 rule lm_tokens:
     """The corpus as GPT-2 token shards (shard 0 is validation), tokenised here or downloaded pre-tokenised."""
     output:
         directory(paths.LM_TOKENS),
-    params:
-        corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
-        shard_tokens=config["lm"]["shard_tokens"],
     log:
         "results/logs/lm/tokens.log",
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
+    params:
+        corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
+        shard_tokens=config["lm"]["shard_tokens"],
     shell:
         "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens:q} "
         "--out {output:q} > {log:q} 2>&1"
@@ -28,21 +29,21 @@ rule lm_train:
     output:
         curve=paths.curve("lm", "{run}"),
         model=paths.weights("lm", "{run}"),
-    wildcard_constraints:
-        run=one_of(LM_RUNS),
-    params:
-        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
-        run_dir=run_dir("lm"),
     log:
         "results/logs/lm/train/{run}.log",
     benchmark:
         paths.benchmark("lm_train", run="{run}")
+    wildcard_constraints:
+        run=one_of(LM_RUNS),
     priority: 1  # after Sokoban's training, before everything else (see sokoban_train)
+    conda:
+        CONDA_ENV
     threads: threads("lm_train")
     resources:
         **resources("lm_train"),
-    conda:
-        CONDA_ENV
+    params:
+        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
+        run_dir=run_dir("lm"),
     shell:
         "python -m parallel_experts lm-train --config {input.config:q} --run {wildcards.run:q} --tokens {input.tokens:q} "
         "--run-dir {params.run_dir:q} > {log:q} 2>&1"
@@ -56,21 +57,21 @@ rule lm_evaluate:
         tokens=paths.LM_TOKENS,
     output:
         paths.evaluation("lm", "{run}"),
-    wildcard_constraints:
-        run=one_of(LM_RUNS),
-    params:
-        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
-        run_dir=run_dir("lm"),
-        evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
     log:
         "results/logs/lm/evaluate/{run}.log",
     benchmark:
         paths.benchmark("lm_evaluate", run="{run}")
+    wildcard_constraints:
+        run=one_of(LM_RUNS),
+    conda:
+        CONDA_ENV
     threads: threads("lm_train")
     resources:
         **resources("lm_train"),
-    conda:
-        CONDA_ENV
+    params:
+        definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
+        run_dir=run_dir("lm"),
+        evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
     shell:
         "python -m parallel_experts lm-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
         "--tokens {input.tokens:q} --evaluation {params.evaluation:q} --out {output:q} > {log:q} 2>&1"
@@ -85,10 +86,10 @@ rule lm_sweep:
         paths.LM_SWEEP,
     log:
         "results/logs/lm/sweep.log",
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
     shell:
         "python -m parallel_experts lm-sweep --out {output:q} --curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

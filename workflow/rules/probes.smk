@@ -10,23 +10,23 @@ rule sokoban_probe_data:
         levels=probe_levels,
     output:
         paths.probe_data("{run}", "{split}"),
+    log:
+        "results/logs/sokoban/probe_data/{run}/{split}.log",
+    benchmark:
+        paths.benchmark("sokoban_probe_data", run="{run}", split="{split}")
     wildcard_constraints:
         run=one_of(PROBED_RUNS),
         split=one_of(sokoban_experiment.PROBE_SPLITS),
+    conda:
+        CONDA_ENV
+    threads: threads("train")
+    resources:
+        **resources("train"),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("sokoban"),
         seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
         played=probe_count,
-    log:
-        "results/logs/sokoban/probe_data/{run}/{split}.log",
-    benchmark:
-        paths.benchmark("sokoban_probe_data", run="{run}", split="{split}")
-    threads: threads("train")
-    resources:
-        **resources("train"),
-    conda:
-        CONDA_ENV
     shell:
         "python -m parallel_experts sokoban-probe-data --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
         "--seed {params.seed:q} --levels {input.levels:q} --count {params.played:q} --out {output:q} > {log:q} 2>&1"
@@ -38,21 +38,23 @@ rule sokoban_probe_fit:
         **{split: paths.probe_data("{run}", split) for split in sokoban_experiment.PROBE_SPLITS},
     output:
         paths.probe_scores("{run}"),
-    wildcard_constraints:
-        run=one_of(PROBED_RUNS),
-    params:
-        fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
-        picture=json.dumps({k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items()
-                            if k != "run"}, sort_keys=True),
     log:
         "results/logs/sokoban/probe_fit/{run}.log",
     benchmark:
         paths.benchmark("sokoban_probe_fit", run="{run}")
+    wildcard_constraints:
+        run=one_of(PROBED_RUNS),
+    conda:
+        CONDA_ENV
     threads: threads("train")
     resources:
         **resources("train"),
-    conda:
-        CONDA_ENV
+    params:
+        fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
+        picture=json.dumps(
+            {k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},
+            sort_keys=True,
+        ),
     shell:
         "python -m parallel_experts sokoban-probe-fit --train {input.train:q} --calibration {input.calibration:q} "
         "--test {input.test:q} --fit {params.fit:q} --picture {params.picture:q} --out {output:q} > {log:q} 2>&1"
@@ -66,10 +68,10 @@ rule sokoban_probes:
         paths.SOKOBAN_PROBES,
     log:
         "results/logs/sokoban/probes.log",
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
     shell:
         "python -m parallel_experts sokoban-probes --out {output:q} {input:q} > {log:q} 2>&1"

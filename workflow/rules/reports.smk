@@ -1,6 +1,7 @@
 # Reports: one papermill notebook per paper figure or table, rendered to code-free HTML; the index; and one
 # named target per paper item (`snakemake fig2`), all from the config's catalogue (REPORTS).
 
+
 localrules:
     index,
 
@@ -10,9 +11,9 @@ for target, names in catalogue.targets(REPORTS.values()).items():
     rule:
         name:
             target
-        localrule: True
         input:
             [f"reports/{name}.html" for name in names],
+        localrule: True
 
 
 rule plan_costs:
@@ -22,18 +23,19 @@ rule plan_costs:
         config=CONFIG_JSON,
         after=list(REPORTS["claims"].inputs.values()),
     output:
-        [f"{folder}/{name}.csv" for folder in (paths.PLAN, paths.PAPER_PLAN) for name in plan.FILES],
-    params:
-        here=paths.PLAN,
-        there=paths.PAPER_PLAN,
-        paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
+        here=[f"{paths.PLAN}/{name}.csv" for name in plan.FILES],
+        there=[f"{paths.PAPER_PLAN}/{name}.csv" for name in plan.FILES],
     log:
         "results/logs/plan.log",
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
+    params:
+        here=lambda wildcards, output: Path(output.here[0]).parent,
+        there=lambda wildcards, output: Path(output.there[0]).parent,
+        paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
     shell:
         "python -m parallel_experts plan --configfile {input.config:q} --out {params.here:q} > {log:q} 2>&1 && "
         "python -m parallel_experts plan --configfile {params.paper:q} --out {params.there:q} >> {log:q} 2>&1"
@@ -46,20 +48,20 @@ rule report:
         html=report("reports/{report}.html", caption="../report/report.rst", category="Reports"),
         executed=f"{paths.REPORTS}/{{report}}.ipynb",
         meta=f"{paths.REPORTS}/{{report}}.json",
+    log:
+        "results/logs/reports/{report}.log",
     wildcard_constraints:
         report=one_of(REPORTS),
+    conda:
+        CONDA_ENV
+    threads: threads()
+    resources:
+        **resources(),
     params:
         paper=lambda wildcards: REPORTS[wildcards.report].paper,
         notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,
         notebook=notebook_parameters,
         config_files=config_files(),
-    log:
-        "results/logs/reports/{report}.log",
-    threads: threads()
-    resources:
-        **resources(),
-    conda:
-        CONDA_ENV
     shell:
         "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} --html {output.html:q} "
         "--executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "
@@ -81,4 +83,3 @@ rule index:
         CONDA_ENV
     shell:
         "python -m parallel_experts index --config {input.config:q} --out {output:q} {input.meta:q} > {log:q} 2>&1"
-

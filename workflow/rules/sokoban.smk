@@ -1,22 +1,23 @@
 # Sokoban: level sets, one training job per run (all its seeds under vmap), solve rates, and one dataset per run
 # family: the budget sweeps, the expert-count sweep (the ablations' is in ablations.smk).
 
+
 rule sokoban_levels:
     """Training, test or probe-calibration levels, from the config's source (generated offline, or a Boxoban split)."""
     output:
         paths.levels("{set}"),
-    wildcard_constraints:
-        set="train|test|valid",
-    params:
-        source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
-        boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
     log:
         "results/logs/sokoban/levels/{set}.log",
+    wildcard_constraints:
+        set="train|test|valid",
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
+    params:
+        source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
+        boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
     shell:
         "python -m parallel_experts sokoban-levels --source {params.source:q} --boxoban {params.boxoban:q} "
         "--out {output:q} > {log:q} 2>&1"
@@ -30,23 +31,23 @@ rule sokoban_train:
     output:
         curve=paths.curve("sokoban", "{run}"),
         agents=paths.weights("sokoban", "{run}"),
-    wildcard_constraints:
-        run=one_of(SOKOBAN_RUNS),
-    params:
-        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
-        run_dir=run_dir("sokoban"),
     log:
         "results/logs/sokoban/train/{run}.log",
     benchmark:
         paths.benchmark("sokoban_train", run="{run}")
+    wildcard_constraints:
+        run=one_of(SOKOBAN_RUNS),
     # Training first, Sokoban's before the LM's (its runs feed the longest chains: evaluation, probe data, fits),
     # so that the short jobs fill both cores at the end instead of one long job running alone.
     priority: 2
+    conda:
+        CONDA_ENV
     threads: threads("train")
     resources:
         **resources("train"),
-    conda:
-        CONDA_ENV
+    params:
+        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
+        run_dir=run_dir("sokoban"),
     shell:
         "python -m parallel_experts sokoban-train --config {input.config:q} --run {wildcards.run:q} --levels {input.levels:q} "
         "--run-dir {params.run_dir:q} > {log:q} 2>&1"
@@ -60,20 +61,20 @@ rule sokoban_evaluate:
         levels=paths.levels("test"),
     output:
         paths.evaluation("sokoban", "{run}"),
-    wildcard_constraints:
-        run=one_of(SOKOBAN_RUNS),
-    params:
-        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
-        run_dir=run_dir("sokoban"),
     log:
         "results/logs/sokoban/evaluate/{run}.log",
     benchmark:
         paths.benchmark("sokoban_evaluate", run="{run}")
+    wildcard_constraints:
+        run=one_of(SOKOBAN_RUNS),
+    conda:
+        CONDA_ENV
     threads: threads("train")
     resources:
         **resources("train"),
-    conda:
-        CONDA_ENV
+    params:
+        definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
+        run_dir=run_dir("sokoban"),
     shell:
         "python -m parallel_experts sokoban-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
         "--levels {input.levels:q} --out {output:q} > {log:q} 2>&1"
@@ -87,19 +88,20 @@ rule sokoban_dataset:
         evals=dataset_files(paths.evaluation),
     output:
         f"{paths.ROOT}/sokoban/{{dataset}}.nc",
-    wildcard_constraints:
-        dataset=one_of(SOKOBAN_DATASETS),
-    params:
-        # the expert-count sweep's runs, some of them the budget sweeps' (sokoban.experiment.shared), as one family
-        family=lambda wildcards: (f"--family {sokoban_experiment.EXPERT_COUNT}"
-                                  if wildcards.dataset == Path(paths.EXPERT_COUNT).stem else ""),
     log:
         "results/logs/sokoban/{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(SOKOBAN_DATASETS),
+    conda:
+        CONDA_ENV
     threads: threads()
     resources:
         **resources(),
-    conda:
-        CONDA_ENV
+    params:
+        # the expert-count sweep's runs, some of them the budget sweeps' (sokoban.experiment.shared), as one family
+        family=lambda wildcards: (
+            f"--family {sokoban_experiment.EXPERT_COUNT}" if wildcards.dataset == Path(paths.EXPERT_COUNT).stem else ""
+        ),
     shell:
         "python -m parallel_experts sokoban-sweep --out {output:q} --curves {input.curves:q} "
         "--evals {input.evals:q} {params.family} > {log:q} 2>&1"
