@@ -22,6 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.analysis import verdicts
 from parallel_experts.core import definitions
 from parallel_experts.results import store
 
@@ -31,7 +32,6 @@ POINT = [*FAMILY, "budget", "experts"]
 PAPER_FINDING = ("the paper's finding (§5.3, Fig. 6): more experts per level improve both recurrent and "
                  "non-recurrent models, recurrent models saturate at shallower depth, and Sokoban keeps improving "
                  "beyond 8 experts.")
-NOISE = 2  # standard errors: a difference within this many is "no clear change"
 DOMAINS = ("Sokoban", "FineWeb")  # how panel names begin
 
 
@@ -119,7 +119,7 @@ def expert_trends(found: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd.Data
         family = family.sort_values("experts")
         first, last = family.iloc[0], family.iloc[-1]
         gain = first["sign"] * (last["score"] - first["score"])
-        noise = NOISE * float(np.sqrt(np.nansum([first["stderr"] ** 2, last["stderr"] ** 2])))
+        noise = verdicts.NOISE * float(np.sqrt(np.nansum([first["stderr"] ** 2, last["stderr"] ** 2])))
         steps = first["sign"] * np.diff(family["score"].to_numpy(float))
         rows.append(dict(zip(FAMILY, key)) | {
             "family": definitions.family(key[1]), "experts": ", ".join(map(str, family["experts"])),
@@ -135,7 +135,7 @@ def _gain_verdict(gain: float, noise: float) -> str:
         return "more experts help"
     if gain < -noise:
         return "more experts hurt"
-    return "no clear change" + (f" (within {NOISE} standard errors)" if noise else "")
+    return "no clear change" + (f" (within {verdicts.NOISE} standard errors)" if noise else "")
 
 
 def saturation_depths(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd.DataFrame:
@@ -163,7 +163,7 @@ def saturation_depths(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> pd
 def _saturation_depth(rows: pd.DataFrame) -> int:
     better = rows["sign"] * rows["score"]
     best = rows.loc[better.idxmax()]
-    noise = NOISE * np.sqrt(np.nan_to_num(rows["stderr"] ** 2) + np.nan_to_num(best["stderr"] ** 2))
+    noise = verdicts.NOISE * np.sqrt(np.nan_to_num(rows["stderr"] ** 2) + np.nan_to_num(best["stderr"] ** 2))
     return int(rows.loc[better >= better.max() - noise, "depth"].min())
 
 
@@ -182,7 +182,7 @@ def summary(trends: pd.DataFrame, saturation: pd.DataFrame, at_chance: Iterable[
         here = trends[trends["panel"] == panel]
         for recurrent, rows in here.groupby("recurrent", sort=False):
             helped = (rows["verdict"] == "more experts help").sum()
-            lines.append(f"{panel}, {definitions.family(recurrent)}: more experts help beyond {NOISE} standard errors "
+            lines.append(f"{panel}, {definitions.family(recurrent)}: more experts help beyond {verdicts.NOISE} standard errors "
                          f"in {helped} of {len(rows)} families (L, d); the score improves at every step of E in "
                          f"{rows['every_step_better'].sum()}")
         sat = saturation[saturation["panel"] == panel]

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import stats
 
-from parallel_experts.analysis import comparison
+from parallel_experts.analysis import comparison, verdicts
 from parallel_experts.core import definitions
 from parallel_experts.results import paper as published
 
@@ -33,7 +32,6 @@ PRIOR_WORK_SOURCE = ("Taufeeque et al. (2024), Planning in a recurrent neural ne
                      "(arXiv:2407.15421): the public evaluation data of AlignmentResearch/learned-planner")
 PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
                "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
-ALPHA = 0.05  # the significance level of the depth verdicts
 
 
 def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataFrame:
@@ -115,18 +113,19 @@ def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
             if any(len(a) == 0 for a in at.values()):
                 continue
             samples = [seed_scores(per_seed, at[d].iloc[0]) for d in (deeper, shallower)]
-            if min(len(s) for s in samples) < 2:
+            test = verdicts.welch(*samples)
+            if test is None:
                 continue
-            test = stats.ttest_ind(*samples, equal_var=False, alternative="greater")
+            t, p = test
             rows.append(dict(zip(["sweep", "recurrent", "budget"], key)) | {
                 "test": f"L={deeper} > L={shallower}",
                 "deeper": f"L{deeper} E{at[deeper].iloc[0]['experts']} d{at[deeper].iloc[0]['width']}",
                 "shallower": f"L{shallower} E{at[shallower].iloc[0]['experts']} d{at[shallower].iloc[0]['width']}",
-                "difference": samples[0].mean() - samples[1].mean(), "t": test.statistic, "p": test.pvalue})
+                "difference": samples[0].mean() - samples[1].mean(), "t": t, "p": p})
     return pd.DataFrame(rows)
 
 
-def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
+def depth_verdicts(tests: pd.DataFrame, alpha: float = verdicts.ALPHA) -> list[str]:
     """One sentence per row of `welch_depth_tests`: whether the deeper configuration is better at level `alpha`."""
     lines = []
     for _, row in tests.iterrows():
@@ -137,7 +136,7 @@ def depth_verdicts(tests: pd.DataFrame, alpha: float = ALPHA) -> list[str]:
     return lines
 
 
-def depth_pattern(tests: pd.DataFrame, alpha: float = ALPHA) -> str:
+def depth_pattern(tests: pd.DataFrame, alpha: float = verdicts.ALPHA) -> str:
     """Whether the recurrent rows of `welch_depth_tests` show the paper's depth pattern, L=4 > L=2 > L=1 with both
     steps significant (as the authors' small and medium ConvLSTM budgets do)."""
     recurrent = tests[tests["recurrent"].astype(bool)] if len(tests) else tests
@@ -237,19 +236,13 @@ def at_chance(data: xr.Dataset) -> bool:
     return float(data["solve_rate"].mean("seed").max()) <= float(data.attrs["test_random_solve_rate"])
 
 
-def recurrence_direction(gap: float, stderr: float) -> int:
-    """Whether a difference (best recurrent minus best non-recurrent) of `gap` with standard error `stderr` shows
-    the paper's effect (+1: beyond two standard errors), the opposite (−1: below minus two) or neither (0; also
-    where one seed gives no standard error)."""
-    return 1 if gap > 2 * stderr else -1 if gap < -2 * stderr else 0
-
-
 def recurrence_verdict(gap: float, stderr: float) -> str:
-    """`recurrence_direction` in words."""
+    """A difference (best recurrent minus best non-recurrent) of `gap` with standard error `stderr`, judged by the
+    two-standard-error rule (`verdicts.direction`), in words."""
     return {1: "shows the paper's effect (recurrent better)",
             -1: "shows the opposite of the paper's effect (non-recurrent better)",
-            0: "does not separate recurrent from non-recurrent (difference within two standard errors)"}[
-        recurrence_direction(gap, stderr)]
+            0: f"does not separate recurrent from non-recurrent (difference within {verdicts.NOISE} standard errors)"}[
+        verdicts.direction(gap, stderr)]
 
 
 def recurrence_effect(scores: pd.DataFrame) -> str | None:

@@ -19,6 +19,7 @@ import xarray as xr
 from parallel_experts.analysis import comparison
 from parallel_experts.analysis import \
     sokoban as analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
+from parallel_experts.analysis import verdicts
 from parallel_experts.core import aggregation
 from parallel_experts.results import store
 
@@ -109,11 +110,11 @@ def label(setting: str, row: pd.Series) -> str:
 
 
 def _gap(a: pd.Series, b: pd.Series) -> str:
-    noise = (a["stderr"] ** 2 + b["stderr"] ** 2) ** 0.5
-    if pd.isna(noise):
-        return f"{a['mean'] - b['mean']:+.3f} (no standard error from one seed)"
-    resolved = "" if abs(a["mean"] - b["mean"]) > 2 * noise else ", within two standard errors"
-    return f"{a['mean'] - b['mean']:+.3f} ± {noise:.3f} s.e.{resolved}"
+    gap, stderr = a["mean"] - b["mean"], (a["stderr"] ** 2 + b["stderr"] ** 2) ** 0.5
+    if pd.isna(stderr):
+        return f"{gap:+.3f} (no standard error from one seed)"
+    resolved = "" if verdicts.direction(gap, stderr) else f", within {verdicts.NOISE} standard errors"
+    return f"{gap:+.3f} ± {stderr:.3f} s.e.{resolved}"
 
 
 def aggregation_verdict(table: pd.DataFrame) -> str:

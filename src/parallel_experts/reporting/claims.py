@@ -10,8 +10,9 @@ results it reads (the claims report's notebook parameters) and a rule. A rule re
 * not run at this scale: the config does not produce the results the claim needs.
 
 A claim with parts (a budget, a domain, a context) is supported only when every part that ran is, and
-contradicted when any part is (`combine`). Thresholds are our choices, stated here and on the page: a one-sided
-Welch test at ALPHA over seeds, and COMPARABLE nats between single LM runs.
+contradicted when any part is (`combine`). Every finding names the rule that decided it (`analysis.verdicts`: a
+one-sided Welch test over seeds, two standard errors, verdicts.COMPARABLE nats between single LM runs, bootstrap intervals),
+and the page shows it beside the verdict.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import stats
 
 from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import lm as lm_analysis
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban as sokoban_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
+from parallel_experts.analysis import verdicts
+from parallel_experts.analysis.verdicts import welch_greater, welch_text
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.reporting import catalogue
@@ -36,11 +38,8 @@ from parallel_experts.results import store
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
-ALPHA = 0.05  # one-sided Welch tests over seeds, uncorrected (the authors' protocol for depth, SPEC B.6)
-# Single LM runs have no noise estimate. Within this many nats two runs are comparable (the paper calls the
-# +0.02 of KV sharing a cost, App. A.3); worse by more than twice it contradicts a "comparable" claim.
-COMPARABLE = 0.02
-_ONE_RUN = f"one run each, no test: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
+# Where one run per allocation decides: the depth of each family's lowest loss, compared.
+LOWEST_LOSS_DEPTH = "depth of each family's lowest loss, one run per allocation"
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,7 @@ class Finding:
     verdict: str  # one of VERDICTS
     measured: str  # our measurement, in words and numbers
     test: str = ""  # the statistical test and its outcome, where seeds allow one
+    rule: str = verdicts.NO_RULE  # the rule that decided the verdict (analysis.verdicts)
 
 
 @dataclass(frozen=True)
@@ -71,25 +71,14 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
     verdicts = {f.verdict for f in ran.values()}
     verdict = (NOT_RUN if not ran else CONTRADICTED if CONTRADICTED in verdicts else
                SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE)
+    rules = dict.fromkeys(f.rule for f in ran.values() if f.rule)
     return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()),
-                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test))
-
-
-def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
-    """One-sided Welch p-value of H1: mean(a) > mean(b); None where either side has fewer than two values."""
-    a, b = np.asarray(list(a), float), np.asarray(list(b), float)
-    if min(len(a), len(b)) < 2:
-        return None
-    return float(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
-
-
-def _p(p: float | None) -> str:
-    return "no test (fewer than two seeds)" if p is None else f"one-sided Welch p = {p:.4f}"
+                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test), "; ".join(rules))
 
 
 def _decided(direction: int, p: float | None) -> str:
     """The verdict of a difference in the paper's direction (+1) or against it (−1), tested by `p`."""
-    if p is None or p >= ALPHA:
+    if not verdicts.significant(p):
         return INCONCLUSIVE
     return SUPPORTED if direction > 0 else CONTRADICTED
 
@@ -149,23 +138,23 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
         p = welch_greater(sokoban_analysis.seed_scores(per_seed, best[deeper]), sokoban_analysis.seed_scores(per_seed, rival))
         return Finding(_decided(1 if non > rec else -1, p), measured,
                        f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
-                       f"{shallow_depth}: {_p(p)}")
+                       f"{shallow_depth}: {welch_text(p)}", verdicts.WELCH)
 
     return _per_comparison(sweep, judge)
 
 
 def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the best recurrent configuration against the best non-recurrent
-    one, beyond two standard errors of the difference (the sweep reports' rule, sokoban_analysis.recurrence_direction)."""
+    one, beyond two standard errors of the difference (the sweep reports' rule, verdicts.direction)."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         rec, non = _best(group, True), _best(group, False)
-        gap, noise = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[sokoban_analysis.recurrence_direction(gap, noise)]
-        test = (f"difference {gap:+.3f} against two standard errors (± {2 * noise:.3f})" if np.isfinite(noise)
-                else "no test (fewer than two seeds)")
+        gap, stderr = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
+        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[verdicts.direction(gap, stderr)]
+        test = (f"difference {gap:+.3f} against {verdicts.NOISE} standard errors (± {verdicts.NOISE * stderr:.3f})"
+                if np.isfinite(stderr) else "no test (fewer than two seeds)")
         return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
-                       f"({gap:+.3f})", test)
+                       f"({gap:+.3f})", test, verdicts.TWO_STANDARD_ERRORS)
 
     return _per_comparison(sweep, judge)
 
@@ -191,7 +180,7 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
     if sokoban_analysis.at_chance(members):  # nothing to test: the returns of agents at chance
         return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
-    return gap, p, measured, f"{label if gap >= 0 else name} better: {_p(p)}"
+    return gap, p, measured, f"{label if gap >= 0 else name} better: {welch_text(p)}"
 
 
 def full_communication(ablations: xr.Dataset) -> Finding:
@@ -202,7 +191,7 @@ def full_communication(ablations: xr.Dataset) -> Finding:
     if found is None:
         return not_run("the radius ablation with the full radius and a narrower one")
     gap, p, measured, test = found
-    return Finding(_decided(1 if gap >= 0 else -1, p), measured, test)
+    return Finding(_decided(1 if gap >= 0 else -1, p), measured, test, verdicts.WELCH if p is not None else "")
 
 
 def sokoban_sqrt_sum(ablations: xr.Dataset) -> Finding:
@@ -213,8 +202,9 @@ def sokoban_sqrt_sum(ablations: xr.Dataset) -> Finding:
     if found is None:
         return not_run("the Sokoban aggregation ablation with the sqrt-sum and another rule")
     gap, p, measured, test = found
-    beaten = gap < 0 and p is not None and p < ALPHA
-    return Finding(CONTRADICTED if beaten else INCONCLUSIVE if p is None else SUPPORTED, measured, test)
+    beaten = gap < 0 and verdicts.significant(p)
+    return Finding(CONTRADICTED if beaten else INCONCLUSIVE if p is None else SUPPORTED, measured, test,
+                   verdicts.WELCH if p is not None else "")
 
 
 # The verdict of each Sokoban ablation, on the claims page and on the ablation's own report page.
@@ -223,7 +213,7 @@ SOKOBAN_ABLATION_FINDINGS = {"aggregation": sokoban_sqrt_sum, "radius": full_com
 
 def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Finding:
     """App. A.3's "consistently competitive": in Sokoban no rule significantly better than the sqrt-sum (Welch
-    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within COMPARABLE nats of the best rule."""
+    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within verdicts.COMPARABLE nats of the best rule."""
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
@@ -234,15 +224,13 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
             loss, rule = min((v, k) for k, v in rules.items() if k != "sqrt_sum")
             gap = rules["sqrt_sum"] - loss
             parts["FineWeb"] = Finding(_comparable(gap), f"sqrt_sum: {rules['sqrt_sum']:.3f}, best other ({rule}): "
-                                       f"{loss:.3f} ({gap:+.3f} nats)", _ONE_RUN)
+                                       f"{loss:.3f} ({gap:+.3f} nats)", "one run each, no test", verdicts.ONE_RUN)
     return combine(parts)
 
 
 def _comparable(worse_by: float) -> str:
     """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival."""
-    if worse_by <= COMPARABLE:
-        return SUPPORTED
-    return CONTRADICTED if worse_by > 2 * COMPARABLE else INCONCLUSIVE
+    return {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[verdicts.comparable(worse_by)]
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
@@ -251,16 +239,17 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     found = probe_analysis.compare_pattern(probes, deeper, shallower)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
                 f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late")
-    test = "95 % bootstrap intervals over test levels"
+    test, rule = "the recall's intervals, early and late steps", verdicts.BOOTSTRAP
     if not found["meaningful"]:
         return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",
-                       test)
+                       test, rule)
     if found["shallower_leads"]:
-        return Finding(CONTRADICTED, measured + "; the shallower agent leads early", test)
+        return Finding(CONTRADICTED, measured + "; the shallower agent leads early", test, rule)
     if not found["leads"]:
-        return Finding(INCONCLUSIVE, measured + "; the early intervals overlap", test)
+        return Finding(INCONCLUSIVE, measured + "; the early intervals overlap", test, rule)
     return Finding(SUPPORTED if found["catches_up"] else CONTRADICTED,
-                   measured + ("; the shallower agent catches up" if found["catches_up"] else "; the gap stays"), test)
+                   measured + ("; the shallower agent catches up" if found["catches_up"] else "; the gap stays"), test,
+                   rule)
 
 
 # ------------------------------------------------------------------------------------------------ FineWeb
@@ -268,7 +257,7 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
 
 def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
     """Fig. 5: the best recurrent run at L ≤ 2 against the best non-recurrent run of the budget and window,
-    comparable or better within COMPARABLE nats (one run each: no test)."""
+    comparable or better within verdicts.COMPARABLE nats (one run each: no test)."""
 
     runs = lm_analysis.run_table(sweep)
     runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
@@ -280,7 +269,7 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
     gap = r["validation_loss"] - n["validation_loss"]
     return Finding(_comparable(gap), f"recurrent {r['allocation']}: {r['validation_loss']:.3f}, best non-recurrent "
                    f"{n['allocation']}: {n['validation_loss']:.3f} ({gap:+.3f} nats; {budget} budget, W = {window})",
-                   _ONE_RUN)
+                   "one run each, no test", verdicts.ONE_RUN)
 
 
 def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
@@ -294,14 +283,15 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
         SUPPORTED if row.recurrent_depth < row.nonrecurrent_depth else
         INCONCLUSIVE if row.recurrent_depth == row.nonrecurrent_depth else CONTRADICTED,
         f"recurrent lowest at L = {row.recurrent_depth} ({row.recurrent_loss:.3f}), non-recurrent at "
-        f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})", "one run per allocation, no test")
+        f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})", "one run per allocation, no test",
+        LOWEST_LOSS_DEPTH)
         for row in table.itertuples()}
     return combine(parts)
 
 
 def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding:
     """Fig. 6: in each domain and family, the (L, d) families whose score rises from the smallest to the largest
-    E beyond expert_count.NOISE standard errors (any change for single LM runs) against those where it falls.
+    E beyond verdicts.NOISE standard errors (any change for single LM runs) against those where it falls.
     Panels in `at_chance` (Sokoban agents no better than a random policy) decide nothing."""
     trends = expert_count.expert_trends(expert_count.families(points))
     chance = trends["panel"].isin(list(at_chance))
@@ -319,7 +309,7 @@ def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding
             verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
             parts[where] = Finding(verdict,
                                    f"more experts help in {helped}, hurt in {hurt} of {_families(len(rows))}",
-                                   f"gain beyond {expert_count.NOISE} standard errors over seeds")
+                                   f"gain beyond {verdicts.NOISE} standard errors over seeds", verdicts.TWO_STANDARD_ERRORS)
     return combine(parts)
 
 
@@ -348,7 +338,8 @@ def decode_faster(latency: xr.Dataset) -> Finding:
             p = welch_greater(a, b) if faster else welch_greater(b, a)
             parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
                 _decided(1 if faster else -1, p), f"ms/token ratio {ratio:.3f}",
-                f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {_p(p)}")
+                f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {welch_text(p)}",
+                verdicts.WELCH)
     return combine(parts)
 
 
@@ -377,7 +368,7 @@ def training_slower(throughput: xr.Dataset) -> Finding:
                 p = welch_greater(a, b) if ratio < 1 else welch_greater(b, a)
                 parts[where] = Finding(_decided(1 if ratio < 1 else -1, p), f"tokens/s ratio {ratio:.3f}",
                                        f"{'recurrent' if ratio < 1 else 'Transformer'} slower over the timed "
-                                       f"updates: {_p(p)}")
+                                       f"updates: {welch_text(p)}", verdicts.WELCH)
     return combine(parts)
 
 
@@ -462,7 +453,7 @@ def judge(config: Mapping, paths: Mapping[str, str], reports: Iterable[str]) -> 
         found = claim.rule(data, config)
         names = [name.format(budget=budget, window=window) for name in claim.reports]
         rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
-                     "measured": found.measured, "test": found.test, "verdict": found.verdict,
+                     "measured": found.measured, "test": found.test, "rule": found.rule, "verdict": found.verdict,
                      "report": next((name for name in names if name in present), "")})
     return pd.DataFrame(rows)
 
@@ -473,9 +464,10 @@ def tally(table: pd.DataFrame) -> str:
     return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS) + f" (of {len(table)} claims)"
 
 
-RULES = (f"Verdicts come from the rules in parallel_experts/claims.py: a one-sided Welch test over seeds at "
-         f"p < {ALPHA} (uncorrected) where seeds allow one; the probes' 95 % bootstrap intervals over test levels; "
-         f"single FineWeb runs comparable within {COMPARABLE} nats and contradicted beyond {2 * COMPARABLE}. A claim "
+RULES = ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py): "
+         f"a {verdicts.WELCH} (uncorrected) where seeds allow one; a {verdicts.TWO_STANDARD_ERRORS} of the "
+         f"difference where the sweep and expert-count reports use it; the probes' {verdicts.BOOTSTRAP}; single "
+         f"FineWeb runs {verdicts.ONE_RUN.removeprefix('one run each: ')}, or the {LOWEST_LOSS_DEPTH}. A claim "
          "with parts (budgets, domains, families, contexts) is supported where every part that ran is, and "
          "contradicted where any part is; a part that did not run is listed and does not count. Sokoban agents "
          "that solve no more test levels than a random policy decide nothing.")

@@ -1,0 +1,72 @@
+"""The rules that turn a difference into a verdict, in one place: every report and the claims page decide with these.
+
+* Welch: a one-sided Welch t-test over seeds at ALPHA, uncorrected (the authors' protocol for their depth tests,
+  Tables 1 and 7), where both sides have at least two seeds.
+* Two standard errors: a difference beyond NOISE standard errors of the difference (the sweep reports' effect of
+  recurrence, the ablation pages' orderings, the expert count); within them, no separation.
+* Comparable: single language-model runs have no noise estimate; within COMPARABLE nats two runs are comparable (the
+  paper calls the +0.02 of KV sharing a cost, App. A.3), worse by more than twice that contradicts "comparable".
+
+Each rule has a name (WELCH, TWO_STANDARD_ERRORS, ONE_RUN, BOOTSTRAP), which the claims page shows beside every
+verdict it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.05  # the significance level of every Welch test
+NOISE = 2  # standard errors of a difference
+COMPARABLE = 0.02  # nats between single language-model runs
+
+WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"
+TWO_STANDARD_ERRORS = f"difference beyond {NOISE} standard errors"
+ONE_RUN = f"one run each: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
+BOOTSTRAP = "95 % bootstrap intervals over test levels"
+NO_RULE = ""  # nothing ran, or nothing to test (agents at chance)
+
+
+def welch(a: Iterable[float], b: Iterable[float]) -> tuple[float, float] | None:
+    """(t, p) of the one-sided Welch test of H1: mean(a) > mean(b); None where either side has fewer than two
+    values."""
+    a, b = np.asarray(list(a), float), np.asarray(list(b), float)
+    if min(len(a), len(b)) < 2:
+        return None
+    test = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
+    return float(test.statistic), float(test.pvalue)
+
+
+def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
+    """The one-sided Welch p-value of H1: mean(a) > mean(b); None where either side has fewer than two values."""
+    found = welch(a, b)
+    return None if found is None else found[1]
+
+
+def significant(p: float | None) -> bool:
+    return p is not None and p < ALPHA
+
+
+def welch_text(p: float | None) -> str:
+    return "no test (fewer than two seeds)" if p is None else f"one-sided Welch p = {p:.4f}"
+
+
+def noise(*stderrs: float) -> float:
+    """NOISE standard errors of a difference of independent means with these standard errors."""
+    return NOISE * float(np.sqrt(np.sum(np.square(stderrs))))
+
+
+def direction(gap: float, stderr: float) -> int:
+    """Whether a difference `gap` with standard error `stderr` is beyond NOISE standard errors above zero (+1), below
+    (−1), or neither (0; also where one seed gives no standard error, NaN)."""
+    return 1 if gap > NOISE * stderr else -1 if gap < -NOISE * stderr else 0
+
+
+def comparable(worse_by: float) -> int:
+    """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival. +1:
+    comparable or better; −1: worse by more than twice COMPARABLE; 0: in between."""
+    if worse_by <= COMPARABLE:
+        return 1
+    return -1 if worse_by > 2 * COMPARABLE else 0
