@@ -15,6 +15,7 @@ import xarray as xr
 
 from parallel_experts.analysis import comparison, verdicts
 from parallel_experts.core import definitions
+from parallel_experts.results import others
 from parallel_experts.results import paper as published
 
 ALLOCATION = ["depth", "experts", "width"]
@@ -23,13 +24,6 @@ PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for thei
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
                  "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
-# Table 2's earlier agents (the paper's Table 2 cites Chung et al. 2023 and Taufeeque et al. 2024): solve rate
-# on Boxoban's unfiltered test levels (ANALYSES §5) as (agent, environment steps, solve rate). The one place
-# these numbers live.
-PRIOR_WORK = (("DRC(3,3)", 50_000_000, 0.934), ("DRC(3,3)", 2_000_000_000, 0.993), ("ResNet", 50_000_000, 0.775))
-PRIOR_WORK_LEVELS = {"boxoban": "unfiltered/test"}
-PRIOR_WORK_SOURCE = ("Taufeeque et al. (2024), Planning in a recurrent neural network that plays Sokoban "
-                     "(arXiv:2407.15421): the public evaluation data of AlignmentResearch/learned-planner")
 PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
                "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
 
@@ -286,10 +280,11 @@ def best_agents(sweep: xr.Dataset) -> pd.DataFrame:
 
 
 def prior_work() -> pd.DataFrame:
-    """The earlier agents' published solve rates (`PRIOR_WORK`), one row each."""
-    table = pd.DataFrame(PRIOR_WORK, columns=["agent", "env_steps", "solve rate"])
-    return table.assign(trained=table["env_steps"].map(steps_text), levels=describe_levels(PRIOR_WORK_LEVELS),
-                        source=PRIOR_WORK_SOURCE)
+    """The earlier agents' published solve rates (`results.others`), one row each."""
+    table = pd.DataFrame([{"agent": row.agent, "env_steps": row.env_steps, "solve rate": row.solve_rate,
+                           "± (seeds)": row.spread, "protocol": row.protocol or "as published",
+                           "source": row.source} for row in others.SOKOBAN_SOLVE_RATES])
+    return table.assign(trained=table["env_steps"].map(steps_text), levels=describe_levels(others.LEVELS))
 
 
 def describe_levels(source: Mapping) -> str:
@@ -301,13 +296,14 @@ def describe_levels(source: Mapping) -> str:
 
 
 def prior_work_comparison(config: Mapping) -> str:
-    """Whether the config's solve rates compare like for like with `PRIOR_WORK`: the same test levels, and which
-    published rows were trained for as many environment steps as this config."""
+    """Whether the config's solve rates compare like for like with the published ones: the same test levels, and
+    which published rows were trained for as many environment steps as this config."""
     test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
-    if test.get("boxoban") != PRIOR_WORK_LEVELS["boxoban"]:
-        return (f"Not like for like: the published solve rates are on {describe_levels(PRIOR_WORK_LEVELS)}, this "
+    if test.get("boxoban") != others.LEVELS["boxoban"]:
+        return (f"Not like for like: the published solve rates are on {describe_levels(others.LEVELS)}, this "
                 f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
-    matched = [f"{agent} at {steps_text(n)}" for agent, n, _ in PRIOR_WORK if n == steps]
+    matched = [f"{row.agent} at {steps_text(row.env_steps)}" for row in others.SOKOBAN_SOLVE_RATES
+               if row.env_steps == steps]
     length = (f"trained as long as ours ({steps_text(steps)} environment steps): {', '.join(matched)}"
               if matched else f"no published row was trained for {steps_text(steps)} environment steps, as ours were")
     return f"Like for like in levels: ours are also {describe_levels(test)}; {length}."
@@ -323,6 +319,11 @@ def steps_text(steps: int) -> str:
 
 def prior_work_note(config: Mapping) -> str:
     """The earlier agents' solve rates in one sentence, and whether they compare with this config's."""
-    rates = "; ".join(f"{agent} {rate:.3f} at {steps_text(steps)} steps" for agent, steps, rate in PRIOR_WORK)
-    return (f"Earlier agents on {describe_levels(PRIOR_WORK_LEVELS)}: {rates} ({PRIOR_WORK_SOURCE}). "
-            f"{prior_work_comparison(config)}")
+    by_source: dict[tuple[str, str], list[str]] = {}
+    for row in others.SOKOBAN_SOLVE_RATES:
+        spread = "" if row.spread is None else f" ± {row.spread:.3f}"
+        by_source.setdefault((row.source, row.protocol), []).append(
+            f"{row.agent} {row.solve_rate:.3f}{spread} at {steps_text(row.env_steps)} steps")
+    rates = " ".join(f"{'; '.join(found)} ({source}{'; ' + protocol if protocol else ''})."
+                     for (source, protocol), found in by_source.items())
+    return f"Earlier agents on {describe_levels(others.LEVELS)}: {rates} {prior_work_comparison(config)}"

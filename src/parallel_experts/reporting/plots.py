@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -433,8 +435,9 @@ def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title
     x = range(len(labels))
     for offset, mode, color in ((-0.2, "greedy", "tab:blue"), (0.2, "sampled", "tab:orange")):
         ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
-    for (_, row), ls in zip(prior.iterrows(), ["--", ":", "-."]):
-        ax.axhline(row["solve rate"], color="0.3", ls=ls, lw=1,
+    styles = itertools.product(["0.3", "tab:green"], ["--", ":", "-."])  # a colour per source, a line per row
+    for (_, row), (color, ls) in zip(prior.iterrows(), styles):
+        ax.axhline(row["solve rate"], color=color, ls=ls, lw=1,
                    label=f"published ({row['levels']}):\n{row['agent']}, {row['trained']} steps, {row['solve rate']:.3f}")
     ax.set_xticks(list(x), labels, fontsize="small")
     ax.set_ylim(0, 1.02)
