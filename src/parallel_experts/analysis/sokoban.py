@@ -24,8 +24,9 @@ PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for thei
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
                  "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
-PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: L=4 > L=2 with p = 0.0150 / 0.0060 / 0.1005 and L=2 > L=1 with "
-               "p < 0.0001 / < 0.0001 / 0.0745 at the small / medium / large budget.")
+PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: " + " and ".join(
+    f"{test} with p {'' if ps[0].startswith('<') else '= '}{' / '.join(ps)}" for test, ps in published.DEPTH_TEST_P.items())
+    + " at the small / medium / large budget.")
 
 
 def per_seed_scores(sweep: xr.Dataset, variants: Sequence[str] = ()) -> pd.DataFrame:

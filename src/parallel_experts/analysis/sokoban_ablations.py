@@ -21,12 +21,12 @@ from parallel_experts.analysis import \
     sokoban as analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import aggregation
+from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
 # The paper's run of each ablation (ANALYSES §3-4): budget and allocation; its value is the authors' mean
 # final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
-PAPER_RUNS = {"aggregation": ("medium", (1, 4, 128)), "radius": ("medium", (2, 7, 64))}
-PAPER_SEEDS = 3
+PAPER_RUNS, PAPER_SEEDS = published.SOKOBAN_ABLATION_RUNS, published.SOKOBAN_ABLATION_SEEDS
 OWN_RUNS = "ablation"  # the sweep name of the runs an ablation trains itself (sokoban.experiment.ABLATION)
 # Each ablation's page: its title and what it varies (shown above the figure).
 PAGES = {
