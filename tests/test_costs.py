@@ -1,5 +1,5 @@
-"""The planner's prices: its arithmetic on jobs of known cost, its FLOP fits against XLA's count, its DAG
-against Snakemake's own dry run, and the paper config's plan."""
+"""The planner's prices: its arithmetic on jobs of known cost, its DAG against Snakemake's own dry run, and the
+paper config's plan (the FLOP counts it reads are tested in test_flops.py)."""
 
 import json
 import re
@@ -10,16 +10,17 @@ from helpers import REPO, snakemake
 from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.lm.models import token_flops
-from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.core.run_folder import run_lock
+from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs
 from parallel_experts.planning import tables as plan
 from parallel_experts.reporting import catalogue
+from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
-from parallel_experts.sokoban.agent import agent_step_flops
-from parallel_experts.sokoban.settings import AgentConfig
+from parallel_experts.sokoban import flops as sokoban_flops
 
 SMOKE = REPO / "config/smoke.yaml"
+COUNTERS = costs.Counters(sokoban_flops, lm_flops)
 
 
 def load(path):
@@ -55,7 +56,7 @@ def test_a_rule_without_an_assumption_or_a_timed_job_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"plan\.train: no assumed throughput for sokoban_train"):
         costs.assumed_rate(config, job())
     with pytest.raises(ConfigError, match="unknown target 'fig99'"):
-        costs.jobs_by_target(load(SMOKE), ["fig99"])
+        costs.jobs_by_target(load(SMOKE), COUNTERS, ["fig99"])
 
 
 def test_timed_jobs_give_the_median_rate_of_their_group_and_a_held_out_prediction(tmp_path):
@@ -80,21 +81,6 @@ def test_timed_jobs_give_the_median_rate_of_their_group_and_a_held_out_predictio
     assert check["measured_seconds"].tolist() == [100, 100, 50]
 
 
-@pytest.mark.parametrize("agent", [AgentConfig(4, 52, 64), AgentConfig(3, 5, 40, expert="convglu", recurrent=False),
-                                   AgentConfig(2, 3, 20, aggregation="routed_mean", encoder_channels=16)])
-def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
-    assert costs.sokoban_step_flops(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
-
-
-@pytest.mark.parametrize("model, window", [
-    (ModelConfig(16, 1, 768, 8, 4, recurrent=False), 128),
-    (ModelConfig(3, 5, 480, 10, 5, vocab=4096, recurrent=True), 64),
-    (ModelConfig(2, 3, 64, 4, 2, vocab=4096, recurrent=True, aggregation="routed_sqrt_sum", kv_cache="expert",
-                 dtype="float32"), 32)])
-def test_a_fitted_lm_count_is_xlas_count_of_the_whole_model(model, window):
-    assert costs.lm_token_flops(model, window, fit=True) == pytest.approx(token_flops(model, window), rel=1e-5)
-
-
 def dry_run_jobs(*targets):
     """(rule, wildcards) -> (benchmark, gpu) of every timed job in Snakemake's own dry run of the smoke DAG."""
     run = snakemake("-n", "-F", "--configfile", str(SMOKE), "--directory", "/tmp/plan-dry-run", *targets)
@@ -112,14 +98,14 @@ def dry_run_jobs(*targets):
 @pytest.mark.parametrize("targets", [(), ("fig4", "table6")])
 def test_the_planned_jobs_are_the_ones_snakemake_runs(targets):
     config = load(SMOKE)
-    planned = {job: None for jobs in costs.jobs_by_target(config, targets).values() for job in jobs}
+    planned = {job: None for jobs in costs.jobs_by_target(config, COUNTERS, targets).values() for job in jobs}
     mine = {(j.rule, j.wildcards): (j.benchmark, costs.resources(config, j.rule)["gpus"]) for j in planned}
     assert mine == dry_run_jobs(*targets)
 
 
 def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     paper = load(REPO / "config/paper.yaml")
-    table = costs.plan(paper, {})  # nothing timed
+    table = costs.plan(paper, COUNTERS, {})  # nothing timed
     sums = plan.per_target(table)
     targets = catalogue.targets(catalogue.reports(paper))
     assert list(sums.index) == [*targets, plan.TOTAL]
@@ -137,17 +123,15 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
 
 
 def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
-    from parallel_experts.core.run_folder import run_lock
-
     config = load(SMOKE)
-    sweep = costs.jobs_by_result(config, ["results/sokoban/sweep.nc"])["results/sokoban/sweep.nc"]
+    sweep = costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
     train = next(job for job in sweep if job.rule == "sokoban_train")
     results = tmp_path / "results"
     results.mkdir()
     (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
     (tmp_path / train.benchmark).parent.mkdir(parents=True)
     (tmp_path / train.benchmark).write_text("s\n42.0\n")
-    folder = results / "sokoban/runs" / train.run.id
+    folder = tmp_path / paths.run_dir("sokoban", train.run.id)
     with run_lock(folder, train.run.to_dict()):  # what the trainer records
         pass
     assert costs.measured([train], results, config["accelerator"]) == {train: 42.0}

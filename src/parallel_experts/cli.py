@@ -207,7 +207,7 @@ def allocations(args) -> int:
 
     loaded = load_config(args.config)
     counted = {"sokoban": sokoban_flops, "lm": lm_flops}[args.domain]
-    ds = grids.allocation_dataset(loaded, args.domain, counted.allocation_flops(loaded))
+    ds = grids.allocation_dataset(loaded, args.domain, counted.allocation_flops(loaded), counted.flops_per(loaded))
     store.write_netcdf(ds, args.out)
     print(f"{args.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
     return 0

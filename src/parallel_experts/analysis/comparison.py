@@ -83,8 +83,13 @@ def in_this_config(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.Series:
     return key(paper).isin(set(key(ours)))
 
 
-def allocations_heading(domain: str, scale: str, allocations: int, budget_count: int) -> str:
-    """The allocation report's heading of one domain and of this config's grid (Markdown)."""
-    return (f"## {DOMAIN_TITLES[domain]}\n\n### This configuration ({scale}): "
-            f"{allocations} allocations in {budget_count} budgets")
+def allocations_heading(domain: str, scale: str, allocations: int, budget_count: int, proxy: str = "",
+                        measured: str = "") -> str:
+    """The allocation report's heading of one domain and of this config's grid (Markdown), with its work proxy and
+    what the measured FLOPs count, as the grid's dataset states them."""
+    lines = [f"## {DOMAIN_TITLES[domain]}", f"### This configuration ({scale}): {allocations} allocations in "
+             f"{budget_count} budgets"]
+    lines += [f"Work proxy: W = {text(proxy)}."] if proxy else []
+    lines += [f"Measured: {text(measured)}."] if measured else []
+    return "\n\n".join(lines)
 

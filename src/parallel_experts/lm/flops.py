@@ -59,3 +59,8 @@ def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarra
                                                   dtype=lm["dtype"]), window)
                           for recurrent in sorted(FAMILIES)] for window in lm["windows"]])
     return flops
+
+
+def flops_per(config: Mapping) -> str:
+    """What `allocation_flops` counts, in words."""
+    return "token with its attention window full (each window of the config, each family)"

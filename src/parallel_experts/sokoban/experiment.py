@@ -78,7 +78,7 @@ def runs(config: Mapping) -> list[Run]:
     allocation of each budget, each recurrence. The expert-count sweep and the ablations have their own lists
     (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
     sokoban = config["sokoban"]
-    train = _train_config(sokoban)
+    train = train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for name, sweep in sokoban.get("sweeps", {}).items():
@@ -100,7 +100,7 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
     (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id), and so are an
     ablation's and a budget sweep's (`shared`)."""
     sokoban = config["sokoban"]
-    train = _train_config(sokoban)
+    train = train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     sweep_runs = runs(config)
     found, named = {}, {}
@@ -178,7 +178,7 @@ def expert_count_runs(config: Mapping) -> list[Run]:
     sweep = sokoban.get(EXPERT_COUNT)
     if sweep is None:
         return []
-    train, sweep_runs = _train_config(sokoban), runs(config)
+    train, sweep_runs = train_config(sokoban), runs(config)
     return [shared(Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
                        train, tuple(config["seeds"])), sweep_runs)
             for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
@@ -190,7 +190,8 @@ def runs_by_id(config: Mapping) -> dict[str, Run]:
     return by_id([runs(config), *ablation_runs(config).values(), expert_count_runs(config)])
 
 
-def _train_config(sokoban: Mapping) -> TrainConfig:
+def train_config(sokoban: Mapping) -> TrainConfig:
+    """The training settings of every Sokoban run of a config (`sokoban`: its Sokoban section)."""
     return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
 
 

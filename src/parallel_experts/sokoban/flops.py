@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 from parallel_experts.core import budget
 from parallel_experts.core.flops import fitted
+from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import agent_step_flops
 from parallel_experts.sokoban.settings import AgentConfig
 
@@ -37,8 +38,16 @@ def _agent_flops(agent: AgentConfig, view: int) -> float:
 
 def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
     """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
-    at an allocation, for the allocations report."""
+    at an allocation, on the view the config trains on, for the allocations report."""
+    view = experiment.train_config(config["sokoban"]).view
+
     def flops(a: budget.Allocation) -> float:
         return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
-                                            encoder_channels=config["sokoban"]["encoder_channels"]))
+                                            encoder_channels=config["sokoban"]["encoder_channels"]), view, view)
     return flops
+
+
+def flops_per(config: Mapping) -> str:
+    """What `allocation_flops` counts, in words."""
+    view = experiment.train_config(config["sokoban"]).view
+    return f"environment step of one environment on the {view}×{view} view the config trains on"

@@ -1,0 +1,49 @@
+"""FLOP counts of the domains' programs: the fit from twelve small counts (core.flops) against XLA's count of the
+whole model, which the planner and the allocations report read."""
+
+import pytest
+from helpers import REPO
+
+from parallel_experts.config import files
+from parallel_experts.core.budget import Allocation
+from parallel_experts.lm import flops as lm_flops
+from parallel_experts.lm import models
+from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.results import grids
+from parallel_experts.sokoban import flops as sokoban_flops
+from parallel_experts.sokoban.agent import agent_step_flops
+from parallel_experts.sokoban.settings import AgentConfig
+
+
+@pytest.mark.parametrize("agent", [AgentConfig(4, 52, 64), AgentConfig(3, 5, 40, expert="convglu", recurrent=False),
+                                   AgentConfig(2, 3, 20, aggregation="routed_mean", encoder_channels=16)])
+def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
+    assert sokoban_flops.step_flops(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
+
+
+@pytest.mark.parametrize("model, window", [
+    (ModelConfig(16, 1, 768, 8, 4, recurrent=False), 128),
+    (ModelConfig(3, 5, 480, 10, 5, vocab=4096, recurrent=True), 64),
+    (ModelConfig(2, 3, 64, 4, 2, vocab=4096, recurrent=True, aggregation="routed_sqrt_sum", kv_cache="expert",
+                 dtype="float32"), 32)])
+def test_a_fitted_lm_count_is_xlas_count_of_the_whole_model(model, window):
+    assert lm_flops.token_flops(model, window, fit=True) == pytest.approx(models.token_flops(model, window), rel=1e-5)
+
+
+def test_the_allocations_report_counts_the_demo_agent_on_its_own_view_with_its_own_channels():
+    """The demo trains on a 6×6 view with a 16-channel encoder. One more expert at one level adds a 3×3 conv from
+    (16 + 2d) channels to 4d gates: 2·9·4 = 72 FLOPs per position and unit of the proxy d·(16 + 2d), at all 36
+    positions (the patch matmul multiplies the zero padding too), plus the expert's gate norm and cell update."""
+    demo = files.load([REPO / "config/config.yaml"])
+    channels, view = demo["sokoban"]["encoder_channels"], demo["sokoban"]["training"]["view"]
+    assert (channels, view) == (16, 6)
+    counted = sokoban_flops.allocation_flops(demo)
+    d = 8
+    one, two = counted(Allocation(1, 1, d)), counted(Allocation(1, 2, d))
+    by_hand = 72 * view * view * d * (channels + 2 * d)
+    assert 1.0 <= (two - one) / by_hand < 1.1
+    assert two == agent_step_flops(AgentConfig(1, 2, d, encoder_channels=16), 6, 6)  # not the 10×10 default
+    assert agent_step_flops(AgentConfig(1, 2, d, encoder_channels=16), 10, 10) > 2 * two
+    grid = grids.allocation_dataset(demo, "sokoban", counted, sokoban_flops.flops_per(demo))
+    assert grid.attrs["work_proxy"].startswith("L·E·d·(16 + 2d) per environment step")
+    assert "on the 6×6 view" in grid["measured_flops"].attrs["long_name"]
