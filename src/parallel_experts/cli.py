@@ -455,10 +455,7 @@ def lm_throughput(args) -> int:
     # Set before JAX starts its backend: on a GPU this process only coordinates, and the fresh process of each
     # cell must get the memory, not JAX's default preallocation of 75 % here.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    loaded = load_config(args.config)
-    if args.batch_tokens:
-        loaded["lm"]["throughput"]["batch_tokens"] = args.batch_tokens
-    ds = throughput.run(loaded, args.tokens)
+    ds = throughput.run(load_config(args.config), args.tokens, batch_tokens=args.batch_tokens)
     store.write_netcdf(ds, args.out)
     print(table6.printed(ds))
     print(f"{args.out}: {ds.sizes['allocation']} allocations at {ds.sizes['context']} contexts")

@@ -105,9 +105,14 @@ def _isolated(*args) -> dict:
         return pool.submit(measure, *args).result()
 
 
-def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None) -> xr.Dataset:
+def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None,
+        batch_tokens: int | None = None) -> xr.Dataset:
     """Table 6 over the config's contexts (`lm.throughput`): every row, side by side in one process (a process
-    per cell where the device reports its peak memory, or when `isolate` says so)."""
+    per cell where the device reports its peak memory, or when `isolate` says so); `batch_tokens` per update
+    instead of the config's, where given."""
+    if batch_tokens:  # the effective config, which the dataset records
+        table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
+        config = {**config, "lm": {**config["lm"], "throughput": table}}
     spec = systems.throughput_settings(config)
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()

@@ -31,6 +31,7 @@ machine and JAX versions.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -51,6 +52,9 @@ from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 from parallel_experts.sokoban.train import Trainer
 
 QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
+# --quick: tiny sizes for tests, one small allocation.
+QUICK = {"num_envs": 4, "num_steps": 5, "log_interval": 2, "warmup": 1, "repeats": 2, "min_time": 0.0, "levels": 20,
+         "matmul_size": 512, "matmul_repeats": 3, "local_peak_repeats": 2, "env_steps": 50, "env_repeats": 2}
 
 
 # ---------------------------------------------------------------------------------------------- env only
@@ -164,12 +168,8 @@ def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list
 def run(args, config: dict) -> int:
     """The benchmark of `python -m parallel_experts sokoban-bench` (see the CLI for the options), on a validated
     config."""
-    if args.quick:
-        args.num_envs, args.num_steps, args.log_interval = 4, 5, 2
-        args.warmup, args.repeats, args.min_time = 1, 2, 0.0
-        args.levels, args.matmul_size, args.matmul_repeats, args.local_peak_repeats = 20, 512, 3, 2
-        args.env_steps, args.env_repeats = 50, 2
-        args.allocations = args.allocations[:1] if args.allocations else [QUICK_ALLOCATION]
+    if args.quick:  # a new namespace: the caller's arguments stay what was parsed
+        args = argparse.Namespace(**vars(args) | QUICK | {"allocations": (args.allocations or [QUICK_ALLOCATION])[:1]})
     wall_start = time.perf_counter()
     anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args, config)
     overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,
