@@ -3,6 +3,7 @@ parameters the catalogue passes it."""
 
 import ast
 import copy
+import re
 
 import nbformat
 import pytest
@@ -120,3 +121,24 @@ def test_the_index_lists_every_paper_item_and_every_report_once(name):
         assert missing == set()  # the paper config has every figure and table
     if name == "config.yaml":
         assert missing == {"fig14_15", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large"}
+
+
+def readme_targets() -> set[str]:
+    """The named targets of the README's table "What the pipeline reproduces" (its second column), with
+    `a_{x,y}` spelled out."""
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## What the pipeline reproduces"):].split("\n\n")[1]
+    found = set()
+    for row in table.splitlines()[2:]:
+        for name in re.findall(r"`([^`]+)`", row.split("|")[2]):
+            braces = re.fullmatch(r"(\w*)\{([\w,]+)\}(\w*)", name)
+            found |= {f"{braces[1]}{part}{braces[3]}" for part in braces[2].split(",")} if braces else {name}
+    return found
+
+
+def test_the_readme_lists_every_paper_item_of_the_catalogue_and_every_notebook_has_a_caption():
+    assert {item.target for item in catalogue.PAPER_ITEMS} <= readme_targets()
+    notebooks = {path.stem for path in (REPO / "workflow/notebooks").glob("*.ipynb")}
+    assert notebooks == set(catalogue.CAPTIONS)
+    for config in ("config.yaml", "paper.yaml", "smoke.yaml"):
+        assert all(report.caption for report in catalogue.reports(files.load([REPO / "config" / config])))

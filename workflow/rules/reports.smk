@@ -60,6 +60,7 @@ rule report:
     params:
         paper=lambda wildcards: REPORTS[wildcards.report].paper,
         notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,
+        caption=lambda wildcards: REPORTS[wildcards.report].caption,
         notebook=notebook_parameters,
         config_files=config_files(),
     shell:

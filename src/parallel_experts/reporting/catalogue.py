@@ -99,6 +99,46 @@ PAPER_ITEMS = (
 )
 
 
+# One caption per kind of report (its notebook): what it shows and how to read it. Snakemake's own report
+# (`snakemake --report`) shows it beside each page (workflow/report/report.rst).
+CAPTIONS = {
+    "claims": "Every claim of the paper with our measurement, the rule that decided its verdict and the report that "
+              "shows the evidence. Read the verdict with the scale: a demo run decides little.",
+    "plan": "The GPU- or CPU-hours each target costs at this config and at the paper's, predicted from FLOPs and "
+            "throughput, beside the measured time of every job that ran. Read the ratio column: 1 is exact.",
+    "allocations": "Every budget's allocations (L, E, d) with their work relative to the anchor and XLA's FLOP count, "
+                   "beside the authors' grids. Bars near 1 spend the budget; the table marks the anchor.",
+    "sokoban_sweep": "Final-five return of every allocation of one budget, recurrent and not. Read where each family "
+                     "peaks in depth L: the paper finds the recurrent peak at L = 2-4.",
+    "sokoban_depth": "The best return with depth at most L, per budget and family. A curve that flattens early "
+                     "saturates at shallow depth, the paper's finding for recurrent agents.",
+    "sokoban_tables": "Solve rates (Table 1), final-five means and variances (Table 7) and the authors' Welch depth "
+                      "tests on our runs. A row with p below the level shows that depth helps there.",
+    "sokoban_table2": "Each budget's best agents' greedy and sampled solve rates beside earlier agents' published "
+                      "ones; the banner says whether the levels and training length compare like for like.",
+    "sokoban_probe_recall": "Planning-probe recall by environment step of two agents of different depth, with "
+                            "encoder and untrained controls. The paper: the deeper one leads, the shallower catches up.",
+    "sokoban_probe_depth": "Probe recall and macro-F1 of every probed run for both probe targets. Compare each state "
+                           "with its controls: only recall above them is read as a plan.",
+    "sokoban_plans": "What the probe reads from one agent's state on one test level over its first steps: an arrow "
+                     "per square it predicts the agent will step onto, and how.",
+    "sokoban_ablation": "One agent setting (aggregation rule or communication radius) varied at one allocation, "
+                        "mean return ± 1 standard error. The paper: the sqrt-sum and full access are best.",
+    "lm_sweep": "Validation loss of every allocation of one budget and attention window, recurrent and not. Read "
+                "where each family's loss is lowest in depth L: the paper finds recurrent at L = 2-4.",
+    "lm_depth": "The lowest validation loss with depth at most L, per budget, window and family. The paper finds "
+                "recurrent models at their best by L = 2 or 4 and non-recurrent ones improving to L = 16 or 32.",
+    "lm_ablation": "One model setting (aggregation rule, KV-cache sharing) varied at one allocation, one run each: "
+                   "a difference of a few hundredths of a nat may be noise.",
+    "expert_count": "Score against the number of experts E at fixed depth and width, per family. Rising lines: more "
+                    "experts help, as the paper finds for both families.",
+    "lm_latency": "Per-token decode latency of every row after pre-filling the caches, and its ratio to the "
+                  "Transformer L16 E1. Below 1: faster; the paper's L1 E16 is about five times faster on H100s.",
+    "lm_throughput": "Training tokens/s and memory of every row at each context, and the ratio to the Transformer. "
+                     "Below 1: slower; OOM marks a cell that does not fit the device.",
+}
+
+
 @dataclass(frozen=True)
 class Report:
     name: str  # reports/{name}.html
@@ -107,6 +147,10 @@ class Report:
     inputs: Mapping[str, str]  # notebook parameter -> result file it reads
     params: Mapping[str, str | int] = field(default_factory=dict)  # the notebook's other parameters
     target: str | None = None  # the named Snakemake target that renders it
+
+    @property
+    def caption(self) -> str:
+        return CAPTIONS[self.notebook]
 
 
 def shows(report: Report, run, config: Mapping) -> bool:
