@@ -201,11 +201,12 @@ def check_config(args) -> int:
 
 
 def allocations(args) -> int:
-    from parallel_experts.lm import flops as lm_flops
     from parallel_experts.results import grids, store
-    from parallel_experts.sokoban import flops as sokoban_flops
 
     loaded = load_config(args.config)
+    from parallel_experts.lm import flops as lm_flops  # after the config's check: counting FLOPs loads JAX
+    from parallel_experts.sokoban import flops as sokoban_flops
+
     counted = {"sokoban": sokoban_flops, "lm": lm_flops}[args.domain]
     ds = grids.allocation_dataset(loaded, args.domain, counted.allocation_flops(loaded), counted.flops_per(loaded))
     store.write_netcdf(ds, args.out)
@@ -214,12 +215,13 @@ def allocations(args) -> int:
 
 
 def plan(args) -> int:
-    from parallel_experts.lm import flops as lm_flops
     from parallel_experts.planning import costs, tables
     from parallel_experts.results import paths
-    from parallel_experts.sokoban import flops as sokoban_flops
 
     loaded = load_config(args.configfile)
+    from parallel_experts.lm import flops as lm_flops  # after the config's check: counting FLOPs loads JAX
+    from parallel_experts.sokoban import flops as sokoban_flops
+
     counters = costs.Counters(sokoban_flops, lm_flops)
     # every benchmark file read once, for the prices and the check
     timed = costs.timed_jobs(loaded, counters, Path(args.directory) / paths.ROOT)
