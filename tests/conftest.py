@@ -1,8 +1,19 @@
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from helpers import REPO
 from slurm_cluster import LocalSlurmCluster, slurm_available
+
+# One XLA compilation cache for the whole session, in this process and every CLI, Snakemake job and subprocess it
+# starts: the kill tests, the smoke DAG and the unit tests compile many of the same programs, and a program
+# compiled once is loaded from disk after that. Set before anything imports JAX; a cache the caller chose is kept.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="parallel-experts-xla-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

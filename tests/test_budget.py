@@ -26,7 +26,8 @@ def test_lm_block_cost_by_hand():
      ((2, 1, 2496, 26, 13), 1.32), ((13, 1, 1152, 12, 6), 1.83), ((32, 1, 768, 8, 4), 2.00)],
 )
 def test_lm_proxy_without_attention_matches_spec_ratio_column(allocation, published_ratio):
-    # SPEC E.12 tabulates L·E·d²/(16·768²): the D.2 proxy with the attention term (window 0) dropped.
+    # Our ratio column for the authors' LM grid is L·E·d²/(16·768²): their proxy (LM/nanogpt/train.py) with the
+    # attention term (window 0) dropped.
     small = 16 * budget.lm_block_cost(768, 8, 4, window=0)
     assert budget.lm_work(Allocation(*allocation), window=0) / small == pytest.approx(published_ratio, abs=0.005)
 

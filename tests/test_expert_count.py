@@ -38,7 +38,7 @@ def sokoban_sweep(runs, sweep="convlstm") -> xr.Dataset:
                 "width": ("run", [r[4] for r in runs]), "seed": list(range(seeds)), "mode": ["greedy", "sampled"]})
 
 
-# Two budgets at d = 64 (ANALYSES §2's small and medium rows) and one d = 32 point per budget.
+# Two budgets at d = 64 (the small and medium Sokoban grids' d = 64 rows) and one d = 32 point per budget.
 RUNS = [
     (True, "small", 1, 4, 64, [1.0, 2.0, 3.0], 0.5),
     (True, "small", 2, 2, 64, [4.0, 6.0, 8.0], 0.4),

@@ -115,7 +115,7 @@ def test_reference_csv_holds_the_published_fineweb_losses():
     assert len(fig5) == 1 and fig5.iloc[0][["budget", "family", "depth", "window"]].tolist() == [
         "small", "recurrent", 2, 128]
     assert fig5.iloc[0]["loss"] == pytest.approx(3.51) and fig5.iloc[0]["approximate"]
-    assert len(table) == 7  # nothing beyond SPEC G.2's losses
+    assert len(table) == 7  # nothing beyond the losses the authors quote as text
 
 
 @pytest.fixture

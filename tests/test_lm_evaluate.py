@@ -1,5 +1,5 @@
 """The streaming validation loss against an independent computation: each scored token's logits from a plain
-forward pass over its own window, and the scored-token count of SPEC F.1 by hand."""
+forward pass over its own window, and the scored-token count of the authors' LM/recnanogpt/train.py by hand."""
 
 import math
 

@@ -19,7 +19,7 @@ def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
     for run in runs:
         if run.model.recurrent:  # a W-token rolling cache, trained on segments
             assert run.train.memory == run.window and run.id.startswith("recurrent/")
-        else:  # independent sequences of 2W tokens: 256 for W = 128, 2,048 for W = 1,024 (SPEC D.2)
+        else:  # independent sequences of 2W tokens: 256 for W = 128, 2,048 for W = 1,024 (paper §5.2)
             assert run.train.sequence == 2 * run.window and run.train.memory == 0
             assert run.id.startswith("nonrecurrent/")
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run

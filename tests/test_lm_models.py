@@ -1,4 +1,5 @@
-"""The language models against independent references written from SPEC D.1 and E.3.
+"""The language models against independent references written from paper App. A.2 and A.3 (the authors'
+LM/nanogpt/model_moe.py and LM/recnanogpt/model_shared_kv.py).
 
 The references loop over layers, experts and tokens in Python and use `jax.nn.dot_product_attention` (its
 own GQA grouping and masking), so they share only the weights and `rms_norm`/`rope`/`logits` with the
@@ -79,7 +80,7 @@ def reference_attention(q, k, v, mask):
 
 
 def reference_transformer(model, ids, window=None):
-    """SPEC D.1 written out: layers and experts in Python loops, banded causal attention per layer."""
+    """Paper App. A.2 written out: layers and experts in Python loops, banded causal attention per layer."""
     length = ids.shape[0]
     positions = jnp.arange(length)
     band = (positions[None] <= positions[:, None]) & (positions[None] > positions[:, None] - (window or length))
@@ -148,7 +149,7 @@ def test_sliding_window_chunks_match_banded_attention(window, chunk):
 
 
 def reference_recurrent(model, ids, memory, rule="sqrt_sum"):
-    """SPEC E.3 token by token: per level a list of every key/value ever written, one merged list for the level
+    """Paper App. A.3 token by token: per level a list of every key/value ever written, one merged list for the level
     or, with kv_cache="expert", one list per expert; each expert attends to the last M entries of its list.
     Returns the shared states (T, d) and the lists, history[level][list] = (keys, values)."""
     depth, n_experts = model.config.depth, model.config.experts

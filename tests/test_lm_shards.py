@@ -82,7 +82,7 @@ def test_stream_windows_edge_cases():
     assert shards.num_batches(9, 2, 4) == 0  # ℓ = 4 < T + 1
     assert list(stream_windows(np.arange(9), 2, 4)) == []
     assert shards.num_batches(10, 2, 4) == 1  # ℓ = 5 = T + 1 exactly
-    assert shards.num_batches(48_828 * 2048, 2048, 64) == 762  # SPEC C's example
+    assert shards.num_batches(48_828 * 2048, 2048, 64) == 762  # a 10^8-token shard in 2,048 streams of 64
     with pytest.raises(shards.DataError, match="streams"):
         list(stream_windows(np.arange(9), 0, 4))
 

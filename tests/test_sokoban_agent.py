@@ -1,4 +1,5 @@
-"""The Sokoban agent and the Parallel Experts pieces against hand computations and reference loops (SPEC A.2–A.10)."""
+"""The Sokoban agent and the Parallel Experts pieces against hand computations and reference loops
+(paper App. A.1; the authors' RL/drc/)."""
 
 import functools
 import math
@@ -195,7 +196,7 @@ def test_initialisation_follows_flax_defaults():
     glu = np.asarray(agent.head.glu.kernel)
     assert abs(glu.std() * math.sqrt(32) - 1) < 0.05 and np.all(np.asarray(agent.head.glu.bias) == 0)
     tables = np.concatenate([np.asarray(Encoder(32, k).tables).ravel() for k in jax.random.split(KEY, 50)])
-    assert abs(tables.std() - math.sqrt(1 / math.sqrt(32) / 16)) < 0.005  # ≈ 0.105 (SPEC A.2)
+    assert abs(tables.std() - math.sqrt(1 / math.sqrt(32) / 16)) < 0.005  # ≈ 0.105 (RL/drc/encoders.py)
 
 
 # ---------------------------------------------------------------------------------------------- core semantics
@@ -203,7 +204,8 @@ def test_initialisation_follows_flax_defaults():
 
 @eqx.filter_jit
 def reference_core(core: Core, z, state):
-    """SPEC A.4/A.5/A.6 pseudocode, literally: Python loops over levels AND experts, sliced parameters."""
+    """Algorithm 1 (paper App. A.1) with its non-recurrent and ConvGLU variants (the authors'
+    RL/drc/recurrent_moe.py), literally: Python loops over levels AND experts, sliced parameters."""
     cfg = core.config
     experts = cfg.experts
     if not cfg.recurrent:
@@ -421,7 +423,8 @@ def test_shapes_dtypes_jit_and_vmap_over_environments():
 
 @eqx.filter_jit
 def reference_radius_core(core: Core, z, state, neighbours):
-    """ANALYSES §4 literally: expert i at level ℓ reads |N(i)|^{-1/2} Σ_{j∈N(i)} h_j of level ℓ-1 (level 0: of
+    """Our ring radius (the paper does not define one), literally: expert i at level ℓ reads |N(i)|^{-1/2}
+    Σ_{j∈N(i)} h_j of level ℓ-1 (level 0: of
     the previous step's last level), `neighbours[i]` listed by hand; the head reads the full sqrt-sum."""
     cfg = core.config
     own = [state.h[-1, i] for i in range(cfg.experts)]

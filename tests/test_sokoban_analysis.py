@@ -20,7 +20,7 @@ def paper():
 
 def test_configuration_means_match_the_published_table(paper):
     scores = analysis.configuration_scores(paper).set_index(["budget", "depth", "experts", "width"])
-    # SPEC G.3 (the authors' latest tables): mean ± SD over seeds
+    # The authors' latest rebuttal/openreview_p_tests_and_seed_tables.md: mean ± SD over seeds
     assert scores.loc[("small", 4, 1, 64), "mean"] == pytest.approx(13.665, abs=5e-4)
     assert scores.loc[("small", 4, 1, 64), "variance"] ** 0.5 == pytest.approx(0.086, abs=5e-4)
     assert scores.loc[("small", 1, 1, 128), "mean"] == pytest.approx(13.097, abs=5e-4)
@@ -31,8 +31,8 @@ def test_configuration_means_match_the_published_table(paper):
 
 def test_welch_tests_reproduce_the_published_p_values(paper):
     tests = analysis.welch_depth_tests(paper).set_index(["budget", "test"])["p"]
-    # SPEC G.3: L4 vs L2 p = 0.0150 / 0.0060 / 0.1005; L2 vs L1 p < 0.0001 / < 0.0001 / 0.0745. The per-seed
-    # scores are published rounded to three decimals, which moves p by a few 1e-4.
+    # The same tables: L4 vs L2 p = 0.0150 / 0.0060 / 0.1005; L2 vs L1 p < 0.0001 / < 0.0001 / 0.0745. The
+    # per-seed scores are published rounded to three decimals, which moves p by a few 1e-4.
     assert tests[("small", "L=4 > L=2")] == pytest.approx(0.0150, abs=1e-3)
     assert tests[("medium", "L=4 > L=2")] == pytest.approx(0.0060, abs=1e-3)
     assert tests[("large", "L=4 > L=2")] == pytest.approx(0.1005, abs=1e-3)

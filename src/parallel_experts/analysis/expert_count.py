@@ -1,16 +1,16 @@
-"""Fig. 6, the number of experts (paper §5.3; ANALYSES §2): score against E at fixed depth L and width d.
+"""Fig. 6, the number of experts (paper §5.3): score against E at fixed depth L and width d.
 
 A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
 ("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for the LM's
 single runs). A *family* is every point of one panel, recurrence, L and d, kept where it has at least two values
-of E; across budgets its points spend different work (ANALYSES §2 reads Fig. 6 from the budget sweeps so). The
+of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps is our choice). The
 same selection decides, from the config alone, whether the figure's data can exist (`catalogue`).
 
 Two questions are answered from the points, with a noise of two standard errors where seeds give one (the LM has
 one run per allocation, so any difference counts there):
 * whether more experts help: each family's score at its largest E against its smallest E;
 * whether the recurrent family saturates at shallower depth: at each budget (expert-count sweep: each E) and
-  width, the smallest depth within noise of that recurrence's best (**choice**, ANALYSES §2 names no test).
+  width, the smallest depth within noise of that recurrence's best (**choice**: the paper names no test).
 """
 
 from __future__ import annotations

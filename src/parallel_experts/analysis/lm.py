@@ -2,7 +2,7 @@
 best allocation, and the authors' published numbers where our budget, window and vocabulary are theirs.
 
 Lower is better throughout: a run's score is its sliding-window validation cross-entropy (nats per token) at the
-window it was trained for (SPEC F.1, F.2). Each allocation is one run; the paper has no seeds for the LM either.
+window it was trained for (paper §5.2). Each allocation is one run; the paper has no seeds for the LM either.
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-to
                  "across budgets and windows recurrent models reach their best loss at L = 2 or 4, non-recurrent ones "
                  "keep improving up to L = 16 or 32 (about 1.31B FineWeb tokens per run: 10,000 updates of 131,072 "
                  "tokens).")
-# How our validation differs from the authors' (issue 10, item 9), stated on every LM report.
+# How our validation differs from the authors', stated on every LM report.
 VALIDATION_NOTE = ("Validation: every loss here is the cross-entropy of the final model, after its last update, "
-                   "over the scored tokens of the validation shard (SPEC F.1, F.2). The authors' recurrent trainer "
-                   "instead validates after each completed training shard and logs the cross-entropy plus the state "
-                   "penalty (reg · mean |s|²/d, about 1e-4 nats at reg = 1e-4) as `val/loss` (SPEC F.1), so its last "
-                   "value is of the model after about 9,880 of its 10,000 updates (SPEC D.2, inferred); their "
-                   "non-recurrent numbers come from the sliding-window evaluator of a checkpoint (SPEC F.2), as ours.")
+                   "over the scored tokens of the validation shard (those of the authors' evaluators, paper §5.2). The "
+                   "authors' recurrent trainer instead validates after each completed training shard and logs the "
+                   "cross-entropy plus the state penalty (reg · mean |s|²/d, about 1e-4 nats at reg = 1e-4) as "
+                   "`val/loss` (their LM/recnanogpt/train.py), so its last value is of the model after about 9,880 "
+                   "of its 10,000 updates (inferred: one validation per 760-update shard of 10^8 tokens); their "
+                   "non-recurrent numbers come from the sliding-window evaluator of a checkpoint "
+                   "(LM/nanogpt/eval_fineweb_sliding.py), as ours.")
 PAPER_NUMBERS = ("## The paper's published numbers for this budget\n\nNo per-allocation table exists in text form; "
-                 "these are every value the authors quote (SPEC G.2).")
+                 "these are every value the authors quote (the paper; their rebuttal/rebuttal_figures_and_tables.tex).")
 # What the run reports show of each family's best allocation.
 BEST_COLUMNS = ["family", "allocation", "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]
 
@@ -255,7 +257,7 @@ def paper_losses_per_setting(config: Mapping, runs: pd.DataFrame,
 
 
 def reference_losses() -> pd.DataFrame:
-    """Every FineWeb validation loss the authors published as text (SPEC G.2)."""
+    """Every FineWeb validation loss the authors published as text (the paper and their rebuttal tables)."""
     table = published.reference("fineweb_losses")
     for column in ("window", "max_depth", "depth"):
         table[column] = table[column].astype("Int64")

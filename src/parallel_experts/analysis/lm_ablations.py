@@ -20,9 +20,9 @@ from parallel_experts.results import store
 
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
 DEFAULTS = {"aggregation": "sqrt_sum", "kv_cache": "level"}
-# The paper's run of each ablation (ANALYSES §3): budget, window, allocation (L, E, d); the paper's value of the
-# default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its finding. The KV-sharing pair has
-# no stated run, only its effect (App. A.3).
+# The run of each ablation (Fig. 10 right; our choice, as the paper names none): budget, window, allocation
+# (L, E, d); the paper's value of the default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its
+# finding. The KV-sharing pair has no stated run, only its effect (App. A.3).
 PAPER_RUNS, PAPER_VALUES = published.FINEWEB_ABLATION_RUNS, published.FINEWEB_ABLATION_VALUES
 PAPER_KV_SHARING_COST = published.KV_SHARING_COST
 PAPER_FINDINGS = {
@@ -36,13 +36,13 @@ PAPER_FINDINGS = {
 PAGES = {
     "aggregation": ("FineWeb aggregation rules (Fig. 10, right)",
         "The recurrent Transformer at one allocation, trained once per rule that merges the experts' outputs "
-        "into the shared state s (paper App. D, SPEC E.11): sqrt-sum Σh/√E (the default), mean Σh/E, "
+        "into the shared state s (paper App. D; authors' PRE/recnanogpt/): sqrt-sum Σh/√E (the default), mean Σh/E, "
         "routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²), with α = σ(λ) from a router that reads "
         "[z; s] at every level. Only the merge of the outputs changes: every rule merges the experts' key and "
         "value proposals into the level's cache by the sqrt-sum, and the router never sees them. Everything "
         "else is the sweep's run, which is the sqrt-sum bar. Bars: validation cross-entropy at the run's "
-        "window (lower is better). The paper's run is the small budget's (2, 8, 768) at W = 128; its sqrt-sum "
-        "value (≈ 3.51) is drawn beside ours where this config runs the same configuration."),
+        "window (lower is better). The reference run (our choice; the paper names none) is the small budget's (2, 8, 768) at "
+        "W = 128, whose sqrt-sum value (≈ 3.51, §5.2) is drawn beside ours where this config runs the same configuration."),
     "kv_cache": ("FineWeb KV-cache sharing (App. A.3)",
         "The recurrent Transformer at one allocation, trained twice: with one rolling key/value cache per depth "
         "level that all its experts read, their key and value proposals merged into one entry by the sqrt-sum "

@@ -2,7 +2,8 @@
 
 Score per seed = mean of the final five logged episodic returns; a configuration's score is the mean over
 seeds (sample variance beside it, Table 7). Depth comparisons take, at each exact depth, the configuration
-with the best mean and apply a one-sided Welch t-test, uncorrected (the authors' protocol, SPEC B.6).
+with the best mean and apply a one-sided Welch t-test, uncorrected (the authors' protocol, in their
+rebuttal/openreview_p_tests_and_seed_tables.md).
 """
 
 from __future__ import annotations

@@ -24,15 +24,16 @@ from parallel_experts.core import aggregation
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
-# The paper's run of each ablation (ANALYSES §3-4): budget and allocation; its value is the authors' mean
-# final-five return of that configuration in their medium sweep (RM): 13.738 and 13.866.
+# The paper's run of each ablation (Figs. 10 left and 11): budget and allocation; its value is the authors' mean
+# final-five return of that configuration in their medium sweep (rebuttal/openreview_p_tests_and_seed_tables.md
+# in their code): 13.738 and 13.866.
 PAPER_RUNS, PAPER_SEEDS = published.SOKOBAN_ABLATION_RUNS, published.SOKOBAN_ABLATION_SEEDS
 OWN_RUNS = "ablation"  # the sweep name of the runs an ablation trains itself (sokoban.experiment.ABLATION)
 # Each ablation's page: its title and what it varies (shown above the figure).
 PAGES = {
     "aggregation": ("Sokoban aggregation rules (Fig. 10, left)",
         "The recurrent ConvLSTM agent at one allocation, trained once per rule that merges the experts' "
-        "outputs into the shared state (paper App. D, SPEC A.7, E.11): sqrt-sum Σh/√E (the default), mean "
+        "outputs into the shared state (paper App. D; authors' PRE/recnanogpt/): sqrt-sum Σh/√E (the default), mean "
         "Σh/E, routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²). Bars: mean final-five return ± 1 "
         "standard error over seeds. The paper's run is the medium budget's (1, 4, 128) with 3 seeds; the "
         "authors' sqrt-sum value (13.738, their medium sweep's score of that allocation) is drawn beside ours"
@@ -42,7 +43,7 @@ PAGES = {
         "The recurrent ConvLSTM agent at one allocation with its experts on a ring: expert i reads s_i = "
         "|N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j over the experts within ring distance r instead of the shared sqrt-"
         "sum state (the previous step's last level at level 1); the head reads the full sqrt-sum. The paper "
-        "does not define the radius; this is our documented choice (ANALYSES §4), and r ≥ ⌊E/2⌋ is the "
+        "does not define the radius; this ring is our own choice, and r ≥ ⌊E/2⌋ is the "
         "standard agent exactly. Points: mean final-five return ± 1 standard error over seeds. The paper's "
         "run is the medium budget's (2, 7, 64) with r = 0, 1, 2, full and 3 seeds; the authors' full-radius "
         "value (13.866) is drawn where this config runs the same configuration."),

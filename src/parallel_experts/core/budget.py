@@ -46,7 +46,8 @@ def sokoban_work(a: Allocation, encoder_channels: int = 32) -> float:
 
 
 def lm_block_cost(width: int, q_heads: int, kv_heads: int, window: int) -> float:
-    """Per-token cost of one Transformer block (SPEC D.2): projections and MLP ∝ (10 + 2K/H)·d², attention ∝ 2·T·d."""
+    """Per-token cost of one Transformer block (the authors' LM/nanogpt/train.py): projections and MLP
+    ∝ (10 + 2K/H)·d², attention ∝ 2·T·d."""
     return (10 + 2 * kv_heads / q_heads) * width**2 + 2 * window * width
 
 

@@ -4,15 +4,15 @@ An expert stack is ONE module whose array leaves carry a leading expert axis (E,
 module constructor with E independent keys; `apply` evaluates every expert at once with `eqx.filter_vmap`
 (XLA turns per-expert convolutions into one grouped convolution), never a Python loop over experts.
 
-Aggregation rules (paper App. D, SPEC A.7/E.11) merge the E outputs h_i into the shared state:
+Aggregation rules (paper App. D; the authors' PRE/recnanogpt/) merge the E outputs h_i into the shared state:
     sqrt_sum         Σ h_i / √E                    the paper's default everywhere
     mean             Σ h_i / E
     routed_mean      Σ α_i h_i / (ε + Σ α_i)
-    routed_sqrt_sum  Σ α_i h_i / √(ε + Σ α_i²)      ε = 1e-6 (SPEC E.11)
-with routing coefficients α_i ≥ 0 from a `Router`. (Residual groups of E.11 are not implemented: G_r = 1 in
+    routed_sqrt_sum  Σ α_i h_i / √(ε + Σ α_i²)      ε = 1e-6 (the authors' PRE/recnanogpt/model.py)
+with routing coefficients α_i ≥ 0 from a `Router`. (The authors' residual groups are not implemented: G_r = 1 in
 every documented run.)
 
-Communication radius (paper §5.3, App. E; the text does not define it, ANALYSES §4 fixes our choice): the E
+Communication radius (paper §5.3, App. E; the text does not define it, so the ring is our choice): the E
 experts sit on a ring, N_r(i) = the experts within ring distance r of i, and expert i reads its own state
 s_i = |N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j, one (E, E) matrix applied to the stack. r ≥ ⌊E/2⌋ reaches every expert:
 that is the sqrt-sum, and callers treat it as "full" (no radius).
@@ -31,7 +31,7 @@ from jax import Array
 
 from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
 
-ROUTING_EPS = 1e-6  # keeps the routed denominators away from 0 when every α vanishes (SPEC E.11)
+ROUTING_EPS = 1e-6  # keeps the routed denominators away from 0 when every α vanishes (the authors' value)
 
 
 def aggregate(h: Array, rule: str = "sqrt_sum", alpha: Array | None = None, eps: float = ROUTING_EPS) -> Array:
@@ -71,7 +71,7 @@ def neighbourhood_states(h: Array, neighbourhood: Array) -> Array:
 
 
 class Router(eqx.Module):
-    """Soft routing coefficients from a query vector (SPEC E.11, the authors' FineWeb router).
+    """Soft routing coefficients from a query vector (the authors' FineWeb router, PRE/recnanogpt/model.py).
 
     r = x W_c,  κ_e = ε_e W_e,  λ_e = r·κ_e / √width,  α = σ(λ) (or softmax over experts).
     The caller chooses what x is: the LM routes each token by concat(z, s^{ℓ-1}); the Sokoban agent routes each
@@ -92,7 +92,7 @@ class Router(eqx.Module):
 
     def __call__(self, x: Array) -> Array:
         width = self.query.shape[1]
-        x = x.astype(jnp.float32)  # routing logits in fp32 (SPEC E.11)
+        x = x.astype(jnp.float32)  # routing logits in fp32, as the authors' router
         logits = (self.embeddings @ self.key_projection) @ (x @ self.query) / math.sqrt(width)
         return jax.nn.softmax(logits) if self.softmax else jax.nn.sigmoid(logits)
 

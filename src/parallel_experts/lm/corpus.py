@@ -1,5 +1,6 @@
 """Language-model corpora as token shards: GPT-2 tokens of FineWeb or of local text, written as modded-nanogpt
-shards, or the published pre-tokenised shards downloaded (SPEC C).
+shards, or the published pre-tokenised shards downloaded (as the authors'
+PRE_fineweb/nanogpt/download_fineweb_tokens.py does).
 
 The pipeline reads top to bottom:
 * `text_documents` gives the documents of a corpus, either FineWeb itself through Hugging Face `datasets`
@@ -227,7 +228,7 @@ def demo_corpus_files() -> list[Path]:
 # --------------------------------------------------------------------------------------------------
 # A corpus as shards
 
-PRETOKENIZED_REPO = "kjj0/fineweb10B-gpt2"  # the published GPT-2 FineWeb-10B shards (SPEC C)
+PRETOKENIZED_REPO = "kjj0/fineweb10B-gpt2"  # the published GPT-2 FineWeb-10B shards the authors download
 
 
 def corpus_shards(corpus: dict, out_dir: str | Path, shard_tokens: int) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Greedy decoding of both families from pre-filled caches, one token per stream and step (Table 5, ANALYSES §6).
+"""Greedy decoding of both families from pre-filled caches, one token per stream and step (Table 5, App. H.1).
 
 `prefill` runs a prompt through the model's own code (`Transformer.chunk`, `RecurrentTransformer.segment`)
 and turns what it keeps into a ring of C slots: the Transformer's keys and values per layer and expert, the

@@ -1,4 +1,4 @@
-"""Streaming validation loss with an attention window W, the same scored tokens for both families (SPEC F.1, F.2).
+"""Streaming validation loss with an attention window W, the same scored tokens for both families (paper §5.2).
 
 The validation shard is split by the training sampler into S streams read in chunks of C = 64 tokens. Each
 stream starts from an empty state; its first ⌈W/C⌉ chunks are processed but not scored, every later token is
@@ -6,7 +6,7 @@ scored with teacher forcing. The state is what each family carries along a strea
 * non-recurrent: per layer and expert, the keys and values of the last W tokens (positions are absolute
   stream positions), so every token attends to itself and the W − 1 tokens before it at every layer;
 * recurrent (W must equal the model's cache length M): the shared state and the per-level caches, exactly
-  as in training, so the loss is the streaming loss of F.1.
+  as in training, so the loss is the streaming loss the authors' recurrent trainer validates with.
 Streams are processed in blocks of `lanes` (memory only). The result is the mean cross-entropy over the
 scored tokens and their count, which equals (⌊(ℓ−1)/C⌋ − ⌈W/C⌉)·S·C for streams of ℓ = ⌊N/S⌋ tokens.
 """

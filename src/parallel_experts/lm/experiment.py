@@ -5,7 +5,7 @@ ModelConfig setting varied).
 A run is named by what defines it (`recurrent/small/W128/L2-E8-d768`; a model setting that an ablation varies,
 where it is not ModelConfig's default: `recurrent/small/W128/L2-E8-d768-mean`), so equal definitions share one
 id: an ablation's run at the default value is the sweep's run, trained once. Both families read the same tokens
-per update and in total; each run is evaluated at its own window W (SPEC F.1, F.2):
+per update and in total; each run is evaluated at its own window W (paper §5.2):
 * non-recurrent runs train on independent sequences of 2W tokens (the authors train on 256 tokens for W = 128
   and on 2,048 for W = 1,024) and are evaluated with a W-token sliding window;
 * recurrent runs keep a W-token rolling cache (M = W), train on segments of `lm.training.segment` tokens and
@@ -25,7 +25,9 @@ from parallel_experts.core.definitions import Definition, by_id, family_id
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.results.store import run_results, with_ablations
 
-SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (SPEC E.8); a run setting, not TrainConfig's
+# lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
+# not TrainConfig's
+SEGMENT = 64
 TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.

@@ -1,4 +1,4 @@
-"""Table 5: per-token decode latency of the Transformer and the recurrent allocations (P H.1, ANALYSES §6).
+"""Table 5: per-token decode latency of the Transformer and the recurrent allocations (paper App. H.1).
 
 For each row, context C and batch B (streams): random weights, a prompt of C random tokens per stream pre-fills
 the caches (`decode.prefill`: the Transformer's C-slot ring per layer and expert, the recurrent model's full

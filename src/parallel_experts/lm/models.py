@@ -1,4 +1,5 @@
-"""The paper's two language models on one set of layers (SPEC D.1 and E.1–E.9).
+"""The paper's two language models on one set of layers (paper App. A.2–A.3; the authors' LM/nanogpt/model_moe.py
+and LM/recnanogpt/model_shared_kv.py).
 
 * `Transformer` — the non-recurrent parallel-expert Transformer: L layers of E pre-norm blocks (GQA with
   RoPE and QK-norm, squared-ReLU MLP); each block's output includes its own residual copy and the E outputs
@@ -14,12 +15,12 @@ Both are written per sequence (one stream) and vmapped over batches by the calle
 module (leading (L, E) axes): `lax.scan` over depth, `experts.apply` (a vmap) over experts. Parameters
 and matmuls use the model's `dtype` (the authors train in bfloat16); norms, softmax and logits use float32.
 
-The recurrent `segment` path computes what the authors' `segment_local_kv_cache` (E.4) computes: the cache
+The recurrent `segment` path computes what the authors' `segment_local_kv_cache` (LM/recnanogpt/) computes: the cache
 entering a segment is read-only and stop-gradient, the segment's own entries are differentiated through, and
 each token attends to the valid entries inside its window of M positions. Here the window is a ring of M
-slots (E.4 attends to M cached + T local slots, half of them masked at T = M) and the token scan is
+slots (theirs attends to M cached + T local slots, half of them masked at T = M) and the token scan is
 checkpointed in blocks of about √T tokens, so that training memory grows with L·M·√T per stream, not L·M·T.
-A segment of one token is one step of E.3, so decoding and the token-by-token reference use the same code.
+A segment of one token is one token step of App. A.3, so decoding and the token-by-token reference use the same code.
 """
 
 from __future__ import annotations

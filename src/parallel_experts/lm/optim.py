@@ -1,11 +1,13 @@
-"""The optimiser of both language models (SPEC D.2, E.8): global-norm clip, then one rule per parameter group.
+"""The optimiser of both language models (the authors' LM/nanogpt/optim.py and LM/recnanogpt/optim.py):
+global-norm clip, then one rule per parameter group.
 
 * `embed` (token embedding) and `head` (LM head): AdamW at a constant learning rate scaled with the width as
   (d/768)^-1/2, no weight decay;
 * `other` (every matrix of the stacked `blocks` / `levels`): Muon on the warm-up-cosine `schedule`, followed by
   cautious weight decay on the same schedule;
 * `gate` (the routers of the routed aggregation rules, recurrent model only): AdamW on the same schedule plus
-  cautious decay, the authors' default for gate parameters (SPEC E.10, without `--muon_gates`).
+  cautious decay, the authors' default for gate parameters (PRE_fineweb/recnanogpt/optim.py, without
+  `--muon_gates`).
 
 Muon orthogonalises matrices, so each leaf says which of its axes are the matrix (`muon_dimensions`): query, key
 and value are orthogonalised per head as d_in × h_d, the output projection per head as h_d × d, the MLP and W_in
@@ -46,7 +48,7 @@ class OptimError(PipelineError, ValueError):
 
 @dataclass(frozen=True)
 class OptimConfig:
-    """The optimiser's hyper-parameters; defaults are the non-recurrent Transformer's (SPEC D.2)."""
+    """The optimiser's hyper-parameters; defaults are the non-recurrent Transformer's (the authors' LM/nanogpt/)."""
 
     peak_lr: float = 0.02  # max(max_lr = 6e-4, 0.02): the authors floor Muon's peak at 0.02
     min_lr: float = 6e-6  # 0.01 · max_lr; the recurrent code takes 0.01 · 0.02 (see `for_family`)
@@ -122,12 +124,13 @@ class CautiousDecayState(NamedTuple):
 
 
 def cautious_weight_decay(rate: float, schedule: optax.Schedule) -> optax.GradientTransformation:
-    """u ← u − η_t · rate · p · 1[u·p ≥ 0] elementwise, for every parameter of rank ≥ 2 (SPEC D.2).
+    """u ← u − η_t · rate · p · 1[u·p ≥ 0] elementwise, for every parameter of rank ≥ 2 (the authors'
+    LM/nanogpt/optim.py).
 
     u is optax's additive update, which already carries −η_t. The authors' comment says "decay only where
     update and parameter are aligned", and their test u·p ≥ 0 on the additive update decays the coordinates the
     step moves away from zero. Cautious weight decay as published (Chen et al. 2025, arXiv 2510.12402) masks
-    with the descent direction instead (u·p ≤ 0). We reproduce the authors' code, as SPEC states it.
+    with the descent direction instead (u·p ≤ 0). We reproduce the authors' code (LM/nanogpt/optim.py).
     """
 
     def init(params):

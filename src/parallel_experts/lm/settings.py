@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
 
-PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (SPEC C)
+PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the authors' LM/nanogpt/config.py)
 KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
 
 
@@ -26,7 +26,7 @@ class ModelConfig:
     kv_heads: int
     vocab: int = PADDED_VOCAB
     recurrent: bool = False
-    aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (SPEC E.11)
+    aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (paper App. D)
     dtype: str = "bfloat16"
     kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
 

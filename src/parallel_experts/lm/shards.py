@@ -3,8 +3,8 @@
 * `read_shard` checks and maps one shard back (header of 256 little-endian int32: magic 20240520,
   version 1, token count N; then N little-endian uint16 GPT-2 ids, each < 50,257); `shard_paths` finds a folder's
   validation shard 0 and its training shards;
-* `stream_windows` is the "stream_equal_chunks" sampler (SPEC C): S equal streams per shard, windows of
-  T+1 tokens with stride T, a reset flag on the first batch;
+* `stream_windows` is the authors' "stream_equal_chunks" sampler (LM/shared_fineweb_dataloader.py): S equal
+  streams per shard, windows of T+1 tokens with stride T, a reset flag on the first batch;
 * `compact_vocabulary` / `load_tokens` give the model's ids, GPT-2's or a demo's smaller vocabulary.
 Errors name the file (or the source key) and what was expected, as `DataError`s the CLI prints in one line.
 """
@@ -75,7 +75,7 @@ def shard_name(index: int, prefix: str = "fineweb") -> str:
 
 
 def shard_paths(folder: str | Path) -> tuple[Path, list[Path]]:
-    """(validation shard, training shards in name order) of a folder of shards (SPEC C: `*val*`, `*train*`)."""
+    """(validation shard, training shards in name order) of a folder of shards (the authors' `*val*`, `*train*`)."""
     folder = Path(folder)
     validation, training = sorted(folder.glob("*_val_*.bin")), sorted(folder.glob("*_train_*.bin"))
     if len(validation) != 1 or not training:

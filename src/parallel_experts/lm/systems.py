@@ -1,8 +1,8 @@
-"""What the two systems tables share (Tables 5 and 6, ANALYSES §6-7): their rows, how a row becomes a model,
+"""What the two systems tables share (Tables 5 and 6, paper App. H): their rows, how a row becomes a model,
 the ratio to the Transformer, the paper's numbers beside ours, and how a table's dataset describes itself.
 
-Every row spends the same work per token as the Transformer L16 E1 at the same width (L·E = 16 blocks, SPEC
-D.2 proxy), so the tables compare how fast equal work runs, not how much there is. Width, heads, vocabulary and
+Every row spends the same work per token as the Transformer L16 E1 at the same width (L·E = 16 blocks, by the
+authors' proxy), so the tables compare how fast equal work runs, not how much there is. Width, heads, vocabulary and
 dtype come from the config (`lm.latency.width` or `lm.throughput.width`, `lm.head_dim`, `lm.vocabulary`,
 `lm.dtype`); the paper: d = 768, 8 query and 4 KV heads, GPT-2's padded vocabulary, bfloat16.
 """
@@ -66,7 +66,7 @@ def ratio_to_transformer(values: xr.DataArray) -> xr.DataArray:
     return values / values.sel(allocation=label(TRANSFORMER))
 
 
-LATENCY_DEFAULTS = {"steps": 64, "warmup": 3, "repeats": 20}  # the paper's protocol (ANALYSES §6)
+LATENCY_DEFAULTS = {"steps": 64, "warmup": 3, "repeats": 20}  # our protocol; the paper gives only medians (App. H.1)
 
 
 def latency_settings(config: Mapping) -> dict:
@@ -74,7 +74,7 @@ def latency_settings(config: Mapping) -> dict:
     return settings(config, "latency", LATENCY_DEFAULTS)
 
 
-THROUGHPUT_DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed (ANALYSES §7)
+THROUGHPUT_DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed, as in the authors' rebuttal
 SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
 
 

@@ -1,4 +1,4 @@
-"""Table 6: training throughput and memory of the Transformer and the recurrent allocations (P H.2, ANALYSES §7).
+"""Table 6: training throughput and memory of the Transformer and the recurrent allocations (paper App. H.2).
 
 The complete update is timed, dataloader included: each update reads its windows from the real token shards
 (`results/lm/tokens`) through the training sampler (`Trainer.batches`, `shards.stream_windows`), warms up

@@ -1,16 +1,17 @@
-"""Training either language-model family on token shards with one loop (SPEC D.2, E.8).
+"""Training either language-model family on token shards with one loop (the authors' LM/nanogpt/train.py and
+LM/recnanogpt/train.py).
 
 One optimiser update reads `batch_tokens` tokens: one window of T tokens from each of S = batch_tokens / T
 streams of the shard sampler (`shards.stream_windows`). The S streams are split into G groups of `microbatch`
 streams, for memory only: the update scans over the groups, sums their gradients in float32 and divides by
 G, so the gradient is the mean over all S streams whatever the microbatch (the authors' recurrent trainer
-does exactly this; their non-recurrent one accumulates consecutive windows instead, SPEC H.8).
+does exactly this; their non-recurrent one accumulates consecutive windows instead, LM/nanogpt/train.py).
 
 * Non-recurrent: every window is an independent sequence at positions 0..T−1.
 * Recurrent: every stream carries its state (shared s and per-level caches) from window to window; the state
   entering a window is stop-gradient, so backprop is truncated at window boundaries (T = 64 in the paper).
   The state is zero at each shard's first window, whose first ⌈M/T⌉ windows only warm it up (no loss, no
-  update); the loss adds `reg` × mean(|s|²/d) of the un-normalised final state (SPEC E.7).
+  update); the loss adds `reg` × mean(|s|²/d) of the un-normalised final state (the authors' `pre_output_reg_cost`).
 
 Data parallelism: with several devices, the streams of each group are sharded over a one-axis mesh and the
 parameters replicated; XLA inserts the gradient all-reduce. The numbers do not depend on the device count.
@@ -64,7 +65,8 @@ def window_hidden(model, state, inputs, config: TrainConfig):
 
 def batch_loss(model, hidden, labels, config: TrainConfig):
     """(loss, cross-entropy) of the windows of a group of streams, hidden (S, T, d): the mean over every token,
-    plus, for the recurrent model, `reg` × mean(|s|²/d) of its un-normalised states (SPEC E.7). Every window
+    plus, for the recurrent model, `reg` × mean(|s|²/d) of its un-normalised states (the authors'
+    `pre_output_reg_cost`). Every window
     has T tokens, so this is the mean over streams of each window's loss.
 
     The head reads every token of the group at once: under vmap over streams, XLA:CPU transposes the (tokens, V)
@@ -84,7 +86,7 @@ class Trainer:
         if mesh is not None and config.microbatch % mesh.size:
             raise ConfigError(f"lm.training: {config.microbatch} streams per microbatch do not split over "
                               f"{mesh.size} devices; make microbatch_tokens / sequence a multiple of {mesh.size}")
-        model = models.build(model_config, jax.random.key(0))  # FineWeb runs are single-seed, key 0 (SPEC D.1)
+        model = models.build(model_config, jax.random.key(0))  # the authors' FineWeb runs: single-seed, key 0
         self.params, self.static = eqx.partition(model, eqx.is_array)
         optimizer = replace(optim.OptimConfig.for_family(model_config.recurrent), schedule=config.schedule)
         self.optimizer = optim.optimizer(self.params, optimizer, config.updates)

@@ -135,7 +135,7 @@ def _lm_jobs(run, config: Mapping, forward: float) -> list[Job]:
 
 def _latency_job(config: Mapping, counters: Counters) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
-    single step (ANALYSES §6)."""
+    single step (our Table 5 protocol, see lm/latency.py)."""
     spec = systems.latency_settings(config)
     calls = (spec["warmup"] + spec["repeats"]) * (spec["steps"] + 1)
     flops = sum(batch * (context + calls) * counters.lm.token_flops(

@@ -1,18 +1,21 @@
-"""The Sokoban Parallel Experts agent (SPEC A.2–A.10): encoder → L levels of E ConvLSTM/ConvGLU experts → head.
+"""The Sokoban Parallel Experts agent (paper App. A.1; the authors' RL/drc/): encoder → L levels of E
+ConvLSTM/ConvGLU experts → head.
 
 Every module is unbatched: it sees ONE environment, arrays channels-last (H, W, C) like Jumanji's observation
 and Flax's convolutions. The training code vmaps `Agent.__call__` over environments.
 
-One environment step with the paper's chaining (`RL/`, SPEC A.4), for ConvLSTM experts:
+One environment step with the paper's chaining (§4; the authors' `RL/drc/recurrent_moe.py`), for ConvLSTM experts:
     s, h = s_{t-1}, h_{t-1}[L-1]                         level 0 reads the previous step's last level
     for ℓ in 0..L-1:                                     (Python loop: level 0 may have another input width)
         h[ℓ,i], c[ℓ,i] = ConvLSTM_{ℓ,i}(concat(z, s, h[i]), c_{t-1}[ℓ,i])   all i at once (vmap)
         s = aggregate_i h[ℓ,i]                            sqrt-sum by default
     logits, value = Head(RMSNorm(s))
-`chaining="pre_rl"` instead feeds s_{t-1} to every level and aggregates only the last one (SPEC A.4, PRE_RL/).
-`recurrent=False` (SPEC A.5) zeroes the incoming state and level 0 reads z only. ConvGLU experts (SPEC A.6)
+`chaining="pre_rl"` instead feeds s_{t-1} to every level and aggregates only the last one, as the authors'
+`PRE_RL/drc/recurrent_moe.py` does.
+`recurrent=False` (paper App. A.1) zeroes the incoming state and level 0 reads z only. ConvGLU experts (§5.1)
 read concat(z, s) and carry only s.
-`radius=r` (Fig. 11, ANALYSES §4) puts the experts on a ring: expert i reads s_i = |N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j
+`radius=r` (Fig. 11; our choice, as the paper does not define the radius) puts the experts on a ring: expert i
+reads s_i = |N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j
 of the previous level (level 0: of the previous step's last level) instead of s; the head still reads the full
 sqrt-sum. A radius ≥ ⌊E/2⌋ reaches every expert and is stored as None, so it IS the standard agent.
 """
@@ -33,7 +36,7 @@ from parallel_experts.sokoban.settings import AgentConfig
 
 EPS = 1e-5  # every RMSNorm of the agent (Flax default)
 VOCABULARY = 5  # Jumanji grid values 0..4 (empty, wall, target, agent, box)
-# Flax defaults, which Equinox does not share (SPEC A.10).
+# Flax defaults (the authors' code is Flax), which Equinox does not share.
 lecun_normal = jax.nn.initializers.lecun_normal()  # truncated normal, variance 1/fan_in, fan_in = kh·kw·in
 xavier_uniform = jax.nn.initializers.xavier_uniform()
 
@@ -114,7 +117,7 @@ class Linear(eqx.Module):
 
 class Encoder(eqx.Module):
     """Two embedding tables (5, C/2) for the variable and fixed grid channels, concatenated, then RMS-normalised
-    over the whole map (H, W, C jointly, no scale): one scalar per observation (SPEC A.2)."""
+    over the whole map (H, W, C jointly, no scale): one scalar per observation (the authors' RL/drc/encoders.py)."""
 
     tables: Array  # (2, 5, C/2): table 0 embeds channel 0 (empty/agent/box), table 1 channel 1 (empty/wall/target)
 
@@ -135,7 +138,8 @@ class Encoder(eqx.Module):
 
 
 class ConvLSTM(eqx.Module):
-    """One ConvLSTM expert of one level (SPEC A.3): gates = RMSNorm(conv3×3(u)) jointly over all 4d channels,
+    """One ConvLSTM expert of one level (paper App. A.1; the authors' RL/drc/recurrent_moe.py): gates =
+    RMSNorm(conv3×3(u)) jointly over all 4d channels,
     split (i, f, o, g); no forget-gate bias offset."""
 
     conv: Conv
@@ -152,7 +156,8 @@ class ConvLSTM(eqx.Module):
 
 
 class ConvGLU(eqx.Module):
-    """One ConvGLU expert (SPEC A.6): conv3×3 to 2d channels, value ⊙ σ(gate), RMSNorm over (H, W, C) jointly
+    """One ConvGLU expert (the authors' RL/drc/recurrent_moe.py): conv3×3 to 2d channels, value ⊙ σ(gate),
+    RMSNorm over (H, W, C) jointly
     with a per-channel scale."""
 
     conv: Conv
@@ -181,7 +186,7 @@ class State(eqx.Module):
 def _level_inputs(config: AgentConfig, level: int) -> tuple[int, int]:
     """(channels every expert of the level shares, channels of its own hidden) at `level`."""
     if level == 0 and not config.recurrent:
-        return config.encoder_channels, 0  # SPEC A.5: the first level reads z only
+        return config.encoder_channels, 0  # paper App. A.1: the first level reads z only
     own = config.width if config.expert == "convlstm" else 0
     return config.encoder_channels + config.width, own
 
@@ -222,7 +227,7 @@ class Core(eqx.Module):
     def __call__(self, z: Array, state: State) -> tuple[Array, State]:
         cfg = self.config
         if not cfg.recurrent:
-            state = jax.tree.map(jnp.zeros_like, state)  # SPEC A.5: nothing is carried across steps
+            state = jax.tree.map(jnp.zeros_like, state)  # paper App. A.1: nothing is carried across steps
         s = state.s
         if cfg.expert == "convglu":
             for level, experts in enumerate(self.levels):
@@ -264,8 +269,9 @@ class Core(eqx.Module):
         return px.neighbourhood_states(h, px.ring_neighbourhood(self.config.experts, self.config.radius))
 
     def _aggregate(self, index: int, shared: Array, h: Array) -> Array:
-        # Routing for Sokoban is unspecified (SPEC H.3). Our choice: one α per expert and environment, from the
-        # spatial mean of the level's shared input concat(z, s^{ℓ-1}), with the authors' FineWeb router (E.11):
+        # Routing for Sokoban is unspecified (neither the paper nor the authors' code gives it). Our choice: one α per
+        # expert and environment, from the spatial mean of the level's shared input concat(z, s^{ℓ-1}), with the
+        # authors' FineWeb router (PRE/recnanogpt/model.py):
         # α_e = σ(r·κ_e/√d), r = W_c mean_{h,w}(concat(z, s)). Per-observation, like the LM's per-token routing.
         alpha = self.routers[index](shared.mean(axis=(0, 1))) if self.routers else None
         return px.aggregate(h, self.config.aggregation, alpha)
@@ -327,7 +333,7 @@ class Agent(eqx.Module):
 
 
 def reset_where(done: Array, state: State) -> State:
-    """Zero the state of environments whose previous transition ended an episode (SPEC B.1).
+    """Zero the state of environments whose previous transition ended an episode (the authors' RL/drc/trainer.py).
 
     `done` has the state's leading batch shape: (B,) with a state batched on a leading axis, or a scalar
     under the caller's vmap over environments. Gradients do not flow into zeroed entries."""

@@ -2,7 +2,7 @@
 
 Two changes to the real environment, both no-ops on Boxoban's 4-box levels: a level is complete when every
 box is on a target (Jumanji counts exactly four, which rooms with fewer boxes never reach), and the reward
-can be the authors' variant that replaces every negative reward by -0.01 (SPEC B.2). Training draws a random
+can be the authors' variant that replaces every negative reward by -0.01 (PRE_RL/drc/utils.py). Training draws a random
 level at every reset (auto-reset under vmap, as the authors' wrapper does); evaluation starts each level of
 a set exactly once (`level_states`).
 """
@@ -26,7 +26,7 @@ from jumanji.wrappers import VmapAutoResetWrapper
 from parallel_experts.config.errors import ConfigError, PipelineError
 
 REWARDS = ("dense", "clipped")
-CLIPPED_NEGATIVE_REWARD = -0.01  # the authors' PRE_RL wrapper (SPEC B.2)
+CLIPPED_NEGATIVE_REWARD = -0.01  # the authors' PRE_RL wrapper (PRE_RL/drc/utils.py)
 
 
 def boxes(state: State) -> chex.Array:

@@ -1,4 +1,4 @@
-"""Scoring planning probes (ANALYSES.md §1): a threshold at 0.93 precision, recall and precision by step with
+"""Scoring planning probes (paper §5.1, Fig. 4): a threshold at 0.93 precision, recall and precision by step with
 95 % bootstrap intervals over levels, and EP's macro-F1.
 
 A probe reads each square as the most probable direction ĉ and its probability p_ĉ. The square is predicted

@@ -1,4 +1,4 @@
-"""Planning probes (paper §5.1 and App. F; ANALYSES.md §0-1): does an agent's state say where it will move?
+"""Planning probes (paper §5.1 and App. F): does an agent's state say where it will move?
 
 Following Bush et al. (EP, tuphs28/emergent-planning), every square of the room interior gets a label at each
 step t, in five classes: 0 none, then Jumanji's actions 1 up, 2 right, 3 down, 4 left:

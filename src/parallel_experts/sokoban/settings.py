@@ -61,7 +61,7 @@ class AgentConfig:
             return
         object.__setattr__(self, "radius", int(r))
         if (self.expert, self.chaining, self.aggregation) != ("convlstm", "paper", "sqrt_sum"):
-            # Defined (ANALYSES §4) for ConvLSTM experts chained level by level with the sqrt-sum only.
+            # Our choice of radius is defined for ConvLSTM experts chained level by level with the sqrt-sum only.
             raise ConfigError(f"agent.radius: a radius below ⌊E/2⌋ = {full_radius(self.experts)} needs convlstm "
                               f"experts, chaining 'paper' and aggregation 'sqrt_sum', got {self.expert}, "
                               f"{self.chaining!r}, {self.aggregation!r}")

@@ -1,4 +1,4 @@
-"""A2C with GAE for the Sokoban agents (SPEC B.1-B.6), PureJaxRL style.
+"""A2C with GAE for the Sokoban agents (the authors' PRE_RL/drc/trainer.py), PureJaxRL style.
 
 One update = a 20-step rollout of 32 environments generated inside the differentiated loss (gradients flow
 through the recurrent state across the rollout: truncated BPTT of length 20), GAE, the A2C loss, a clipped
@@ -186,7 +186,7 @@ class Trainer:
 
 @dataclass
 class EpisodeLog:
-    """Host-side bookkeeping of the paper's learning curves (SPEC B.6), one FIFO per seed."""
+    """Host-side bookkeeping of the paper's learning curves (the authors' PRE_RL/drc/trainer.py), one FIFO per seed."""
 
     window: int
     seeds: int
@@ -250,7 +250,7 @@ def train(
     total = config.num_updates
     # Log points every log_interval updates, none at the end of a last partial stretch: the authors log when
     # update % 200 == 0, so of the paper's 78,125 updates the last log point is 78,000 and the final five
-    # average 77,200 ... 78,000 (SPEC B.6). The last 125 updates are trained (the learning rate reaches 0) and
+    # average 77,200 ... 78,000. The last 125 updates are trained (the learning rate reaches 0) and
     # their episodes enter the FIFO, as in the authors' final summary, but make no point of the curve.
     logged = total // config.log_interval * config.log_interval
     carry = trainer.init(seeds)
@@ -307,7 +307,7 @@ def curve_dataset(run, log: EpisodeLog):
                                     ("loss", "A2C loss of the last update before the log point"))}
     return xr.Dataset(
         per_point | {"final_five": ("seed", log.final_five(),
-                                    {"long_name": "mean of the final five logged episodic returns (SPEC B.6)"})},
+                                    {"long_name": "mean of the final five logged episodic returns (authors' score)"})},
         coords={"seed": list(run.seeds), "update": [p["update"] for p in curve]},
         attrs={"run": run.id, "run_config": json.dumps(run.to_dict()), "episode_window": log.window,
                "env_steps_per_update": run.train.num_envs * run.train.num_steps},
