@@ -5,6 +5,7 @@ import pytest
 from helpers import REPO
 
 from parallel_experts.config import files
+from parallel_experts.core import budget
 from parallel_experts.core.budget import Allocation
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import models
@@ -17,6 +18,8 @@ from parallel_experts.sokoban.settings import AgentConfig
 
 @pytest.mark.parametrize("agent", [AgentConfig(4, 52, 64), AgentConfig(3, 5, 40, expert="convglu", recurrent=False),
                                    AgentConfig(2, 3, 20, aggregation="routed_mean", encoder_channels=16)])
+
+
 def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
     assert sokoban_flops.step_flops(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
 
@@ -26,6 +29,8 @@ def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
     (ModelConfig(3, 5, 480, 10, 5, vocab=4096, recurrent=True), 64),
     (ModelConfig(2, 3, 64, 4, 2, vocab=4096, recurrent=True, aggregation="routed_sqrt_sum", kv_cache="expert",
                  dtype="float32"), 32)])
+
+
 def test_a_fitted_lm_count_is_xlas_count_of_the_whole_model(model, window):
     assert lm_flops.token_flops(model, window, fit=True) == pytest.approx(models.token_flops(model, window), rel=1e-5)
 
@@ -47,3 +52,19 @@ def test_the_allocations_report_counts_the_demo_agent_on_its_own_view_with_its_o
     grid = grids.allocation_dataset(demo, "sokoban", counted, sokoban_flops.flops_per(demo))
     assert grid.attrs["work_proxy"].startswith("L·E·d·(16 + 2d) per environment step")
     assert "on the 6×6 view" in grid["measured_flops"].attrs["long_name"]
+
+
+def test_the_allocations_sokoban_flops_are_the_recurrent_agents_on_the_trained_view():
+    smoke = files.load([REPO / "config/smoke.yaml"])
+    a = budget.budgets(smoke, "sokoban")[0].anchor
+    channels, view = smoke["sokoban"]["encoder_channels"], smoke["sokoban"]["training"].get("view", 10)
+    assert sokoban_flops.allocation_flops(smoke)(a) == agent_step_flops(
+        AgentConfig(a.depth, a.experts, a.width, encoder_channels=channels), view, view)
+
+
+def test_the_allocations_lm_flops_have_one_value_per_window_and_family():
+    smoke = files.load([REPO / "config/smoke.yaml"])
+    [anchor] = [b.anchor for b in budget.budgets(smoke, "lm")][:1]
+    flops = lm_flops.allocation_flops(smoke)(anchor)
+    assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
+    assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache

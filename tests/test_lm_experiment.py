@@ -32,11 +32,3 @@ def test_per_expert_caches_get_their_own_run_id():
     per_expert = dataclasses.replace(run, model=dataclasses.replace(run.model, kv_cache="expert"))
     assert per_expert.id == run.id + "-kv_expert"
     assert experiment.Run.from_dict(json.loads(json.dumps(per_expert.to_dict()))) == per_expert
-
-
-def test_step_flops_has_one_value_per_window_and_family():
-    smoke = files.load([REPO / "config/smoke.yaml"])
-    [anchor] = [b.anchor for b in budget.budgets(smoke, "lm")][:1]
-    flops = experiment.step_flops(smoke)(anchor)
-    assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
-    assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache

@@ -11,8 +11,6 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.sokoban import experiment, generator, solver
-from parallel_experts.sokoban.agent import agent_step_flops
-from parallel_experts.sokoban.settings import AgentConfig
 
 
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
@@ -28,14 +26,6 @@ def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     for run in runs:
         assert run.seeds == tuple(demo["seeds"])
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
-
-
-def test_step_flops_are_the_recurrent_agents():
-    smoke = files.load([REPO / "config/smoke.yaml"])
-    a = budget.budgets(smoke, "sokoban")[0].anchor
-    channels = smoke["sokoban"]["encoder_channels"]
-    assert experiment.step_flops(smoke)(a) == agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
-                                                                           encoder_channels=channels))
 
 
 def test_a_generated_source_is_the_generators_level_set():
@@ -77,6 +67,8 @@ def test_probed_runs_are_the_named_runs_in_order():
     (lambda s: s["levels"].pop("valid"), r"sokoban\.levels\.valid: the probes calibrate on these levels"),
     (lambda s: s["probes"].update(seed=7), r"sokoban\.probes\.seed: 7 is not a seed of convlstm/recurrent/small/L1-E1-d16"),
 ])
+
+
 def test_probes_must_name_runs_of_the_sweeps(edit, message):
     with pytest.raises(ConfigError, match=message):
         study.check(probing(edit))

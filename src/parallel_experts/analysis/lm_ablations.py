@@ -41,8 +41,9 @@ PAGES = {
         "[z; s] at every level. Only the merge of the outputs changes: every rule merges the experts' key and "
         "value proposals into the level's cache by the sqrt-sum, and the router never sees them. Everything "
         "else is the sweep's run, which is the sqrt-sum bar. Bars: validation cross-entropy at the run's "
-        "window (lower is better). The reference run (our choice; the paper names none) is the small budget's (2, 8, 768) at "
-        "W = 128, whose sqrt-sum value (≈ 3.51, §5.2) is drawn beside ours where this config runs the same configuration."),
+        "window (lower is better). The reference run (our choice; the paper names none) is the small "
+        "budget's (2, 8, 768) at W = 128, whose sqrt-sum value (≈ 3.51, §5.2) is drawn beside ours where this "
+        "config runs the same configuration."),
     "kv_cache": ("FineWeb KV-cache sharing (App. A.3)",
         "The recurrent Transformer at one allocation, trained twice: with one rolling key/value cache per depth "
         "level that all its experts read, their key and value proposals merged into one entry by the sqrt-sum "

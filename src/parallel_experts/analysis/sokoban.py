@@ -237,7 +237,7 @@ def recurrence_verdict(gap: float, stderr: float) -> str:
     two-standard-error rule (`verdicts.direction`), in words."""
     return {1: "shows the paper's effect (recurrent better)",
             -1: "shows the opposite of the paper's effect (non-recurrent better)",
-            0: f"does not separate recurrent from non-recurrent (difference within {verdicts.NOISE} standard errors)"}[
+            0: f"does not separate recurrent from non-recurrent (difference within {verdicts.NOISE_TEXT})"}[
         verdicts.direction(gap, stderr)]
 
 

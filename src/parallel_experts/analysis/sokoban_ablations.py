@@ -114,7 +114,7 @@ def _gap(a: pd.Series, b: pd.Series) -> str:
     gap, stderr = a["mean"] - b["mean"], (a["stderr"] ** 2 + b["stderr"] ** 2) ** 0.5
     if pd.isna(stderr):
         return f"{gap:+.3f} (no standard error from one seed)"
-    resolved = "" if verdicts.direction(gap, stderr) else f", within {verdicts.NOISE} standard errors"
+    resolved = "" if verdicts.direction(gap, stderr) else f", within {verdicts.NOISE_TEXT}"
     return f"{gap:+.3f} ± {stderr:.3f} s.e.{resolved}"
 
 

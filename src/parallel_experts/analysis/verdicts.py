@@ -20,10 +20,11 @@ from scipy import stats
 
 ALPHA = 0.05  # the significance level of every Welch test
 NOISE = 2  # standard errors of a difference
+NOISE_TEXT = "two standard errors"  # NOISE in words
 COMPARABLE = 0.02  # nats between single language-model runs
 
 WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"
-TWO_STANDARD_ERRORS = f"difference beyond {NOISE} standard errors"
+TWO_STANDARD_ERRORS = f"difference beyond {NOISE_TEXT}"
 ONE_RUN = f"one run each: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
 BOOTSTRAP = "95 % bootstrap intervals over test levels"
 NO_RULE = ""  # nothing ran, or nothing to test (agents at chance)

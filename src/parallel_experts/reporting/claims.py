@@ -151,7 +151,7 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
         rec, non = _best(group, True), _best(group, False)
         gap, stderr = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
         verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[verdicts.direction(gap, stderr)]
-        test = (f"difference {gap:+.3f} against {verdicts.NOISE} standard errors (± {verdicts.NOISE * stderr:.3f})"
+        test = (f"difference {gap:+.3f} against {verdicts.NOISE_TEXT} (± {verdicts.NOISE * stderr:.3f})"
                 if np.isfinite(stderr) else "no test (fewer than two seeds)")
         return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
                        f"({gap:+.3f})", test, verdicts.TWO_STANDARD_ERRORS)
