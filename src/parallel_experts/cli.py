@@ -4,7 +4,7 @@ This module only parses and dispatches: each command reads its arguments, calls 
 line. Commands that read the configuration validate it first, so a bad config stops here with one line (exit
 status 2) before anything is computed; the training, evaluation and probe commands read their run from it by
 id. A level source comes as JSON, which the workflow builds from the validated config. Expected failures
-(`errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
+(`config.errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
 """
 
 from __future__ import annotations
