@@ -12,7 +12,7 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.run_folder import run_lock
 from parallel_experts.lm import flops as lm_flops
-from parallel_experts.planning import costs
+from parallel_experts.planning import costs, resources
 from parallel_experts.planning import tables as plan
 from parallel_experts.reporting import catalogue
 from parallel_experts.results import paths
@@ -43,8 +43,8 @@ def test_an_assumed_job_costs_its_flops_over_the_stated_fraction_of_the_peak():
     rate = costs.assumed_rate(config, job())
     # 0.5 × 1 TFLOP/s × 2 GPUs = 1e12 FLOP/s: 3.6e15 FLOPs take one hour, i.e. 2 GPU-hours.
     assert rate.flops_per_s == pytest.approx(1e12) and "50.0% of a test GPU's 1 TFLOP/s × 2 GPUs" in rate.source
-    assert costs.devices(config, "sokoban_train") == 2 and plan.unit(config) == "GPU-hours"
-    assert costs.devices(config, "lm_train") == 1  # smoke's lm_train family: one CPU, no GPU
+    assert resources.devices(config, "sokoban_train") == 2 and plan.unit(config) == "GPU-hours"
+    assert resources.devices(config, "lm_train") == 1  # smoke's lm_train family: one CPU, no GPU
     per_family = with_plan(config, efficiency={"recurrent": 0.25, "non-recurrent": 0.5})
     assert costs.assumed_rate(per_family, job()).flops_per_s == pytest.approx(5e11)
     assert costs.assumed_rate(per_family, job(kind="non-recurrent")).flops_per_s == pytest.approx(1e12)
@@ -88,7 +88,7 @@ def dry_run_jobs(*targets):
     found = {}
     for block in run.stdout.split("\nrule ")[1:]:
         rule = block.split(":", 1)[0]
-        if rule in costs.RESOURCES:
+        if rule in resources.FAMILY:
             fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.M))
             gpu = int(re.search(r"\bgpu=(\d+)", fields["resources"]).group(1))
             found[(rule, fields.get("wildcards", ""))] = (fields["benchmark"], gpu)
@@ -99,7 +99,7 @@ def dry_run_jobs(*targets):
 def test_the_planned_jobs_are_the_ones_snakemake_runs(targets):
     config = load(SMOKE)
     planned = {job: None for jobs in costs.jobs_by_target(config, COUNTERS, targets).values() for job in jobs}
-    mine = {(j.rule, j.wildcards): (j.benchmark, costs.resources(config, j.rule)["gpus"]) for j in planned}
+    mine = {(j.rule, j.wildcards): (j.benchmark, resources.spec(config, j.rule)["gpus"]) for j in planned}
     assert mine == dry_run_jobs(*targets)
 
 

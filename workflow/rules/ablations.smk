@@ -15,9 +15,9 @@ rule ablations:
         domain=one_of(ABLATIONS),
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("ablations")
     resources:
-        **resources(),
+        **resources("ablations"),
     params:
         ablations=lambda wildcards: members_json(ABLATIONS[wildcards.domain][0]),
         command=lambda wildcards: ABLATIONS[wildcards.domain][2],

@@ -12,8 +12,8 @@ rule allocation_grid:
         domain=one_of(budget.DOMAINS),
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("allocation_grid")
     resources:
-        **resources(),
+        **resources("allocation_grid"),
     shell:
         "python -m parallel_experts allocations --config {input:q} --domain {wildcards.domain:q} --out {output:q} > {log:q} 2>&1"

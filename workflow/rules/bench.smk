@@ -16,9 +16,9 @@ rule lm_latency:
         paths.benchmark("lm_latency")
     conda:
         CONDA_ENV
-    threads: threads("bench")
+    threads: threads("lm_latency")
     resources:
-        **resources("bench"),
+        **resources("lm_latency"),
     params:
         settings=systems_settings("latency"),
     shell:
@@ -38,9 +38,9 @@ rule lm_throughput:
         paths.benchmark("lm_throughput")
     conda:
         CONDA_ENV
-    threads: threads("bench")
+    threads: threads("lm_throughput")
     resources:
-        **resources("bench"),
+        **resources("lm_throughput"),
     params:
         settings=systems_settings("throughput"),
     shell:

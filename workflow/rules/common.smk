@@ -27,6 +27,7 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.planning import resources as job_resources
 from parallel_experts.planning import tables as plan
 from parallel_experts.reporting import catalogue
 from parallel_experts.results import paths, store
@@ -53,14 +54,14 @@ CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml
 REPORTS = {report.name: report for report in catalogue.reports(config)}
 
 
-def resources(family="default"):
-    """Scheduler resources of a rule family from the config; `threads(family)` gives the same cpus."""
-    spec = config["resources"].get(family, config["resources"]["default"])
-    return {"mem_mb": spec["mem_mb"], "runtime": spec["runtime"], "cpus_per_task": spec["cpus"], "gpu": spec["gpus"]}
+def resources(rule):
+    """Scheduler resources of a job of `rule`, from its resources family in the config (planning.resources, the
+    planner's table too); `threads(rule)` gives the same cpus."""
+    return job_resources.snakemake(config, rule)
 
 
-def threads(family="default"):
-    return config["resources"].get(family, config["resources"]["default"])["cpus"]
+def threads(rule):
+    return job_resources.spec(config, rule)["cpus"]
 
 
 def config_files():
@@ -154,9 +155,9 @@ def probe_levels(wildcards):
 
 
 def probe_count(wildcards):
-    """How many levels a probe split plays: a prefix of the training and calibration sets, every test level."""
-    probes = config["sokoban"]["probes"]
-    return {"train": probes["episodes"], "calibration": probes["calibration"]}.get(wildcards.split, "all")
+    """How many levels a probe split plays (sokoban.experiment.probe_episodes, as the planner prices them)."""
+    count = sokoban_experiment.probe_episodes(config)[wildcards.split]
+    return "all" if count is None else count
 
 
 def run_dir(domain):

@@ -10,9 +10,9 @@ rule lm_tokens:
         "results/logs/lm/tokens.log",
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("lm_tokens")
     resources:
-        **resources(),
+        **resources("lm_tokens"),
     params:
         corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
         shard_tokens=config["lm"]["shard_tokens"],
@@ -65,9 +65,9 @@ rule lm_evaluate:
         run=one_of(LM_RUNS),
     conda:
         CONDA_ENV
-    threads: threads("lm_train")
+    threads: threads("lm_evaluate")
     resources:
-        **resources("lm_train"),
+        **resources("lm_evaluate"),
     params:
         definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("lm"),
@@ -88,8 +88,8 @@ rule lm_sweep:
         "results/logs/lm/sweep.log",
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("lm_sweep")
     resources:
-        **resources(),
+        **resources("lm_sweep"),
     shell:
         "python -m parallel_experts lm-sweep --out {output:q} --curves {input.curves:q} --evals {input.evals:q} > {log:q} 2>&1"

@@ -19,9 +19,9 @@ rule sokoban_probe_data:
         split=one_of(sokoban_experiment.PROBE_SPLITS),
     conda:
         CONDA_ENV
-    threads: threads("train")
+    threads: threads("sokoban_probe_data")
     resources:
-        **resources("train"),
+        **resources("sokoban_probe_data"),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("sokoban"),
@@ -46,9 +46,9 @@ rule sokoban_probe_fit:
         run=one_of(PROBED_RUNS),
     conda:
         CONDA_ENV
-    threads: threads("train")
+    threads: threads("sokoban_probe_fit")
     resources:
-        **resources("train"),
+        **resources("sokoban_probe_fit"),
     params:
         fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
         picture=json.dumps(
@@ -70,8 +70,8 @@ rule sokoban_probes:
         "results/logs/sokoban/probes.log",
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("sokoban_probes")
     resources:
-        **resources(),
+        **resources("sokoban_probes"),
     shell:
         "python -m parallel_experts sokoban-probes --out {output:q} {input:q} > {log:q} 2>&1"

@@ -29,9 +29,9 @@ rule plan_costs:
         "results/logs/plan.log",
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("plan_costs")
     resources:
-        **resources(),
+        **resources("plan_costs"),
     params:
         here=lambda wildcards, output: Path(output.here[0]).parent,
         there=lambda wildcards, output: Path(output.there[0]).parent,
@@ -54,9 +54,9 @@ rule report:
         report=one_of(REPORTS),
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("report")
     resources:
-        **resources(),
+        **resources("report"),
     params:
         paper=lambda wildcards: REPORTS[wildcards.report].paper,
         notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,

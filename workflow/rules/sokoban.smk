@@ -12,9 +12,9 @@ rule sokoban_levels:
         set="train|test|valid",
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("sokoban_levels")
     resources:
-        **resources(),
+        **resources("sokoban_levels"),
     params:
         source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
         boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
@@ -42,9 +42,9 @@ rule sokoban_train:
     priority: 2
     conda:
         CONDA_ENV
-    threads: threads("train")
+    threads: threads("sokoban_train")
     resources:
-        **resources("train"),
+        **resources("sokoban_train"),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("sokoban"),
@@ -69,9 +69,9 @@ rule sokoban_evaluate:
         run=one_of(SOKOBAN_RUNS),
     conda:
         CONDA_ENV
-    threads: threads("train")
+    threads: threads("sokoban_evaluate")
     resources:
-        **resources("train"),
+        **resources("sokoban_evaluate"),
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("sokoban"),
@@ -94,9 +94,9 @@ rule sokoban_dataset:
         dataset=one_of(SOKOBAN_DATASETS),
     conda:
         CONDA_ENV
-    threads: threads()
+    threads: threads("sokoban_dataset")
     resources:
-        **resources(),
+        **resources("sokoban_dataset"),
     params:
         # the expert-count sweep's runs, some of them the budget sweeps' (sokoban.experiment.shared), as one family
         family=lambda wildcards: (

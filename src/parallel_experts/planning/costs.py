@@ -31,6 +31,7 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.definitions import family
 from parallel_experts.core.run_folder import records
 from parallel_experts.lm import systems
+from parallel_experts.planning import resources
 from parallel_experts.reporting import catalogue
 from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
@@ -40,11 +41,6 @@ from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS,
 TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
 EVAL_MODES = 2  # greedy and sampled
 FIT_FROM = 8  # a family of at least this many models is fitted (12 counts), a smaller one counted model by model
-# The resources family of each timed rule (workflow/rules/*.smk: `resources: **resources(...)`); a test checks
-# the planned jobs, their benchmark files and GPUs against Snakemake's own dry run.
-RESOURCES = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_data": "train",
-             "sokoban_probe_fit": "train", "lm_train": "lm_train", "lm_evaluate": "lm_train",
-             "lm_latency": "bench", "lm_throughput": "bench"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +107,8 @@ def _probe_jobs(run, config: Mapping, forward: float) -> list[Job]:
     """The probe data of each split (the agent and its untrained control play every level to the time limit)
     and the probe fit (every representation and target, each probe seed, over the training split's squares)."""
     spec, levels, train = config["sokoban"]["probes"], config["sokoban"]["levels"], run.train
-    played = {"train": spec["episodes"], "calibration": spec["calibration"], "test": level_count(levels["test"])}
+    played = {split: level_count(levels[sokoban_experiment.PROBE_SPLITS[split]]) if count is None else count
+              for split, count in sokoban_experiment.probe_episodes(config).items()}
     kind = family(run.agent.recurrent)
     found = [Job("sokoban_probe_data", f"run={run.id}, split={split}", 2 * count * train.time_limit * forward,
                  paths.benchmark("sokoban_probe_data", run=run.id, split=split), kind, run)
@@ -241,7 +238,7 @@ def measured_rates(seconds: Mapping[Job, float]) -> dict[str, list[float]]:
 
 def assumed_rate(config: Mapping, job: Job) -> Rate:
     """The config's stated assumption for the job's resources family (`plan.<family>`, else `plan.default`)."""
-    name = RESOURCES[job.rule]
+    name = resources.FAMILY[job.rule]
     spec = config.get("plan", {}).get(name, config.get("plan", {}).get("default"))
     if spec is None:
         raise ConfigError(f"plan.{name}: no assumed throughput for {job.rule}, and no timed job of it on "
@@ -252,21 +249,10 @@ def assumed_rate(config: Mapping, job: Job) -> Rate:
             raise ConfigError(f"plan.{name}.efficiency: no value for {job.rule}, which has no model family; "
                               "give a default")
         efficiency = efficiency[job.family or "default"]
-    gpus = resources(config, job.rule)["gpus"]
+    gpus = resources.spec(config, job.rule)["gpus"]
     return Rate(spec["peak_tflops"] * 1e12 * efficiency * max(gpus, 1),
                 f"assumed: {efficiency:.1%} of {spec['device']}'s {spec['peak_tflops']:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""))
-
-
-def resources(config: Mapping, rule: str) -> Mapping:
-    """The resources of one job of `rule` (its family's, or the default)."""
-    return config["resources"].get(RESOURCES[rule], config["resources"]["default"])
-
-
-def devices(config: Mapping, rule: str) -> int:
-    """The GPUs of one job of `rule`, or its CPUs where the config gives it no GPU."""
-    spec = resources(config, rule)
-    return spec["gpus"] or spec["cpus"]
 
 
 def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> dict[Job, Rate]:
@@ -292,7 +278,7 @@ def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], target
     chosen = rates(config, every, timed)
     rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
              "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
-             "seconds": job.flops / chosen[job].flops_per_s, "devices": devices(config, job.rule),
+             "seconds": job.flops / chosen[job].flops_per_s, "devices": resources.devices(config, job.rule),
              "measured_seconds": timed.get(job, float("nan"))}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
     table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "group", "shown", "flops", "flops_per_s",

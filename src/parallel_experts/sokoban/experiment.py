@@ -165,6 +165,13 @@ def probed_runs(config: Mapping) -> list[Run]:
     return found
 
 
+def probe_episodes(config: Mapping) -> dict[str, int | None]:
+    """How many levels each probe split plays: a prefix of the training and calibration sets
+    (`sokoban.probes.episodes`, `.calibration`), and every test level (None)."""
+    probes = config["sokoban"]["probes"]
+    return {"train": probes["episodes"], "calibration": probes["calibration"], "test": None}
+
+
 def probe_seed(config: Mapping, run: Run) -> int:
     """The training seed whose agent the probes read: `sokoban.probes.seed`, or the run's first."""
     return config["sokoban"]["probes"].get("seed", run.seeds[0])

@@ -1,0 +1,30 @@
+"""What a job of each rule asks the scheduler for: the rule's resources family in the config (`resources.<family>`:
+cpus, memory, runtime, GPUs). The workflow's rules and the planner read this one table, so that the GPUs a plan
+prices are the GPUs a job gets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# The rules whose jobs are heavy, by the family of resources they take; every other rule takes `default`.
+FAMILY = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_data": "train",
+          "sokoban_probe_fit": "train", "lm_train": "lm_train", "lm_evaluate": "lm_train",
+          "lm_latency": "bench", "lm_throughput": "bench"}
+
+
+def spec(config: Mapping, rule: str) -> Mapping:
+    """The config's resources of one job of `rule` (its family's, or the default)."""
+    return config["resources"].get(FAMILY.get(rule, "default"), config["resources"]["default"])
+
+
+def snakemake(config: Mapping, rule: str) -> dict:
+    """`resources:` of `rule` as Snakemake and its SLURM executor name them."""
+    found = spec(config, rule)
+    return {"mem_mb": found["mem_mb"], "runtime": found["runtime"], "cpus_per_task": found["cpus"],
+            "gpu": found["gpus"]}
+
+
+def devices(config: Mapping, rule: str) -> int:
+    """The GPUs of one job of `rule`, or its CPUs where the config gives it no GPU."""
+    found = spec(config, rule)
+    return found["gpus"] or found["cpus"]
