@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from parallel_experts.analysis import latency as table5
+from parallel_experts.analysis import throughput as table6
+from parallel_experts.core.benchmarking import machine_info
 from parallel_experts.lm import corpus, latency, systems, throughput
 from parallel_experts.lm.models import token_flops
 from parallel_experts.lm.settings import ModelConfig
@@ -67,23 +70,23 @@ def synthetic_latency(ms: dict[str, float], context=128) -> xr.Dataset:
     values = np.array([ms[systems.label(r)] for r in rows])[:, None, None]
     ds = systems.dataset(rows, {"ms_per_token": (("allocation", "context", "batch"), values),
                                 "step_ms": (("allocation", "context", "batch"), 2 * values)},
-                         {"context": [context], "batch": [4]}, {"scale": "test", "description": ""}, {})
+                         {"context": [context], "batch": [4]}, {"scale": "test", "description": ""}, {}, machine_info())
     ds["ratio"] = systems.ratio_to_transformer(ds["ms_per_token"])
     return ds
 
 
 def test_table5_ratios_goal_and_the_papers_numbers():
     ds = synthetic_latency({"Transformer L16 E1": 2.0, "recurrent L1 E16": 0.25, "recurrent L2 E8": 0.5})
-    table = latency.comparison_table(ds)
+    table = table5.comparison_table(ds)
     assert table["ratio"].tolist() == [1.0, 0.125, 0.25]
     assert table["paper_ms"].tolist() == [0.565, 0.108, 0.431]  # Table 5 at C = 128
     assert table["paper_ratio"].iloc[1] == pytest.approx(0.108 / 0.565)
-    assert "0.125 at B = 4" in latency.goal_line(ds) and "goal ≤ 0.15: met" in latency.goal_line(ds)
-    assert latency.pattern_line(ds).startswith("the paper's pattern (recurrent latency rising with L, L1 E16 the "
+    assert "0.125 at B = 4" in table5.goal_line(ds) and "goal ≤ 0.15: met" in table5.goal_line(ds)
+    assert table5.pattern_line(ds).startswith("the paper's pattern (recurrent latency rising with L, L1 E16 the "
                                                "fastest row) shows")
     slow = synthetic_latency({"Transformer L16 E1": 1.0, "recurrent L1 E16": 0.2, "recurrent L2 E8": 0.1})
-    assert "not met" in latency.goal_line(slow) and "does not show" in latency.pattern_line(slow)
-    assert "not measured" in latency.goal_line(synthetic_latency({"Transformer L16 E1": 1.0}, context=64))
+    assert "not met" in table5.goal_line(slow) and "does not show" in table5.pattern_line(slow)
+    assert "not measured" in table5.goal_line(synthetic_latency({"Transformer L16 E1": 1.0}, context=64))
 
 
 def test_table6_joins_the_papers_numbers_and_oom_cells():
@@ -94,14 +97,14 @@ def test_table6_joins_the_papers_numbers_and_oom_cells():
                  "peak_bytes": (dims, np.full((5, 2), np.nan)), "oom": (dims, np.isnan(tokens)),
                  "fraction_of_peak": (dims, np.full((5, 2), np.nan))}
     ds = systems.dataset(rows, variables, {"context": [128, 1024], "batch": ("context", [1024, 128])},
-                         {"scale": "test", "description": ""}, {"batch_tokens": 131072, "width": 768})
+                         {"scale": "test", "description": ""}, {"batch_tokens": 131072, "width": 768}, machine_info())
     ds["vs_transformer"] = systems.ratio_to_transformer(ds["tokens_per_s"])
-    table = throughput.comparison_table(ds).set_index(["allocation", "context"])
+    table = table6.comparison_table(ds).set_index(["allocation", "context"])
     assert table.loc[("recurrent L1 E16", 128), "vs_transformer"] == 0.5
     assert table.loc[("recurrent L1 E16", 128), "paper_tokens_per_s"] == 349_500
     assert table.loc[("recurrent L1 E16", 128), "paper_vs_transformer"] == pytest.approx(349.5 / 1025.3)
     assert bool(table.loc[("recurrent L2 E8", 1024), "paper_oom"]) and bool(table.loc[("recurrent L2 E8", 1024), "oom"])
-    lines = throughput.summary(ds)
+    lines = table6.summary(ds)
     assert lines[0] == ("C = 128 (B = 1024): recurrent tokens/s over the Transformer's: L1 E16 0.50, L2 E8 0.25, "
                         "L4 E4 0.20, L8 E2 0.10.")
     assert "L2 E8 OOM" in lines[1]
@@ -113,8 +116,8 @@ def test_settings_refuse_a_grid_that_does_not_split_and_rows_keep_the_transforme
     from parallel_experts.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match="batch_tokens 100 is not a multiple of context 16"):
-        throughput.settings({"lm": {"throughput": {"width": 16, "batch_tokens": 100, "contexts": [16]}}})
+        systems.throughput_settings({"lm": {"throughput": {"width": 16, "batch_tokens": 100, "contexts": [16]}}})
     with pytest.raises(ConfigError, match="lm.latency: missing"):
-        latency.settings({"lm": {}})
+        systems.latency_settings({"lm": {}})
     kept = systems.selected(systems.LATENCY_ROWS, {"rows": ["recurrent L4 E4"]})
     assert [systems.label(r) for r in kept] == ["Transformer L16 E1", "recurrent L4 E4"]
