@@ -1,0 +1,81 @@
+"""Where every result lives, relative to the working directory: the one module that knows the layout of results/.
+
+    results/config.json                            the effective configuration, which every job reads its run from
+    results/allocations/{domain}.nc                the allocation grids
+    results/sokoban/levels/{set}.npz               level sets; results/lm/tokens/: token shards
+    results/{domain}/runs/{run id}/                one run: its learning curve, weights, evaluation, checkpoints
+    results/sokoban/probes/{run id}/{split}.nc     probe data of one run; scores.nc: its fitted probes
+    results/{domain}/{dataset}.nc                  the datasets the reports read (sweeps, ablations, probes, ...)
+    results/benchmarks/...                         Snakemake's timing of each job, which the planner reads
+
+The workflow's rules build their patterns from these functions (`run_dir(domain, "{run}")`), the library its
+paths, so that the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+ROOT = "results"
+CONFIG_JSON = f"{ROOT}/config.json"
+LM_TOKENS = f"{ROOT}/lm/tokens"
+# The datasets that reports read, one file each.
+SOKOBAN_SWEEP = f"{ROOT}/sokoban/sweep.nc"  # every run of the budget sweeps
+EXPERT_COUNT = f"{ROOT}/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)
+SOKOBAN_PROBES = f"{ROOT}/sokoban/probes.nc"
+LM_SWEEP = f"{ROOT}/lm/sweep.nc"
+LATENCY = f"{ROOT}/lm/latency.nc"  # Table 5
+THROUGHPUT = f"{ROOT}/lm/throughput.nc"  # Table 6
+PLAN = f"{ROOT}/plan/config"  # the plan of the workflow's config (planning.tables.write), a folder
+PAPER_PLAN = f"{ROOT}/plan/paper"  # the plan of config/paper.yaml
+REPORTS = f"{ROOT}/reports"  # executed notebooks and the sidecar JSON that the index reads
+# The file of a trained run's weights and of its evaluation, per domain.
+WEIGHTS = {"sokoban": "agents.eqx", "lm": "model.eqx"}
+EVALUATION = {"sokoban": "eval.nc", "lm": "validation.nc"}
+# Snakemake's benchmark file of each timed rule, by the rule's wildcards.
+BENCHMARKS = {
+    "sokoban_train": "sokoban/train/{run}", "sokoban_evaluate": "sokoban/evaluate/{run}",
+    "sokoban_probe_data": "sokoban/probe_data/{run}/{split}", "sokoban_probe_fit": "sokoban/probe_fit/{run}",
+    "lm_train": "lm/train/{run}", "lm_evaluate": "lm/evaluate/{run}",
+    "lm_latency": "lm/latency", "lm_throughput": "lm/throughput",
+}
+
+
+def allocations(domain: str) -> str:
+    return f"{ROOT}/allocations/{domain}.nc"
+
+
+def levels(name: str) -> str:
+    return f"{ROOT}/sokoban/levels/{name}.npz"
+
+
+def ablations(domain: str) -> str:
+    """The dataset of a domain's ablations, which names each ablation's runs."""
+    return f"{ROOT}/{domain}/ablations.nc"
+
+
+def run_dir(domain: str, run: str) -> str:
+    return f"{ROOT}/{domain}/runs/{run}"
+
+
+def curve(domain: str, run: str) -> str:
+    return f"{run_dir(domain, run)}/curve.nc"
+
+
+def weights(domain: str, run: str) -> str:
+    return f"{run_dir(domain, run)}/{WEIGHTS[domain]}"
+
+
+def evaluation(domain: str, run: str) -> str:
+    return f"{run_dir(domain, run)}/{EVALUATION[domain]}"
+
+
+def probe_data(run: str, split: str) -> str:
+    return f"{ROOT}/sokoban/probes/{run}/{split}.nc"
+
+
+def probe_scores(run: str) -> str:
+    return f"{ROOT}/sokoban/probes/{run}/scores.nc"
+
+
+def benchmark(rule: str, **wildcards: str) -> str:
+    """A timed job's benchmark file: `benchmark("sokoban_train", run="{run}")` is the rule's pattern."""
+    return f"{ROOT}/benchmarks/{BENCHMARKS[rule].format(**wildcards)}.tsv"
