@@ -43,7 +43,7 @@ from parallel_experts.lm import models, optim
 from parallel_experts.lm.models import RecurrentState
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches, stream_windows
-from parallel_experts.results import store
+from parallel_experts.results import paths, store
 
 
 class Carry(NamedTuple):
@@ -221,7 +221,7 @@ def device_mesh(devices: int | None = None) -> Mesh | None:
 def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> None:
     """The finished run: its learning curve (netCDF) and the trained model's parameters."""
     run_dir = Path(run_dir)
-    save_weights(run_dir / "model.eqx", carry.params)
+    save_weights(run_dir / paths.WEIGHTS["lm"], carry.params)
     ds = xr.Dataset(
         {"train_loss": ("update", [p["loss"] for p in curve],
                         {"long_name": "training loss (cross-entropy, plus the state penalty if recurrent)",
@@ -230,10 +230,10 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
                            {"long_name": "training cross-entropy", "units": "nats/token"})},
         coords={"update": [p["update"] for p in curve], "tokens": ("update", [p["tokens"] for p in curve])},
         attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
-    store.write_netcdf(ds, run_dir / "curve.nc")
+    store.write_netcdf(ds, run_dir / paths.CURVE)
 
 
 def load_model(model_config: ModelConfig, run_dir: str | Path):
     """The trained model of a run folder."""
     params, static = eqx.partition(models.build(model_config, jax.random.key(0)), eqx.is_array)
-    return eqx.combine(load_weights(Path(run_dir) / "model.eqx", params, "the model"), static)
+    return eqx.combine(load_weights(Path(run_dir) / paths.WEIGHTS["lm"], params, "the model"), static)

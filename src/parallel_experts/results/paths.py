@@ -27,7 +27,8 @@ THROUGHPUT = f"{ROOT}/lm/throughput.nc"  # Table 6
 PLAN = f"{ROOT}/plan/config"  # the plan of the workflow's config (planning.tables.write), a folder
 PAPER_PLAN = f"{ROOT}/plan/paper"  # the plan of config/paper.yaml
 REPORTS = f"{ROOT}/reports"  # executed notebooks and the sidecar JSON that the index reads
-# The file of a trained run's weights and of its evaluation, per domain.
+# The files of a run's folder: its learning curve, its trained weights and its evaluation (per domain).
+CURVE = "curve.nc"
 WEIGHTS = {"sokoban": "agents.eqx", "lm": "model.eqx"}
 EVALUATION = {"sokoban": "eval.nc", "lm": "validation.nc"}
 # Snakemake's benchmark file of each timed rule, by the rule's wildcards.
@@ -57,7 +58,7 @@ def run_dir(domain: str, run: str) -> str:
 
 
 def curve(domain: str, run: str) -> str:
-    return f"{run_dir(domain, run)}/curve.nc"
+    return f"{run_dir(domain, run)}/{CURVE}"
 
 
 def weights(domain: str, run: str) -> str:

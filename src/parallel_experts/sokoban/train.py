@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
-from parallel_experts.results import store
+from parallel_experts.results import paths, store
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, reset_where
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
@@ -293,8 +293,8 @@ def train(
 
 def save_outputs(run, carry: Carry, log: EpisodeLog, run_dir: str | Path) -> None:
     """The finished run: learning curves and final-five scores (netCDF) and the trained agents of all seeds."""
-    save_weights(Path(run_dir) / "agents.eqx", carry.params)
-    store.write_netcdf(curve_dataset(run, log), Path(run_dir) / "curve.nc")
+    save_weights(Path(run_dir) / paths.WEIGHTS["sokoban"], carry.params)
+    store.write_netcdf(curve_dataset(run, log), Path(run_dir) / paths.CURVE)
 
 
 def curve_dataset(run, log: EpisodeLog):
@@ -318,7 +318,8 @@ def load_agents(run, run_dir: str | Path) -> Agent:
     """The trained agents of all seeds of `run`, stacked along a leading seed axis."""
     params, static = eqx.partition(Agent(run.agent, jax.random.PRNGKey(0)), eqx.is_array)
     like = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(run.seeds), *x.shape)), params)
-    return eqx.combine(load_weights(Path(run_dir) / "agents.eqx", like, f"the agents of {run.id}"), static)
+    return eqx.combine(load_weights(Path(run_dir) / paths.WEIGHTS["sokoban"], like, f"the agents of {run.id}"),
+                       static)
 
 
 def load_agent(run, run_dir: str | Path, seed: int) -> Agent:
