@@ -14,13 +14,15 @@ SCRIPT = REPO / "workflow/scripts/same_results.py"
 
 
 def results(folder, solved=(0.5, np.nan), rendered="2026-12-03T03:00:00+00:00", ms=1.0):
+    """A results folder of a checkout `folder.parent`, its report's sidecar naming its notebook by absolute path."""
     (folder / "sokoban/runs/a").mkdir(parents=True)
     (folder / "lm").mkdir()
     (folder / "reports").mkdir()
     xr.Dataset({"solve_rate": ("seed", list(solved))}, attrs={"run": "a"}).to_netcdf(
         folder / "sokoban/runs/a/eval.nc", engine="h5netcdf")
     xr.Dataset({"ms_per_token": ("allocation", [ms])}).to_netcdf(folder / "lm/latency.nc", engine="h5netcdf")
-    (folder / "reports/fig2.json").write_text(json.dumps({"title": "Fig. 2", "rendered": rendered}))
+    (folder / "reports/fig2.json").write_text(json.dumps({"title": "Fig. 2", "rendered": rendered,
+                                                          "notebook": f"{folder.parent}/workflow/notebooks/a.ipynb"}))
     return folder
 
 
@@ -29,8 +31,8 @@ def compare(before, after):
 
 
 def test_the_same_numbers_pass_whatever_the_timestamps_and_measured_times(tmp_path):
-    before = results(tmp_path / "before")
-    after = results(tmp_path / "after", rendered="2026-12-03T04:00:00+00:00", ms=2.0)
+    before = results(tmp_path / "before/results")
+    after = results(tmp_path / "after/results", rendered="2026-12-03T04:00:00+00:00", ms=2.0)
     run = compare(before, after)
     assert run.returncode == 0, run.stdout
     assert "lm/latency.nc: variable ms_per_token: values differ" in run.stdout
@@ -38,13 +40,13 @@ def test_the_same_numbers_pass_whatever_the_timestamps_and_measured_times(tmp_pa
 
 
 def test_a_changed_number_or_a_missing_file_fails_and_is_named(tmp_path):
-    before = results(tmp_path / "before")
-    after = results(tmp_path / "after", solved=(0.5, 0.25))
+    before = results(tmp_path / "before/results")
+    after = results(tmp_path / "after/results", solved=(0.5, 0.25))
     run = compare(before, after)
     assert run.returncode == 1
     assert "sokoban/runs/a/eval.nc: variable solve_rate: values differ" in run.stdout
     shutil.rmtree(after)
-    after = results(tmp_path / "after")
+    after = results(tmp_path / "after/results")
     (after / "reports/fig2.json").unlink()
     run = compare(before, after)
     assert run.returncode == 1 and "reports/fig2.json: only before" in run.stdout

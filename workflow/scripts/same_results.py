@@ -3,9 +3,10 @@ value of every JSON file, compared exactly (NaN equal to NaN), timestamps aside.
 
     python workflow/scripts/same_results.py BEFORE/results AFTER/results
 
-Prints one line per difference and a summary; exits 1 if any file differs beyond what `--timed` allows. A refactoring
+Prints one line per difference and a summary; exits 1 if a file that holds no measured time differs. A refactoring
 that changes no computation leaves nothing to print but the measured times of the systems tables (`lm/latency.nc`,
-`lm/throughput.nc`, which time themselves) and the plan's measured job times, which differ from run to run.
+`lm/throughput.nc`, which time themselves) and the plan's measured job times, which differ from run to run. Paths
+are compared relative to each checkout (a report's sidecar names its notebook by absolute path).
 """
 
 from __future__ import annotations
@@ -46,15 +47,19 @@ def netcdf_differences(before: Path, after: Path) -> list[str]:
     return found
 
 
-def json_differences(before, after, where: str = "") -> list[str]:
+def json_differences(before, after, roots: tuple[str, str], where: str = "") -> list[str]:
+    """Every value that differs, by its key path; strings with each side's checkout (`roots`) taken out."""
     if isinstance(before, dict) and isinstance(after, dict):
         return [line for key in sorted(set(before) | set(after)) if key not in TIMESTAMPS
-                for line in json_differences(before.get(key), after.get(key), f"{where}.{key}")]
+                for line in json_differences(before.get(key), after.get(key), roots, f"{where}.{key}")]
+    if isinstance(before, str) and isinstance(after, str):
+        before, after = before.replace(roots[0], "<checkout>"), after.replace(roots[1], "<checkout>")
     return [] if before == after else [f"{where or 'value'}: {str(before)[:60]!r} -> {str(after)[:60]!r}"]
 
 
 def differences(before: Path, after: Path) -> dict[str, list[str]]:
     """Each file (relative path) whose numbers differ -> what differs; a file only one side has, too."""
+    roots = (str(before.resolve().parent), str(after.resolve().parent))
     files = {p.relative_to(root).as_posix() for root in (before, after) for p in root.rglob("*")
              if p.suffix in (".nc", ".json", ".csv") and p.is_file()}
     found = {}
@@ -65,7 +70,7 @@ def differences(before: Path, after: Path) -> dict[str, list[str]]:
         elif a.suffix == ".nc":
             found[name] = netcdf_differences(a, b)
         elif a.suffix == ".json":
-            found[name] = json_differences(json.loads(a.read_text()), json.loads(b.read_text()))
+            found[name] = json_differences(json.loads(a.read_text()), json.loads(b.read_text()), roots)
         else:
             found[name] = [] if a.read_text() == b.read_text() else ["text differs"]
     return {name: lines for name, lines in found.items() if lines}

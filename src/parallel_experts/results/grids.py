@@ -74,7 +74,7 @@ def allocation_dataset(config: Mapping, domain: str, step_flops: Callable[[budge
             # XLA's count for the compiled step function, where the domain's model exists (NaN otherwise).
             "measured_flops": (FLOPS_DIMS[domain], np.array([step_flops(a) if step_flops else np.full(flops_shape, np.nan)
                                                              for _, a, _ in rows]),
-                               {"long_name": f"FLOPs per {flops_per or STEP[domain]} of the compiled step function",
+                               {"long_name": f"FLOPs of the compiled step function per {flops_per or STEP[domain]}",
                                 "units": "FLOP", "source": "parallel_experts.core.benchmarking.flops_of"}),
         },
         coords=coords | {"budget_name": list(domain_config["budgets"])},
