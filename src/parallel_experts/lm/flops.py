@@ -54,7 +54,7 @@ def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarra
     lm = config["lm"]
 
     def flops(a: budget.Allocation) -> np.ndarray:
-        return np.array([[models.token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
+        return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
                                                   vocab=lm["vocabulary"], recurrent=recurrent,
                                                   dtype=lm["dtype"]), window)
                           for recurrent in sorted(FAMILIES)] for window in lm["windows"]])

@@ -42,8 +42,8 @@ def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
     view = experiment.train_config(config["sokoban"]).view
 
     def flops(a: budget.Allocation) -> float:
-        return agent_step_flops(AgentConfig(a.depth, a.experts, a.width,
-                                            encoder_channels=config["sokoban"]["encoder_channels"]), view, view)
+        return step_flops(AgentConfig(a.depth, a.experts, a.width, encoder_channels=config["sokoban"]["encoder_channels"]),
+                          view)
     return flops
 
 
