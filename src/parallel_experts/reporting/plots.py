@@ -431,17 +431,19 @@ def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title
     """Table 2 as bars: greedy and sampled solve rate of each budget's best agents, the earlier agents' published
     rates as horizontal lines."""
     labels = [f"{row['budget']}\n{row['family']}" for _, row in ours.iterrows()]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(labels) + 2.5), 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.3 * len(labels) + 5.5), 3.6), layout="constrained")
     x = range(len(labels))
     for offset, mode, color in ((-0.2, "greedy", "tab:blue"), (0.2, "sampled", "tab:orange")):
         ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
     styles = itertools.product(["0.3", "tab:green"], ["--", ":", "-."])  # a colour per source, a line per row
     for (_, row), (color, ls) in zip(prior.iterrows(), styles):
         ax.axhline(row["solve rate"], color=color, ls=ls, lw=1,
-                   label=f"published ({row['levels']}):\n{row['agent']}, {row['trained']} steps, {row['solve rate']:.3f}")
+                   label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
     ax.set_xticks(list(x), labels, fontsize="small")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("solve rate on the test levels")
-    fig.legend(loc="outside right center", frameon=False, fontsize="small")
+    levels = prior["levels"].iloc[0] if len(prior) else ""
+    fig.legend(loc="outside right center", frameon=False, fontsize="small", title=f"published ({levels}) and ours",
+               title_fontsize="small")
     ax.set_title(title)
     return fig
