@@ -16,7 +16,9 @@ from helpers import REPO, VOCAB, model_config, run_killed_and_resumed, shards, t
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import NonFiniteLossError, checkpoint_update
+from parallel_experts.core.walltime import Deadline
 from parallel_experts.lm import experiment, models
 from parallel_experts.lm.corpus import write_shards
 from parallel_experts.lm.settings import TrainConfig
@@ -43,6 +45,20 @@ def test_resume_gives_the_same_run(tmp_path, recurrent):
         params_close(resumed.states, whole.states)
     assert whole_curve[-1]["ce_loss"] < whole_curve[0]["ce_loss"] - 0.3  # it learns the +1 rule
 
+
+
+def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterrupted_one(tmp_path):
+    """12 updates, a log point every 2: with no time left each attempt trains one log interval (not a checkpoint
+    interval: the stop checkpoints), and the curve and weights end as if never stopped."""
+    tokens, trainer = shards(), Trainer(model_config(True), train_config(True))
+    whole, whole_curve = train(trainer, tokens, tmp_path / "a")
+    for stopped_at in range(2, 12, 2):
+        with pytest.raises(walltime.StoppedEarly, match=f"stopped at update {stopped_at} "):
+            train(trainer, tokens, tmp_path / "b", deadline=Deadline(seconds=0))
+    resumed, resumed_curve = train(trainer, tokens, tmp_path / "b", deadline=Deadline(seconds=0))
+    assert resumed_curve == whole_curve
+    params_close(resumed.params, whole.params)
+    params_close(resumed.states, whole.states)
 
 def test_recurrent_warmup_windows_are_skipped(tmp_path):
     """Shards of 2,400 tokens in 32 streams of 75: ⌊(75 − 9)/8⌋ + 1 = 9 windows per shard, the first ⌈16/8⌉ = 2

@@ -1,6 +1,8 @@
 """A2C training: GAE by hand, learning, resume after a kill reproduces the uninterrupted run, NaNs stop loudly."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -14,6 +16,8 @@ from helpers import run_killed_and_resumed
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import walltime
+from parallel_experts.core.walltime import Deadline
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
@@ -151,3 +155,33 @@ def test_gae_by_hand():
     advantages, returns = gae(rewards, values, dones, last_value, gamma, lam)
     np.testing.assert_allclose(advantages[:, 0], [2.12, 1.0, 3.3], rtol=1e-6)
     np.testing.assert_allclose(returns[:, 0], [2.62, 2.0, 4.8], rtol=1e-6)
+
+
+def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterrupted_one(trainer, tmp_path):
+    whole, whole_log = train(trainer, [0, 1], tmp_path / "whole")
+    for stopped_at in (2, 4):  # no time left: every attempt trains one log interval, checkpoints and stops
+        with pytest.raises(walltime.StoppedEarly, match=f"stopped at update {stopped_at}") as stop:
+            train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))
+        assert stop.value.exit_status == walltime.RESUBMIT and checkpoint_update(tmp_path / "split") == stopped_at
+    resumed, resumed_log = train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))  # the last
+    for a, b in zip(leaves(whole), leaves(resumed)):
+        np.testing.assert_array_equal(a, b)
+    assert json.dumps(resumed_log.curve) == json.dumps(whole_log.curve)
+
+
+def test_a_signal_stops_training_at_the_next_log_point(trainer, tmp_path):
+    with Deadline().listening() as deadline, pytest.raises(walltime.StoppedEarly, match="SIGTERM received"):
+        train(trainer, [0], tmp_path, on_log=lambda point: os.kill(os.getpid(), signal.SIGTERM), deadline=deadline)
+    assert checkpoint_update(tmp_path) == 2
+
+
+def test_an_attempt_killed_before_its_first_checkpoint_stops_the_next_one(trainer, tmp_path):
+    def killed(point):
+        raise KeyboardInterrupt  # as SLURM's SIGKILL would end it, before the checkpoint of this log point
+
+    with pytest.raises(KeyboardInterrupt):
+        train(trainer, [0], tmp_path, on_log=killed, deadline=Deadline(seconds=3600))
+    with pytest.raises(walltime.NoProgress, match="also started from update 0"):
+        train(trainer, [0], tmp_path, deadline=Deadline(seconds=3600))
+    train(trainer, [0], tmp_path, stop_after=1)  # without a deadline (a local run) it trains as before
+    assert checkpoint_update(tmp_path) == 2

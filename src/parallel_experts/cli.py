@@ -4,7 +4,8 @@ This module only parses and dispatches: each command reads its arguments, calls 
 line. Commands that read the configuration validate it first, so a bad config stops here with one line (exit
 status 2) before anything is computed; the training, evaluation and probe commands read their run from it by
 id. A level source comes as JSON, which the workflow builds from the validated config. Expected failures
-(`config.errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1.
+(`config.errors.PipelineError`: bad level files, diverged training) are reported in one line with exit status 1;
+a trainer that stopped cleanly before its time limit exits with 75 (`core.walltime`: resubmit it).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     p = command("sokoban-train", sokoban_train, "train one Sokoban run (all its seeds), resumable")
     add_run(p, "sokoban/experiment.py")
     p.add_argument("--levels", required=True, help="training level set from sokoban-levels")
-    p.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
+    add_training(p)
 
     p = command("sokoban-evaluate", sokoban_evaluate, "solve rate of a trained run on a level set")
     add_run(p, "sokoban/experiment.py")
@@ -112,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
     p = command("lm-train", lm_train, "train one language-model run, resumable")
     add_run(p, "lm/experiment.py")
     p.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
-    p.add_argument("--run-dir", required=True)
+    add_training(p)
 
     p = command("lm-evaluate", lm_evaluate, "sliding-window validation loss of a trained run")
     add_run(p, "lm/experiment.py")
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except PipelineError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return getattr(error, "exit_status", 1)  # a trainer stopped before its time limit: RESUBMIT
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +174,13 @@ def level_count(text: str) -> int | None:
 def add_run(parser: argparse.ArgumentParser, defined_in: str) -> None:
     add_config(parser)
     parser.add_argument("--run", required=True, help=f"the run's id in the config (see {defined_in})")
+
+
+def add_training(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", required=True, help="checkpoints and outputs of this run")
+    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
+                        help="stop cleanly (checkpoint, exit status 75) before this many seconds have passed; "
+                             "default: the time SLURM leaves the job, if it runs in one, else none")
 
 
 def config_run(args, runs_by_id):
@@ -264,13 +272,14 @@ def sokoban_levels(args) -> int:
 
 def sokoban_train(args) -> int:
     from parallel_experts.core.run_folder import run_lock
+    from parallel_experts.core.walltime import Deadline
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
     run = config_run(args, experiment.runs_by_id)
-    with run_lock(args.run_dir, run.to_dict()):
+    with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
-        carry, log = train.train(trainer, run.seeds, args.run_dir)
+        carry, log = train.train(trainer, run.seeds, args.run_dir, deadline=deadline)
         train.save_outputs(run, carry, log, args.run_dir)
     print(f"{args.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
     return 0
@@ -357,13 +366,15 @@ def lm_tokens(args) -> int:
 
 def lm_train(args) -> int:
     from parallel_experts.core.run_folder import run_lock
+    from parallel_experts.core.walltime import Deadline
     from parallel_experts.lm import experiment, shards, train
 
     run = config_run(args, experiment.runs_by_id)
-    with run_lock(args.run_dir, run.to_dict()):
+    with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
-        carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir)
+        carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir,
+                                   deadline=deadline)
         train.save_outputs(run, carry, curve, args.run_dir)
     print(f"{args.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
     return 0

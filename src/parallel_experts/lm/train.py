@@ -37,8 +37,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm.auto import tqdm
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
+from parallel_experts.core.walltime import Deadline
 from parallel_experts.lm import models, optim
 from parallel_experts.lm.models import RecurrentState
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
@@ -164,11 +166,13 @@ class Trainer:
 
 
 def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
-          on_log: Callable[[dict], None] | None = None, stop_after: int | None = None) -> tuple[Carry, list[dict]]:
+          on_log: Callable[[dict], None] | None = None, stop_after: int | None = None,
+          deadline: Deadline | None = None) -> tuple[Carry, list[dict]]:
     """Train to `config.updates`, resuming from `run_dir`'s checkpoint if there is one.
 
     `shards` are the training shards' tokens (already mapped to the model's vocabulary). `stop_after`
-    (updates, a multiple of `log_every`) ends the call early after a checkpoint, as a kill would; tests use it.
+    (updates, a multiple of `log_every`) ends the call early after a checkpoint, as a kill would; tests use it. At
+    a log point where `deadline` says stop, the call checkpoints and raises `walltime.StoppedEarly`.
     """
     run_dir, config = Path(run_dir), trainer.config
     carry, host = trainer.init(), {"update": 0, "position": [0, 0, 0], "curve": []}
@@ -177,6 +181,8 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
         carry, host = restored
         carry = carry._replace(states=trainer.shard(carry.states))
     update, curve, pending = host["update"], host["curve"], []
+    walltime.begin(run_dir, update, deadline)
+    why = None
     with tqdm(total=config.updates, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
         batches = trainer.batches(shards, host["position"])
         for done in range(1, config.updates - update + 1):
@@ -200,10 +206,14 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
                 bar.set_postfix(loss=f"{point['loss']:.3f}")
                 if on_log:
                     on_log(point)
+                # Only at log points, where a checkpoint holds everything the curve needs to resume.
+                why = deadline and update < config.updates and deadline.should_stop()
             stop = stop_after is not None and done >= stop_after
-            if update % config.checkpoint_every == 0 or update == config.updates or stop:
+            if update % config.checkpoint_every == 0 or update == config.updates or stop or why:
                 host = {"update": update, "position": [*position[:2], position[2] + 1], "curve": curve}
                 save_checkpoint(run_dir, carry, host)
+            if why:
+                raise walltime.stopped(run_dir, update, why)
             if stop:
                 break
     return carry, curve

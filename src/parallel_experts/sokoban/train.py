@@ -26,8 +26,10 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
+from parallel_experts.core.walltime import Deadline
 from parallel_experts.results import paths, store
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, reset_where
@@ -240,10 +242,12 @@ def train(
     run_dir: str | Path,
     on_log: Callable[[dict], None] | None = None,
     stop_after: int | None = None,
+    deadline: Deadline | None = None,
 ) -> tuple[Carry, EpisodeLog]:
     """Train all `seeds` to `num_updates`, resuming from `run_dir`'s checkpoint if there is one.
 
-    `stop_after` (log points) ends the call early, as a kill would after a checkpoint; tests use it.
+    `stop_after` (log points) ends the call early, as a kill would after a checkpoint; tests use it. At a log point
+    where `deadline` says stop, the call checkpoints and raises `walltime.StoppedEarly`.
     """
     run_dir = Path(run_dir)
     config = trainer.config
@@ -261,6 +265,7 @@ def train(
         carry, host = restored
         update = host["update"]
         log = EpisodeLog(**host["log"])
+    walltime.begin(run_dir, update, deadline)
     points = 0
     with tqdm(total=total, initial=update, unit="update", desc=run_dir.name, mininterval=5) as bar:
         while update < total:
@@ -284,8 +289,11 @@ def train(
                     on_log(point)
                 points += 1
             stop = stop_after is not None and points >= stop_after
-            if points % config.checkpoint_every == 0 or update >= total or stop:
+            why = deadline and update < total and not last and deadline.should_stop()
+            if points % config.checkpoint_every == 0 or update >= total or stop or why:
                 save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
+            if why:
+                raise walltime.stopped(run_dir, update, why)
             if stop:
                 break
     return carry, log

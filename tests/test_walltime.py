@@ -1,0 +1,46 @@
+"""Leaving before the time limit: SLURM's time left, the stop rule, signals (training itself: test_*_train.py)."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from parallel_experts.core import walltime
+from parallel_experts.core.walltime import Deadline
+
+
+@pytest.mark.parametrize("text, seconds", [("2-03:04:05", 2 * 86400 + 3 * 3600 + 4 * 60 + 5), ("03:04:05", 11045),
+                                           ("4:05", 245), ("59", 59), ("0:00", 0), ("UNLIMITED", None),
+                                           ("NOT_SET", None), ("INVALID", None), ("", None), ("1-x:00", None)])
+def test_squeue_time_left_in_seconds(text, seconds):
+    assert walltime.parse_time_left(text) == seconds
+
+
+def test_outside_slurm_and_without_a_limit_there_is_no_deadline(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    deadline = Deadline()
+    assert deadline.end is None and deadline.should_stop() is None
+
+
+def test_slurm_end_time_sets_the_deadline(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_END_TIME", str(int(time.time()) + 600))
+    assert 590 < Deadline().end - time.monotonic() <= 600
+
+
+def test_stops_when_the_next_interval_would_end_after_the_deadline():
+    deadline = Deadline(seconds=3.0)
+    time.sleep(0.5)
+    assert deadline.should_stop() is None  # 2.5 s left > 1.5 x 0.5 s
+    time.sleep(1.3)
+    assert "before the time limit" in deadline.should_stop()  # 1.2 s left < 1.5 x 1.3 s
+
+
+def test_a_signal_asks_for_a_stop_and_the_handlers_are_restored():
+    before = signal.getsignal(signal.SIGUSR1)
+    with Deadline().listening() as deadline:
+        assert deadline.should_stop() is None
+        os.kill(os.getpid(), signal.SIGUSR1)  # delivered to the main thread before kill returns
+        assert deadline.should_stop() == "SIGUSR1 received"
+    assert signal.getsignal(signal.SIGUSR1) == before
