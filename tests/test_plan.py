@@ -3,6 +3,7 @@ in words."""
 
 import pandas as pd
 
+from parallel_experts.planning import costs
 from parallel_experts.planning import tables as plan
 
 
@@ -29,7 +30,7 @@ def test_a_written_plan_reads_back_with_its_scale_and_unit(tmp_path):
     config = {"scale": "demo", "resources": {"default": {"gpus": 0}}}
     check = pd.DataFrame({"rule": ["train"], "wildcards": ["run=a"], "measured_seconds": [100.0],
                           "held_out_seconds": [150.0], "assumed_seconds": [30.0]})
-    plan.write(config, jobs(), check, tmp_path)
+    plan.write(config, jobs(), check, pd.DataFrame(columns=["run", "flops"]), tmp_path)
     header, tables = plan.read(tmp_path)
     assert header == {"scale": "demo", "unit": "CPU-hours"}
     pd.testing.assert_frame_equal(tables["targets"], plan.per_target(jobs()), check_names=False, check_dtype=False)
@@ -59,3 +60,32 @@ def test_the_plan_page_loads_no_jumanji():
     check = ("import sys, parallel_experts.planning.tables, parallel_experts.reporting.catalogue, parallel_experts.reporting.claims; "
              "assert 'jumanji' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
+
+
+def test_a_job_longer_than_its_time_limit_needs_attempts_of_90_percent_of_it():
+    hours = pd.Series([0.5, 0.9, 0.91, 2.7, 2.71]) * 3600
+    assert costs.attempts(hours, pd.Series([3600.0] * 5)).tolist() == [1, 1, 2, 3, 4]
+
+
+def test_jobs_over_their_time_limit_are_flagged_with_the_resubmissions_they_need():
+    table = jobs().assign(rule=["sokoban_train", "sokoban_evaluate", "sokoban_evaluate"], runtime_s=3600.0,
+                          resubmissions=[1, 0, 0])
+    table = table.assign(seconds=[2.7 * 3600, 3600.0, 3600.0])  # 3 attempts with 1 resubmission; 2 without resume
+    table = table.assign(attempts=costs.attempts(table["seconds"], table["runtime_s"]))
+    table = table.assign(finishes=table["attempts"] <= 1 + table["resubmissions"])
+    over = plan.over_time_limit(table).set_index("rule")
+    assert over.loc["sokoban_train", ["jobs", "attempts", "unfinished"]].tolist() == [1, 3, 1]
+    assert over.loc["sokoban_evaluate", ["jobs", "attempts", "unfinished"]].tolist() == [1, 2, 1]  # b counted once
+    train, evaluate = sorted(plan.time_limit_lines(table), reverse=True)
+    assert "set resources.train.resubmissions >= 2" in train and "raise their runtime" in evaluate
+
+
+def test_the_paper_run_times_imply_an_efficiency_range():
+    """App. G.1 by hand: the median small run (1 seed) in 2-4 h on 1-2 GPUs of 100 TFLOP/s; the largest in 24 h."""
+    table = pd.DataFrame({"rule": "sokoban_train", "wildcards": ["a", "b", "c"], "budget": ["small", "small", "large"],
+                          "seeds": [9, 9, 3], "flops": [9 * 7.2e16, 9 * 1.44e17, 3 * 8.64e18], "source": "assumed: x"})
+    found = costs.paper_efficiency({"plan": {"train": {"peak_tflops": 100.0}}}, table).set_index("run")
+    small, largest = found.loc["small budget, median run"], found.loc["the largest run"]
+    assert small["flops"] == 1.08e17 and largest["flops"] == 8.64e18
+    assert round(small["lowest"], 6) == 1.08e17 / (4 * 3600 * 1e14 * 2) and round(small["highest"], 4) == 0.15
+    assert round(largest["lowest"], 4) == 0.5 and round(largest["highest"], 4) == 1.0

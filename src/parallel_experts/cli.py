@@ -234,9 +234,10 @@ def plan(args) -> int:
     # every benchmark file read once, for the prices and the check
     timed = costs.timed_jobs(loaded, counters, Path(args.directory) / paths.ROOT)
     table = costs.plan(loaded, counters, timed, args.targets)
-    print(tables.printed(table, tables.unit(loaded), args.jobs))
+    calibration = costs.paper_efficiency(loaded, table)
+    print(tables.printed(table, tables.unit(loaded), args.jobs, calibration))
     if args.out:
-        tables.write(loaded, table, costs.held_out(loaded, timed), args.out)
+        tables.write(loaded, table, costs.held_out(loaded, timed), calibration, args.out)
     return 0
 
 

@@ -64,6 +64,10 @@ def threads(rule):
     return job_resources.spec(config, rule)["cpus"]
 
 
+def retries(rule):
+    return job_resources.resubmissions(config, rule)
+
+
 def config_files():
     """The config files the workflow was given, relative to the repository when they lie in it."""
     names = []

@@ -24,7 +24,8 @@ rule sokoban_levels:
 
 
 rule sokoban_train:
-    """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill."""
+    """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill or a stop before the
+    time limit (core/walltime.py: each attempt's log is appended)."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         levels=paths.levels("train"),
@@ -40,6 +41,7 @@ rule sokoban_train:
     # Training first, Sokoban's before the LM's (its runs feed the longest chains: evaluation, probe data, fits),
     # so that the short jobs fill both cores at the end instead of one long job running alone.
     priority: 2
+    retries: retries("sokoban_train")
     conda:
         CONDA_ENV
     threads: threads("sokoban_train")
@@ -50,7 +52,7 @@ rule sokoban_train:
         run_dir=run_dir("sokoban"),
     shell:
         "python -m parallel_experts sokoban-train --config {input.config:q} --run {wildcards.run:q} --levels {input.levels:q} "
-        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
+        "--run-dir {params.run_dir:q} >> {log:q} 2>&1"
 
 
 rule sokoban_evaluate:

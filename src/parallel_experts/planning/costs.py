@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from parallel_experts import study
@@ -33,7 +34,7 @@ from parallel_experts.core.run_folder import records
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
 from parallel_experts.reporting import catalogue
-from parallel_experts.results import paths
+from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.boxoban import SPLIT_LEVELS
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
@@ -271,21 +272,58 @@ def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> d
 
 def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], targets: Sequence[str] = ()
          ) -> pd.DataFrame:
-    """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours; the
-    throughput measured from `timed` (`timed_jobs`: every timed job of the config, not only the targets')."""
+    """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours, the
+    attempts the job needs within its time limit and whether its resubmissions allow them; the throughput measured
+    from `timed` (`timed_jobs`: every timed job of the config, not only the targets')."""
     by_target = jobs_by_target(config, counters, targets)
     every = {job for jobs in by_target.values() for job in jobs}
     chosen = rates(config, every, timed)
     rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
              "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
              "seconds": job.flops / chosen[job].flops_per_s, "devices": resources.devices(config, job.rule),
-             "measured_seconds": timed.get(job, float("nan"))}
+             "measured_seconds": timed.get(job, float("nan")),
+             "seeds": len(getattr(job.run, "seeds", ())), "budget": getattr(job.run, "budget", None),
+             "runtime_s": resources.spec(config, job.rule)["runtime"] * 60,
+             "resubmissions": resources.resubmissions(config, job.rule)}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
     table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "group", "shown", "flops", "flops_per_s",
-                                        "source", "seconds", "devices", "measured_seconds"])
+                                        "source", "seconds", "devices", "measured_seconds", "seeds",
+                                        "budget", "runtime_s", "resubmissions"])
     table["device_hours"] = table["seconds"] * table["devices"] / 3600
+    table["attempts"] = attempts(table["seconds"], table["runtime_s"])
+    table["finishes"] = table["attempts"] <= 1 + table["resubmissions"]
     table.attrs["targets"] = list(by_target)  # a target without timed jobs (allocations) still gets its row
     return table
+
+
+USABLE = 0.9  # of an attempt's time limit, the share a job trains: start-up, compiling and the early stop take the rest
+
+
+def attempts(seconds: pd.Series, runtime_s: pd.Series) -> pd.Series:
+    """Attempts a job needs to finish, each computing for USABLE of its time limit."""
+    return np.maximum(1, np.ceil(seconds / (USABLE * runtime_s))).astype(int)
+
+
+def paper_efficiency(config: Mapping, table: pd.DataFrame) -> pd.DataFrame:
+    """The fraction of the `train` family's peak that the paper's own Sokoban run times imply (App. G.1,
+    `paper.SOKOBAN_RUN_TIMES`), as a range over its hours and GPUs, beside the config's assumption. A run there is one
+    seed; a job here trains all of a run's seeds, so its FLOPs are divided by its seeds."""
+    spec = config.get("plan", {}).get("train", config.get("plan", {}).get("default"))
+    train = table[table["rule"] == "sokoban_train"].drop_duplicates("wildcards")
+    columns = ["run", "flops", "paper_hours", "gpus", "lowest", "highest", "assumed"]
+    if spec is None or train.empty:
+        return pd.DataFrame(columns=columns)
+    per_run = train["flops"] / train["seeds"]
+    runs = {"small budget, median run": per_run[train["budget"] == "small"].median(),
+            "the largest run": per_run.max()}
+    peak = spec["peak_tflops"] * 1e12
+    rows = []
+    for what, ((fewest, most), (one, two)) in paper.SOKOBAN_RUN_TIMES.items():
+        flops = runs[what]
+        rows.append({"run": what, "flops": flops, "paper_hours": f"{fewest}-{most}" if fewest != most else str(most),
+                     "gpus": f"{one}-{two}", "lowest": flops / (most * 3600 * peak * two),
+                     "highest": flops / (fewest * 3600 * peak * one), "assumed": train["source"].iloc[0]})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def timed_jobs(config: Mapping, counters: Counters, results: str | Path = paths.ROOT) -> dict[Job, float]:

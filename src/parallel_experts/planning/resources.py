@@ -10,6 +10,7 @@ from collections.abc import Mapping
 FAMILY = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_data": "train",
           "sokoban_probe_fit": "train", "lm_train": "lm_train", "lm_evaluate": "lm_train",
           "lm_latency": "bench", "lm_throughput": "bench"}
+RESUMABLE = {"sokoban_train", "lm_train"}  # their jobs stop before the time limit and resume (core/walltime.py)
 
 
 def spec(config: Mapping, rule: str) -> Mapping:
@@ -22,6 +23,12 @@ def snakemake(config: Mapping, rule: str) -> dict:
     found = spec(config, rule)
     return {"mem_mb": found["mem_mb"], "runtime": found["runtime"], "cpus_per_task": found["cpus"],
             "gpu": found["gpus"]}
+
+
+def resubmissions(config: Mapping, rule: str) -> int:
+    """How many more times a failed job of `rule` is submitted (Snakemake's `retries`): the training rules only,
+    whose jobs resume from their checkpoint; another rule's job would start over."""
+    return spec(config, rule).get("resubmissions", 0) if rule in RESUMABLE else 0
 
 
 def devices(config: Mapping, rule: str) -> int:

@@ -16,6 +16,7 @@ import pandas as pd
 from parallel_experts.core import atomic
 from parallel_experts.core.tables import fmt
 from parallel_experts.core.tables import table as format_table
+from parallel_experts.planning import resources
 
 TOTAL = "total (distinct jobs)"
 
@@ -46,14 +47,52 @@ def assumptions(table: pd.DataFrame) -> pd.DataFrame:
             [["group", "flops_per_s", "source"]].reset_index(drop=True))
 
 
-def printed(table: pd.DataFrame, unit: str, jobs: bool = False) -> str:
+def over_time_limit(table: pd.DataFrame) -> pd.DataFrame:
+    """Per rule, the jobs predicted to outlive their time limit: how many, the longest, the attempts it needs
+    (`costs.attempts`), the resubmissions the config allows, and how many jobs would still not finish."""
+    distinct = table.drop_duplicates(["rule", "wildcards"])
+    over = distinct[distinct["attempts"] > 1]
+    return (over.groupby("rule")
+            .agg(jobs=("rule", "size"), longest_hours=("seconds", lambda s: s.max() / 3600),
+                 runtime_hours=("runtime_s", lambda s: s.max() / 3600), attempts=("attempts", "max"),
+                 resubmissions=("resubmissions", "min"), unfinished=("finishes", lambda f: int((~f).sum())))
+            .reset_index())
+
+
+def time_limit_lines(table: pd.DataFrame) -> list[str]:
+    """`over_time_limit` in words: every rule with a job longer than its limit, and what to set."""
+    lines = []
+    for row in over_time_limit(table).itertuples():
+        lines.append(f"{row.jobs} {row.rule} jobs outlive their {fmt(row.runtime_hours)} h time limit (the longest: "
+                     f"{fmt(row.longest_hours)} h), needing up to {row.attempts} attempts; resubmissions: "
+                     f"{row.resubmissions}" + (f" -- {row.unfinished} would NOT finish: set resources.{resources.FAMILY[row.rule]}."
+                                               f"resubmissions >= {row.attempts - 1}"
+                                               if row.rule in resources.RESUMABLE else
+                                               f" -- they do NOT finish (no resume): raise their runtime")
+                     * bool(row.unfinished))
+    return lines
+
+
+def calibration_lines(calibration: pd.DataFrame) -> list[str]:
+    """`costs.paper_efficiency` in words."""
+    return [f"{row.run}: {row.flops:.3g} FLOPs in {row.paper_hours} h on {row.gpus} GPUs (App. G.1) = "
+            f"{row.lowest:.1%} to {row.highest:.1%} of the peak; the plan uses {row.assumed}"
+            for row in calibration.itertuples()]
+
+
+def printed(table: pd.DataFrame, unit: str, jobs: bool = False, calibration: pd.DataFrame | None = None) -> str:
     sums = per_target(table)
     lines = [format_table([[target, str(int(row.jobs)), fmt(row.device_hours), str(int(row.shown_jobs)),
                             fmt(row.shown_hours)] for target, row in sums.iterrows()],
                           ["target", "jobs", unit, "jobs it shows", f"{unit} it shows"])]
+    limits = time_limit_lines(table)
+    lines += ["", "time limits:", *(f"  {line}" for line in limits or ["every job fits in its time limit"])]
     lines += ["", "throughput per job:"]
     lines += [f"  {row.group}: {row.flops_per_s / 1e9:,.1f} GFLOP/s ({row.source})"
               for row in assumptions(table).itertuples()]
+    if calibration is not None and not calibration.empty:
+        lines += ["", "the paper's Sokoban run times as a fraction of the train family's peak:"]
+        lines += [f"  {line}" for line in calibration_lines(calibration)]
     if jobs:
         distinct = table.drop_duplicates(["rule", "wildcards"])
         lines += ["", format_table([[row.rule, row.wildcards, f"{row.flops:.3g}", fmt(row.seconds),
@@ -76,16 +115,18 @@ def check_by_rule(check: pd.DataFrame) -> pd.DataFrame:
                                       assumed_ratio=("assumed_ratio", "median"))
 
 
-FILES = ("targets", "jobs", "check")  # what `write` puts in a plan's folder, read back by `read`
+FILES = ("targets", "jobs", "check", "calibration")  # what `write` puts in a plan's folder, read back by `read`
 
 
-def write(config: Mapping, table: pd.DataFrame, check: pd.DataFrame, folder: str | Path) -> None:
-    """A plan as CSV files (the report reads them): per target, every (target, job) row, the reality check; the
-    config's scale and unit on the first line of each."""
+def write(config: Mapping, table: pd.DataFrame, check: pd.DataFrame, calibration: pd.DataFrame,
+          folder: str | Path) -> None:
+    """A plan as CSV files (the report reads them): per target, every (target, job) row, the reality check, the
+    paper's own run times as efficiencies (`costs.paper_efficiency`); the config's scale and unit on the first line
+    of each."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     header = f"scale={config['scale']} unit={unit(config)}\n"
-    for name, frame in zip(FILES, (per_target(table), table, check)):
+    for name, frame in zip(FILES, (per_target(table), table, check, calibration)):
         atomic.write_text(folder / f"{name}.csv", header + frame.to_csv(index=name == "targets"))
 
 

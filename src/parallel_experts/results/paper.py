@@ -47,6 +47,10 @@ FINEWEB_ABLATION_VALUES = {"aggregation": 3.51}
 KV_SHARING_COST = 0.02
 
 # ------------------------------------------------------------------------------- Sokoban (§5.1, App. D, Table 1)
+# App. G.1: "Most Sokoban runs use one or two GPUs and take a few hours for small configurations, while the largest
+# fixed-compute and within-step-depth-heavy configurations can take up to roughly one day" (RTX 8000 and L40S GPUs).
+# Read as hours and GPUs per run of one seed: "a few hours" 2-4 h for the small budget's typical (median) run.
+SOKOBAN_RUN_TIMES = {"small budget, median run": ((2, 4), (1, 2)), "the largest run": ((24, 24), (1, 2))}
 
 # The runs the Sokoban ablations vary, 3 seeds each: Fig. 10 left's (1, 4, 128) and Fig. 11's (2, 7, 64), both of
 # the medium budget (the paper names neither; their full-access values, 13.738 and 13.866, are the authors'
