@@ -163,6 +163,8 @@ def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterru
         with pytest.raises(walltime.StoppedEarly, match=f"stopped at update {stopped_at}") as stop:
             train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))
         assert stop.value.exit_status == walltime.RESUBMIT and checkpoint_update(tmp_path / "split") == stopped_at
+    assert [(entry["event"], entry["update"]) for entry in walltime.history(tmp_path / "split")] == [
+        ("start", 0), ("stop", 2), ("start", 2), ("stop", 4)]
     resumed, resumed_log = train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))  # the last
     for a, b in zip(leaves(whole), leaves(resumed)):
         np.testing.assert_array_equal(a, b)
@@ -180,8 +182,9 @@ def test_an_attempt_killed_before_its_first_checkpoint_stops_the_next_one(traine
         raise KeyboardInterrupt  # as SLURM's SIGKILL would end it, before the checkpoint of this log point
 
     with pytest.raises(KeyboardInterrupt):
-        train(trainer, [0], tmp_path, on_log=killed, deadline=Deadline(seconds=3600))
-    with pytest.raises(walltime.NoProgress, match="also started from update 0"):
-        train(trainer, [0], tmp_path, deadline=Deadline(seconds=3600))
-    train(trainer, [0], tmp_path, stop_after=1)  # without a deadline (a local run) it trains as before
+        train(trainer, [0], tmp_path, on_log=killed, deadline=Deadline(seconds=60))
+    with pytest.raises(walltime.NoProgress, match="also started from update 0"):  # no more time than that one
+        train(trainer, [0], tmp_path, deadline=Deadline(seconds=60))
+    train(trainer, [0], tmp_path, stop_after=1, deadline=Deadline(seconds=600))  # more time: a fair new try
     assert checkpoint_update(tmp_path) == 2
+    assert [(entry["event"], entry["update"]) for entry in walltime.history(tmp_path)] == [("start", 0), ("start", 0)]

@@ -44,3 +44,11 @@ def test_a_signal_asks_for_a_stop_and_the_handlers_are_restored():
         os.kill(os.getpid(), signal.SIGUSR1)  # delivered to the main thread before kill returns
         assert deadline.should_stop() == "SIGUSR1 received"
     assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_the_first_interval_which_includes_compiling_is_not_taken_as_typical():
+    deadline = Deadline(seconds=8.0)
+    time.sleep(3.0)  # the first log interval: compiling and training
+    assert deadline.should_stop() is None  # 5 s left > 1.5 x 3 s
+    time.sleep(1.0)
+    assert deadline.should_stop() is None  # 4 s left: less than 1.5 x 3 s, more than 1.5 x 1 s

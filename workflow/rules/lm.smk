@@ -23,7 +23,7 @@ rule lm_tokens:
 
 rule lm_train:
     """One allocation of one family at one window; resumes from its checkpoint after a kill or a stop before the
-    time limit (core/walltime.py: each attempt's log is appended)."""
+    time limit (core/walltime.py)."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         tokens=paths.LM_TOKENS,
@@ -48,7 +48,7 @@ rule lm_train:
         run_dir=run_dir("lm"),
     shell:
         "python -m parallel_experts lm-train --config {input.config:q} --run {wildcards.run:q} --tokens {input.tokens:q} "
-        "--run-dir {params.run_dir:q} >> {log:q} 2>&1"
+        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
 
 
 rule lm_evaluate:

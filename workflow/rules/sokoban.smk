@@ -25,7 +25,7 @@ rule sokoban_levels:
 
 rule sokoban_train:
     """One allocation, recurrent or not, all seeds; resumes from its checkpoint after a kill or a stop before the
-    time limit (core/walltime.py: each attempt's log is appended)."""
+    time limit (core/walltime.py)."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         levels=paths.levels("train"),
@@ -52,7 +52,7 @@ rule sokoban_train:
         run_dir=run_dir("sokoban"),
     shell:
         "python -m parallel_experts sokoban-train --config {input.config:q} --run {wildcards.run:q} --levels {input.levels:q} "
-        "--run-dir {params.run_dir:q} >> {log:q} 2>&1"
+        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
 
 
 rule sokoban_evaluate:

@@ -8,7 +8,8 @@ it knows its deadline (SLURM's end time for the job, or one given on the command
 stops when the next log interval and a checkpoint would not finish before it, with exit status RESUBMIT. A
 signal (SIGTERM, SIGUSR1) only asks for the same stop at the next log point. Snakemake's `retries` resubmit the
 job, which resumes from the checkpoint. An attempt that a hard kill ended before its first checkpoint (one log
-interval longer than the whole limit) makes the next one fail at once instead of resubmitting forever.
+interval longer than the whole limit) makes the next one with no more time fail at once, instead of resubmitting
+forever.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 SAFETY = 1.5  # the next log interval and checkpoint may take this many times the slowest seen so far
-RECORD = "attempt.json"  # in the run folder: the update the last attempt with a deadline started from
+RECORD = "attempts.jsonl"  # in the run folder: each attempt with a deadline, its start and its clean stop
 
 
 class StoppedEarly(PipelineError):
@@ -38,7 +38,7 @@ class StoppedEarly(PipelineError):
 
 
 class NoProgress(PipelineError):
-    """The previous attempt with a deadline ended before its first checkpoint: resubmitting would not get further."""
+    """The previous attempt reached no checkpoint with as much time: resubmitting would not get further."""
 
 
 def slurm_seconds_left() -> float | None:
@@ -80,7 +80,8 @@ class Deadline:
         self.end = None if left is None else time.monotonic() + left
         self.signal: str | None = None
         self.last = time.monotonic()
-        self.slowest = 0.0  # the longest log interval plus checkpoint seen so far (the first includes compiling)
+        self.first: float | None = None  # the first log interval of an attempt, which includes compiling
+        self.slowest = 0.0  # the longest log interval since (with its checkpoint, if it wrote one)
 
     @contextlib.contextmanager
     def listening(self) -> Iterator[Deadline]:
@@ -98,29 +99,48 @@ class Deadline:
     def should_stop(self) -> str | None:
         """Why training must stop at this log point (a signal, or the deadline before the next one ends), or None."""
         now = time.monotonic()
-        self.slowest, self.last = max(self.slowest, now - self.last), now
+        interval, self.last = now - self.last, now
+        if self.first is None:
+            self.first = interval
+        else:
+            self.slowest = max(self.slowest, interval)
         if self.signal:
             return f"{self.signal} received"
-        if self.end is not None and now + SAFETY * self.slowest > self.end:
-            return f"{self.end - now:.0f} s left before the time limit, the next log interval takes up to " \
-                   f"{self.slowest:.0f} s"
+        expected = self.slowest or self.first
+        if self.end is not None and now + SAFETY * expected > self.end:
+            return f"{self.end - now:.0f} s left before the time limit, a log interval takes up to {expected:.0f} s"
         return None
 
 
 def begin(run_dir: Path, update: int, deadline: Deadline | None) -> None:
-    """Record that an attempt with a deadline starts from the checkpoint at `update`; refuse to start when the
-    previous attempt with a deadline started from the same one (it made no progress: resubmitting will not)."""
+    """Note in the run folder's history that an attempt with a deadline starts from the checkpoint at `update`.
+    Refuse to start when the previous attempt started from the same checkpoint with at least about as much time
+    (it reached no checkpoint: neither will this one)."""
     if deadline is None or deadline.end is None:
         return
-    path = Path(run_dir) / RECORD
-    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    if previous.get("update") == update:
-        raise NoProgress(f"{run_dir}: the previous attempt ({previous['seconds']:.0f} s) also started from update "
-                         f"{update} and ended before its first checkpoint; give the rule a longer runtime or "
-                         f"checkpoint more often, or delete {path} to try again as it is")
-    atomic.write_text(path, json.dumps({"update": update, "seconds": deadline.end - time.monotonic()}))
+    left = deadline.end - time.monotonic()
+    starts = [entry for entry in history(run_dir) if entry["event"] == "start"]
+    if starts and starts[-1]["update"] == update and starts[-1]["seconds"] >= 0.9 * left:
+        raise NoProgress(f"{run_dir}: the previous attempt also started from update {update}, with "
+                         f"{starts[-1]['seconds']:.0f} s, and ended before its next checkpoint; give the rule a longer "
+                         f"runtime or checkpoint more often, or delete {Path(run_dir) / RECORD} to try again as it is")
+    _note(run_dir, {"event": "start", "update": update, "seconds": round(left, 1)})
 
 
 def stopped(run_dir: Path, update: int, why: str) -> StoppedEarly:
-    """The error that ends an attempt which stopped cleanly, checkpointed at `update`."""
+    """The error that ends an attempt which stopped cleanly, checkpointed at `update`; noted in the history."""
+    _note(run_dir, {"event": "stop", "update": update, "why": why})
     return StoppedEarly(f"{run_dir}: stopped at update {update} ({why}); checkpointed, resubmit to continue")
+
+
+def history(run_dir: Path) -> list[dict]:
+    """Every attempt with a deadline, in order: its start (update, seconds left) and its clean stop, if it had one.
+    Kept in the run folder, because Snakemake empties a job's log before each attempt."""
+    path = Path(run_dir) / RECORD
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+def _note(run_dir: Path, entry: dict) -> None:
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(run_dir) / RECORD, "a", encoding="utf-8") as file:
+        file.write(json.dumps(entry) + "\n")
