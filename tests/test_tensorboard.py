@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import LM_TAGS, SOKOBAN_TAGS, assert_tensorboard_matches, model_config, shards, tensorboard_scalars, \
-    train_config
+from helpers import (LM_TAGS, SOKOBAN_TAGS, assert_tensorboard_matches, model_config, shards, tensorboard_scalars,
+                     train_config)
 
 from parallel_experts.core.checkpoint import checkpoint_update
 from parallel_experts.core.tensorboard import TrainingCurves
