@@ -176,8 +176,8 @@ def assert_tensorboard_matches(folder: Path, curve: xr.Dataset, tags: dict[str, 
         np.testing.assert_array_equal(np.array(values, np.float32), expected, err_msg=tag)
 
 
-SOKOBAN_TAGS = {f"train/{name}": name for name in
-                ("episodic_return", "episodic_length", "solve_fraction", "loss", "policy_loss", "value_loss", "entropy")}
+SOKOBAN_TAGS = {f"train/{name}": name for name in ("episodic_return", "episodic_length", "solve_fraction", "loss",
+                                                    "policy_loss", "value_loss", "entropy")}
 LM_TAGS = {"train/loss": "train_loss", "train/ce_loss": "train_ce_loss", "train/learning_rate": "learning_rate"}
 
 

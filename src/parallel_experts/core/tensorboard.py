@@ -5,9 +5,10 @@
 The run's `curve.nc` stays the record; the event files show the same numbers at the same updates (the step of
 every TensorBoard point is the update), plus two that no result keeps because they measure the machine: the
 throughput since the previous log point (environment steps of all seeds together, or tokens, per second, compile
-time excluded) and the seconds the job has spent compiling so far (tracing, lowering and XLA, from JAX's own
-monitoring events). A Sokoban run trains its seeds together, so each seed is a TensorBoard run of its own
-(`seed{k}/` in the run folder); the run folder's own event file holds the job's numbers, and the LM's whole curve.
+time excluded) and the seconds the job has spent compiling so far (tracing, lowering and XLA, or reading programs
+from the persistent compilation cache; JAX's own monitoring events). A Sokoban run trains its seeds together, so
+each seed is a TensorBoard run of its own (`seed{k}/` in the run folder); the run folder's own event file holds the
+job's numbers, and the LM's whole curve.
 
 A kill loses no point that a checkpoint holds: each log point is written and flushed to disk (tensorboardX's
 `RecordWriter` fsyncs) before the trainer can checkpoint it. The file is written synchronously, not through
@@ -30,7 +31,10 @@ from tensorboardX.summary import scalar
 
 from parallel_experts.core.run_folder import latest
 
-COMPILING = "/jax/core/compile/"  # JAX's duration events of tracing, lowering and compiling one program
+# JAX's duration events of getting a program ready: tracing, lowering, and XLA's compile or, on a hit of the
+# persistent compilation cache, its read (inside `backend_compile_duration`). A program's first run costs a little
+# more than these (about 0.5 s for a small program on two cores), which counts as training.
+COMPILING = "/jax/core/compile/"
 AXES = ("update", "tokens")  # what a log point counts along: the curves' x-axes, not curves
 
 
