@@ -87,4 +87,9 @@ def test_lm_curves_match_curve_nc_once_per_update_after_a_kill_between_checkpoin
     with xr.open_dataset(tmp_path / "curve.nc") as curve:
         assert curve["update"].values.tolist() == list(range(2, 13, 2))
         assert_tensorboard_matches(tmp_path, curve, LM_TAGS)
+        # The learning rate by hand: 12 updates have no warm-up (1 % rounds to 0), then a cosine from the recurrent
+        # family's 0.02 to 2e-4 over the 12 updates; the update at log point u used step u − 1 of it.
+        steps = curve["update"].values - 1
+        np.testing.assert_allclose(curve["learning_rate"], 2e-4 + (0.02 - 2e-4) * (1 + np.cos(np.pi * steps / 12)) / 2,
+                                   rtol=1e-5)
     speed(tmp_path, "tokens", list(range(2, 13, 2)))
