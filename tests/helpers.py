@@ -118,6 +118,69 @@ def independent_shard_bytes(tokens, magic=20240520, version=1, count=None):
     return header + struct.pack(f"<{len(tokens)}H", *tokens)
 
 
+def _crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)  # Castagnoli, reflected
+        table.append(crc)
+    return table
+
+
+CRC32C = _crc32c_table()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The checksum of a TFRecord: CRC-32C, rotated right by 15 bits plus a constant (TensorFlow's record format)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """What TensorBoard shows of the event files in `folder` (one TensorBoard run): {tag: [(step, value)]} in the
+    order written. Read independently of the writer: TFRecord framing (length, its checksum, the record, its
+    checksum, all checked), the Event protocol buffer, files in name order as TensorBoard reads them, and a
+    SessionLog.START event hiding every value written before it at its step or later (TensorBoard's purge)."""
+    from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+    shown: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data, offset = path.read_bytes(), 0
+        while offset < len(data):
+            header = data[offset:offset + 8]
+            (length,) = struct.unpack("<Q", header)
+            record = data[offset + 12:offset + 12 + length]
+            checksums = struct.unpack("<2I", data[offset + 8:offset + 12] + data[offset + 12 + length:][:4])
+            assert checksums == (masked_crc32c(header), masked_crc32c(record)), f"{path}: bad record at {offset}"
+            offset += 16 + length
+            event = Event.FromString(record)
+            if event.HasField("session_log") and event.session_log.status == SessionLog.START:
+                shown = {tag: [(step, v) for step, v in points if step < event.step] for tag, points in shown.items()}
+            for value in event.summary.value:
+                shown.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return shown
+
+
+def assert_tensorboard_matches(folder: Path, curve: xr.Dataset, tags: dict[str, str], **select) -> None:
+    """The event files of `folder` show each curve.nc variable (`tags`: TensorBoard tag -> variable, at `select`)
+    at every update of the curve exactly once, with its value (float32, as TensorBoard keeps it)."""
+    shown = tensorboard_scalars(folder)
+    for tag, name in tags.items():
+        steps, values = zip(*shown[tag])
+        assert list(steps) == curve["update"].values.tolist(), tag
+        expected = curve[name].sel(**select).values.astype(np.float32)
+        np.testing.assert_array_equal(np.array(values, np.float32), expected, err_msg=tag)
+
+
+SOKOBAN_TAGS = {f"train/{name}": name for name in ("episodic_return", "episodic_length", "solve_fraction", "loss",
+                                                    "policy_loss", "value_loss", "entropy")}
+LM_TAGS = {"train/loss": "train_loss", "train/ce_loss": "train_ce_loss", "train/learning_rate": "learning_rate"}
+
+
 # ------------------------------------------------------------------ small runs and datasets of several tests
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import optax
 import pytest
 import xarray as xr
-from helpers import REPO, VOCAB, model_config, run_killed_and_resumed, shards, train_config
+from helpers import (LM_TAGS, REPO, VOCAB, assert_tensorboard_matches, model_config, run_killed_and_resumed, shards,
+                     train_config)
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
@@ -174,5 +175,7 @@ def test_cli_training_survives_a_kill(tmp_path):
     run_killed_and_resumed(train, tmp_path / "whole", tmp_path / "killed", "model.eqx")
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
+        for folder in (tmp_path / "whole", tmp_path / "killed"):  # killed: its points survived the SIGKILL
+            assert_tensorboard_matches(folder, a, LM_TAGS)
         assert a.sizes == {"update": 6}
     assert (tmp_path / "whole/model.eqx").read_bytes() == (tmp_path / "killed/model.eqx").read_bytes()

@@ -12,7 +12,7 @@ import numpy as np
 import optax
 import pytest
 import xarray as xr
-from helpers import run_killed_and_resumed
+from helpers import SOKOBAN_TAGS, assert_tensorboard_matches, run_killed_and_resumed
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
@@ -140,6 +140,8 @@ def test_cli_training_survives_a_kill(repo, tmp_path):
     with xr.open_dataset(tmp_path / "whole/curve.nc") as a, xr.open_dataset(tmp_path / "killed/curve.nc") as b:
         xr.testing.assert_identical(a, b)
         assert a.sizes == {"seed": 1, "update": 4}
+        for folder in (tmp_path / "whole", tmp_path / "killed"):  # killed: its points survived the SIGKILL
+            assert_tensorboard_matches(folder / f"seed{run.seeds[0]}", a, SOKOBAN_TAGS, seed=run.seeds[0])
 
 
 def test_gae_by_hand():

@@ -273,6 +273,7 @@ def sokoban_levels(args) -> int:
 
 def sokoban_train(args) -> int:
     from parallel_experts.core.run_folder import run_lock
+    from parallel_experts.core.tensorboard import TrainingCurves
     from parallel_experts.core.walltime import Deadline
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
@@ -280,7 +281,9 @@ def sokoban_train(args) -> int:
     run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
-        carry, log = train.train(trainer, run.seeds, args.run_dir, deadline=deadline)
+        steps = len(run.seeds) * run.train.num_envs * run.train.num_steps  # per update, all seeds
+        with TrainingCurves(args.run_dir, "env_steps", steps, run.seeds) as curves:
+            carry, log = train.train(trainer, run.seeds, args.run_dir, on_log=curves.log, deadline=deadline)
         train.save_outputs(run, carry, log, args.run_dir)
     print(f"{args.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
     return 0
@@ -367,6 +370,7 @@ def lm_tokens(args) -> int:
 
 def lm_train(args) -> int:
     from parallel_experts.core.run_folder import run_lock
+    from parallel_experts.core.tensorboard import TrainingCurves
     from parallel_experts.core.walltime import Deadline
     from parallel_experts.lm import experiment, shards, train
 
@@ -374,8 +378,9 @@ def lm_train(args) -> int:
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
-        carry, curve = train.train(trainer, [shards.load_tokens(p, vocabulary) for p in training], args.run_dir,
-                                   deadline=deadline)
+        tokens = [shards.load_tokens(p, vocabulary) for p in training]
+        with TrainingCurves(args.run_dir, "tokens", run.train.batch_tokens) as curves:
+            carry, curve = train.train(trainer, tokens, args.run_dir, on_log=curves.log, deadline=deadline)
         train.save_outputs(run, carry, curve, args.run_dir)
     print(f"{args.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
     return 0

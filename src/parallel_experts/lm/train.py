@@ -92,6 +92,7 @@ class Trainer:
         self.params, self.static = eqx.partition(model, eqx.is_array)
         optimizer = replace(optim.OptimConfig.for_family(model_config.recurrent), schedule=config.schedule)
         self.optimizer = optim.optimizer(self.params, optimizer, config.updates)
+        self.learning_rate = optim.schedule(optimizer, config.updates)  # the matrix group's, by update count
         self.update = eqx.filter_jit(self._update, donate="all")
         self.advance = eqx.filter_jit(self._advance, donate="all")
 
@@ -200,7 +201,8 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
                                          f"good checkpoint ({checkpoint_update(run_dir)}) is kept")
             if update % config.log_every == 0 or update == config.updates:
                 point = {"update": update, "tokens": update * config.batch_tokens,
-                         **{name: float(np.mean([m[name] for m in pending])) for name in pending[0]}}
+                         **{name: float(np.mean([m[name] for m in pending])) for name in pending[0]},
+                         "learning_rate": float(trainer.learning_rate(update - 1))}
                 curve.append(point)
                 pending = []
                 bar.set_postfix(loss=f"{point['loss']:.3f}")
@@ -237,7 +239,10 @@ def save_outputs(run, carry: Carry, curve: list[dict], run_dir: str | Path) -> N
                         {"long_name": "training loss (cross-entropy, plus the state penalty if recurrent)",
                          "units": "nats/token"}),
          "train_ce_loss": ("update", [p["ce_loss"] for p in curve],
-                           {"long_name": "training cross-entropy", "units": "nats/token"})},
+                           {"long_name": "training cross-entropy", "units": "nats/token"}),
+         "learning_rate": ("update", [p["learning_rate"] for p in curve],
+                           {"long_name": "learning rate of the matrix (Muon) group at the last update before the "
+                                         "log point; embedding and head are constant"})},
         coords={"update": [p["update"] for p in curve], "tokens": ("update", [p["tokens"] for p in curve])},
         attrs={"run": run.id, "run_config": json.dumps(run.to_dict())})
     store.write_netcdf(ds, run_dir / paths.CURVE)

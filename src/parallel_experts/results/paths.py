@@ -4,6 +4,7 @@
     results/allocations/{domain}.nc                the allocation grids
     results/sokoban/levels/{set}.npz               level sets; results/lm/tokens/: token shards
     results/{domain}/runs/{run id}/                one run: its learning curve, weights, evaluation, checkpoints
+                                                   and TensorBoard event files (`tensorboard --logdir results`)
     results/sokoban/probes/{run id}/{split}.nc     probe data of one run; scores.nc: its fitted probes
     results/{domain}/{dataset}.nc                  the datasets the reports read (sweeps, ablations, probes, ...)
     results/benchmarks/...                         Snakemake's timing of each job, which the planner reads

@@ -186,6 +186,13 @@ class Trainer:
         return jax.lax.scan(lambda carry, _: self._update(levels, carry), carry, None, length=length)
 
 
+# The terms of the A2C loss that each log point keeps, from the last update before it.
+LOSS_TERMS = {"loss": "A2C loss of the last update before the log point",
+              "policy_loss": "policy-gradient term of that loss (minus the advantage-weighted log-probability)",
+              "value_loss": "value term of that loss (half the squared error to the GAE returns)",
+              "entropy": "policy entropy of that update's rollout (nats)"}
+
+
 @dataclass
 class EpisodeLog:
     """Host-side bookkeeping of the paper's learning curves (the authors' PRE_RL/drc/trainer.py), one FIFO per seed."""
@@ -214,7 +221,7 @@ class EpisodeLog:
         """`extend`, then a log point: the means over each seed's FIFO."""
         self.extend(metrics)
         point = {"update": update, "episodic_return": [], "episodic_length": [], "solve_fraction": [],
-                 "loss": np.asarray(metrics["loss"])[:, -1].tolist()}
+                 **{name: np.asarray(metrics[name])[:, -1].tolist() for name in LOSS_TERMS}}
         for fifo in self.recent:
             window = np.array(fifo, dtype=float).reshape(-1, 3)
             means = window.mean(0) if len(window) else np.full(3, np.nan)
@@ -312,7 +319,7 @@ def curve_dataset(run, log: EpisodeLog):
                  for name, long in (("episodic_return", "mean return of the last completed episodes"),
                                     ("episodic_length", "mean length of the last completed episodes"),
                                     ("solve_fraction", "fraction of the last completed episodes solved"),
-                                    ("loss", "A2C loss of the last update before the log point"))}
+                                    *LOSS_TERMS.items())}
     return xr.Dataset(
         per_point | {"final_five": ("seed", log.final_five(),
                                     {"long_name": "mean of the final five logged episodic returns (authors' score)"})},
