@@ -10,7 +10,7 @@ from helpers import REPO, snakemake
 from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core.run_folder import run_lock
+from parallel_experts.core.run_folder import ATTEMPTS, run_lock
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs, resources
 from parallel_experts.planning import tables as plan
@@ -138,3 +138,27 @@ def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path)
     with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
         pass
     assert costs.measured([train], results, config["accelerator"]) == {}
+
+
+def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
+    """Snakemake's benchmark file times the last attempt; the attempts that stopped at their time limit noted
+    the seconds they ran in the run folder."""
+    config = load(SMOKE)
+    sweep = costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
+    train = next(job for job in sweep if job.rule == "sokoban_train")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    (tmp_path / train.benchmark).parent.mkdir(parents=True)
+    (tmp_path / train.benchmark).write_text("s\n42.0\n")
+    folder = tmp_path / paths.run_dir("sokoban", train.run.id)
+    with run_lock(folder, train.run.to_dict()):
+        pass
+    history = [{"event": "start", "update": 0, "seconds": 60}, {"event": "stop", "update": 2, "seconds": 50.0},
+               {"event": "start", "update": 2, "seconds": 60}, {"event": "stop", "update": 4, "seconds": 50.0},
+               {"event": "start", "update": 4, "seconds": 60}]  # the last attempt finished: its benchmark's 42 s
+    (folder / ATTEMPTS).write_text("".join(json.dumps(entry) + "\n" for entry in history))
+    assert costs.measured([train], results, config["accelerator"]) == {train: 142.0}
+    with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # another definition: its attempts are gone
+        pass
+    assert not (folder / ATTEMPTS).exists()

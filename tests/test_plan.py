@@ -64,14 +64,14 @@ def test_the_plan_page_loads_no_jumanji():
 
 def test_a_job_longer_than_its_time_limit_needs_attempts_of_90_percent_of_it():
     hours = pd.Series([0.5, 0.9, 0.91, 2.7, 2.71]) * 3600
-    assert costs.attempts(hours, pd.Series([3600.0] * 5)).tolist() == [1, 1, 2, 3, 4]
+    assert costs.attempts_needed(hours, pd.Series([3600.0] * 5)).tolist() == [1, 1, 2, 3, 4]
 
 
 def test_jobs_over_their_time_limit_are_flagged_with_the_resubmissions_they_need():
     table = jobs().assign(rule=["sokoban_train", "sokoban_evaluate", "sokoban_evaluate"], runtime_s=3600.0,
                           resubmissions=[1, 0, 0])
     table = table.assign(seconds=[2.7 * 3600, 3600.0, 3600.0])  # 3 attempts with 1 resubmission; 2 without resume
-    table = table.assign(attempts=costs.attempts(table["seconds"], table["runtime_s"]))
+    table = table.assign(attempts=costs.attempts_needed(table["seconds"], table["runtime_s"]))
     table = table.assign(finishes=table["attempts"] <= 1 + table["resubmissions"])
     over = plan.over_time_limit(table).set_index("rule")
     assert over.loc["sokoban_train", ["jobs", "attempts", "unfinished"]].tolist() == [1, 3, 1]

@@ -13,7 +13,7 @@ from helpers import REPO, snakemake
 from slurm_cluster import submitted_job_ids
 
 from parallel_experts.config import files
-from parallel_experts.core import walltime
+from parallel_experts.core.run_folder import attempts
 from parallel_experts.results import paths
 
 pytestmark = pytest.mark.slurm
@@ -53,10 +53,10 @@ def test_jobs_past_their_time_limit_are_resubmitted_and_end_as_if_uninterrupted(
     for domain, run, weights in (("sokoban", SOKOBAN_RUN, "agents.eqx"), ("lm", LM_RUN, "model.eqx")):
         folder = paths.run_dir(domain, run)
         a, b = (tmp_path / where / folder for where in ("whole", "slurm"))
-        history = walltime.history(b)
+        history = attempts(b)
         stops = [entry["update"] for entry in history if entry["event"] == "stop"]
         assert len(stops) >= 2 and stops == sorted(set(stops)), history  # resubmitted twice, always further
-        assert not walltime.history(a)  # no deadline there
+        assert not attempts(a)  # no deadline there
         assert (a / weights).read_bytes() == (b / weights).read_bytes()
         with xr.open_dataset(a / paths.CURVE) as one, xr.open_dataset(b / paths.CURVE) as other:
             xr.testing.assert_identical(one, other)

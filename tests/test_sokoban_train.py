@@ -17,6 +17,7 @@ from helpers import SOKOBAN_TAGS, assert_tensorboard_matches, run_killed_and_res
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
+from parallel_experts.core.run_folder import attempts
 from parallel_experts.core.walltime import Deadline
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.generator import generated_set
@@ -165,7 +166,7 @@ def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterru
         with pytest.raises(walltime.StoppedEarly, match=f"stopped at update {stopped_at}") as stop:
             train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))
         assert stop.value.exit_status == walltime.RESUBMIT and checkpoint_update(tmp_path / "split") == stopped_at
-    assert [(entry["event"], entry["update"]) for entry in walltime.history(tmp_path / "split")] == [
+    assert [(entry["event"], entry["update"]) for entry in attempts(tmp_path / "split")] == [
         ("start", 0), ("stop", 2), ("start", 2), ("stop", 4)]
     resumed, resumed_log = train(trainer, [0, 1], tmp_path / "split", deadline=Deadline(seconds=0))  # the last
     for a, b in zip(leaves(whole), leaves(resumed)):
@@ -189,4 +190,4 @@ def test_an_attempt_killed_before_its_first_checkpoint_stops_the_next_one(traine
         train(trainer, [0], tmp_path, deadline=Deadline(seconds=60))
     train(trainer, [0], tmp_path, stop_after=1, deadline=Deadline(seconds=600))  # more time: a fair new try
     assert checkpoint_update(tmp_path) == 2
-    assert [(entry["event"], entry["update"]) for entry in walltime.history(tmp_path)] == [("start", 0), ("start", 0)]
+    assert [(entry["event"], entry["update"]) for entry in attempts(tmp_path)] == [("start", 0), ("start", 0)]

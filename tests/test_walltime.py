@@ -21,12 +21,22 @@ def test_outside_slurm_and_without_a_limit_there_is_no_deadline(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     deadline = Deadline()
     assert deadline.end is None and deadline.should_stop() is None
+    assert str(deadline) == "no deadline (not in a SLURM job)"
 
 
 def test_slurm_end_time_sets_the_deadline(monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv("SLURM_JOB_END_TIME", str(int(time.time()) + 600))
-    assert 590 < Deadline().end - time.monotonic() <= 600
+    deadline = Deadline()
+    assert 590 < deadline.end - time.monotonic() <= 600 and str(deadline).endswith("(SLURM_JOB_END_TIME of job 7)")
+
+
+def test_a_failing_squeue_leaves_no_deadline_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.delenv("SLURM_JOB_END_TIME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue
+    deadline = Deadline()
+    assert deadline.end is None and str(deadline).startswith("no deadline (squeue failed for job 7")
 
 
 def test_stops_when_the_next_interval_would_end_after_the_deadline():

@@ -280,6 +280,7 @@ def sokoban_train(args) -> int:
 
     run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
+        print(f"{args.run_dir}: {deadline}", file=sys.stderr)
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
         steps = len(run.seeds) * run.train.num_envs * run.train.num_steps  # per update, all seeds
         with TrainingCurves(args.run_dir, "env_steps", steps, run.seeds) as curves:
@@ -376,6 +377,7 @@ def lm_train(args) -> int:
 
     run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
+        print(f"{args.run_dir}: {deadline}", file=sys.stderr)
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
         tokens = [shards.load_tokens(p, vocabulary) for p in training]

@@ -22,6 +22,7 @@ class CheckpointError(PipelineError, ValueError):
 
 
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d{9})")  # what `latest` may hold: a name inside the run folder
+ATTEMPTS = "attempts.jsonl"  # each training attempt with a deadline: its start and its clean stop (core/walltime.py)
 
 
 def latest(run_dir: Path) -> tuple[str, int] | None:
@@ -71,6 +72,13 @@ def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
         yield
 
 
+def attempts(run_dir: str | Path) -> list[dict]:
+    """The run's training attempts with a deadline, in order (`ATTEMPTS`): each start (update, seconds left) and
+    clean stop (update, seconds it ran). Kept here, because Snakemake empties a job's log before each attempt."""
+    path = Path(run_dir) / ATTEMPTS
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
 def records(run_dir: str | Path, definition: Mapping) -> bool:
     """Whether a run folder's `run.json` names `definition` (what it trained, and its benchmark file timed)."""
     recorded = Path(run_dir) / "run.json"
@@ -93,8 +101,8 @@ def _claim(run_dir: Path, definition: Mapping) -> None:
         if checkpoint:
             print(f"{run_dir}: its checkpoint belongs to another definition of the run; starting over",
                   file=sys.stderr)
-            for path in [*run_dir.glob("checkpoint-*"), run_dir / "latest"]:
-                path.unlink()
+        for path in [*run_dir.glob("checkpoint-*"), run_dir / "latest", run_dir / ATTEMPTS]:
+            path.unlink(missing_ok=True)
     elif checkpoint:
         raise CheckpointError(f"{run_dir}: a checkpoint without the run.json that names its run; delete {run_dir} "
                               "to train it again")

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.core.run_folder import ATTEMPTS, attempts
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 SAFETY = 1.5  # the next log interval and checkpoint may take this many times the slowest seen so far
-RECORD = "attempts.jsonl"  # in the run folder: each attempt with a deadline, its start and its clean stop
 
 
 class StoppedEarly(PipelineError):
@@ -41,20 +41,22 @@ class NoProgress(PipelineError):
     """The previous attempt reached no checkpoint with as much time: resubmitting would not get further."""
 
 
-def slurm_seconds_left() -> float | None:
-    """Seconds until SLURM ends the job this process runs in (None outside SLURM, or without a limit)."""
+def slurm_time_left() -> tuple[float | None, str]:
+    """Seconds until SLURM ends the job this process runs in (None outside SLURM, or without a limit), and where
+    that comes from, for the job's log."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
-        return None
+        return None, "not in a SLURM job"
     end = os.environ.get("SLURM_JOB_END_TIME")  # set by SLURM 23.02 and later: a Unix time
     if end:
-        return float(end) - time.time()
+        return float(end) - time.time(), f"SLURM_JOB_END_TIME of job {job}"
     try:  # older SLURM: ask the controller once, at start (%L: time left, [days-]hours:minutes:seconds)
-        left = subprocess.run(["squeue", "--noheader", "--format=%L", "--jobs", job], capture_output=True,
-                              text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_time_left(left)
+        run = subprocess.run(["squeue", "--noheader", "--format=%L", "--jobs", job], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"squeue failed for job {job} ({error})"
+    left = run.stdout.strip()
+    return parse_time_left(left), f"squeue --format=%L for job {job}: {left or run.stderr.strip()[:200]!r}"
 
 
 def parse_time_left(text: str) -> float | None:
@@ -76,12 +78,16 @@ class Deadline:
     none. `should_stop()` is asked at each log point; it times the intervals between calls itself."""
 
     def __init__(self, seconds: float | None = None):
-        left = seconds if seconds is not None else slurm_seconds_left()
+        left, self.source = (seconds, "--time-limit") if seconds is not None else slurm_time_left()
         self.end = None if left is None else time.monotonic() + left
         self.signal: str | None = None
-        self.last = time.monotonic()
+        self.started = self.last = time.monotonic()
         self.first: float | None = None  # the first log interval of an attempt, which includes compiling
         self.slowest = 0.0  # the longest log interval since (with its checkpoint, if it wrote one)
+
+    def __str__(self) -> str:
+        left = "no deadline" if self.end is None else f"{self.end - time.monotonic():.0f} s left"
+        return f"{left} ({self.source})"
 
     @contextlib.contextmanager
     def listening(self) -> Iterator[Deadline]:
@@ -119,28 +125,23 @@ def begin(run_dir: Path, update: int, deadline: Deadline | None) -> None:
     if deadline is None or deadline.end is None:
         return
     left = deadline.end - time.monotonic()
-    starts = [entry for entry in history(run_dir) if entry["event"] == "start"]
+    starts = [entry for entry in attempts(run_dir) if entry["event"] == "start"]
     if starts and starts[-1]["update"] == update and starts[-1]["seconds"] >= 0.9 * left:
         raise NoProgress(f"{run_dir}: the previous attempt also started from update {update}, with "
                          f"{starts[-1]['seconds']:.0f} s, and ended before its next checkpoint; give the rule a longer "
-                         f"runtime or checkpoint more often, or delete {Path(run_dir) / RECORD} to try again as it is")
+                         f"runtime or checkpoint more often, or delete {Path(run_dir) / ATTEMPTS} to try again")
     _note(run_dir, {"event": "start", "update": update, "seconds": round(left, 1)})
 
 
-def stopped(run_dir: Path, update: int, why: str) -> StoppedEarly:
-    """The error that ends an attempt which stopped cleanly, checkpointed at `update`; noted in the history."""
-    _note(run_dir, {"event": "stop", "update": update, "why": why})
+def stopped(run_dir: Path, update: int, why: str, deadline: Deadline) -> StoppedEarly:
+    """The error that ends an attempt which stopped cleanly, checkpointed at `update`; noted in the run's attempts
+    with the seconds it ran (a job's benchmark file times only its last attempt)."""
+    _note(run_dir, {"event": "stop", "update": update, "why": why,
+                    "seconds": round(time.monotonic() - deadline.started, 1)})
     return StoppedEarly(f"{run_dir}: stopped at update {update} ({why}); checkpointed, resubmit to continue")
-
-
-def history(run_dir: Path) -> list[dict]:
-    """Every attempt with a deadline, in order: its start (update, seconds left) and its clean stop, if it had one.
-    Kept in the run folder, because Snakemake empties a job's log before each attempt."""
-    path = Path(run_dir) / RECORD
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
 
 def _note(run_dir: Path, entry: dict) -> None:
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(run_dir) / RECORD, "a", encoding="utf-8") as file:
+    with open(Path(run_dir) / ATTEMPTS, "a", encoding="utf-8") as file:
         file.write(json.dumps(entry) + "\n")

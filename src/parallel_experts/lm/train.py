@@ -215,7 +215,7 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
                 host = {"update": update, "position": [*position[:2], position[2] + 1], "curve": curve}
                 save_checkpoint(run_dir, carry, host)
             if why:
-                raise walltime.stopped(run_dir, update, why)
+                raise walltime.stopped(run_dir, update, why, deadline)
             if stop:
                 break
     return carry, curve

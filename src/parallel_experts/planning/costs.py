@@ -30,7 +30,7 @@ import pandas as pd
 from parallel_experts import study
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.definitions import family
-from parallel_experts.core.run_folder import records
+from parallel_experts.core.run_folder import attempts, records
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
 from parallel_experts.reporting import catalogue
@@ -214,8 +214,8 @@ class Rate:
 
 
 def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict[Job, float]:
-    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file), of the
-    run's present definition."""
+    """Seconds of every job that a run on `accelerator` timed in `results` (its Snakemake benchmark file, plus the
+    attempts before it that stopped at their time limit), of the run's present definition."""
     root = Path(results)
     snapshot = root / "config.json"
     if not snapshot.exists() or json.loads(snapshot.read_text()).get("accelerator") != accelerator:
@@ -225,7 +225,9 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
         path = root.parent / job.benchmark
         run_dir = job.run and root.parent / paths.run_dir(job.rule.split("_")[0], job.run.id)
         if path.exists() and (job.run is None or records(run_dir, job.run.to_dict())):
-            found[job] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1])
+            # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder.
+            earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if run_dir else 0
+            found[job] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) + earlier
     return found
 
 
@@ -290,7 +292,7 @@ def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], target
                                         "source", "seconds", "devices", "measured_seconds", "seeds",
                                         "budget", "runtime_s", "resubmissions"])
     table["device_hours"] = table["seconds"] * table["devices"] / 3600
-    table["attempts"] = attempts(table["seconds"], table["runtime_s"])
+    table["attempts"] = attempts_needed(table["seconds"], table["runtime_s"])
     table["finishes"] = table["attempts"] <= 1 + table["resubmissions"]
     table.attrs["targets"] = list(by_target)  # a target without timed jobs (allocations) still gets its row
     return table
@@ -299,7 +301,7 @@ def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], target
 USABLE = 0.9  # of an attempt's time limit, the share a job trains: start-up, compiling and the early stop take the rest
 
 
-def attempts(seconds: pd.Series, runtime_s: pd.Series) -> pd.Series:
+def attempts_needed(seconds: pd.Series, runtime_s: pd.Series) -> pd.Series:
     """Attempts a job needs to finish, each computing for USABLE of its time limit."""
     return np.maximum(1, np.ceil(seconds / (USABLE * runtime_s))).astype(int)
 

@@ -49,7 +49,7 @@ def assumptions(table: pd.DataFrame) -> pd.DataFrame:
 
 def over_time_limit(table: pd.DataFrame) -> pd.DataFrame:
     """Per rule, the jobs predicted to outlive their time limit: how many, the longest, the attempts it needs
-    (`costs.attempts`), the resubmissions the config allows, and how many jobs would still not finish."""
+    (`costs.attempts_needed`), the resubmissions the config allows, and how many jobs would still not finish."""
     distinct = table.drop_duplicates(["rule", "wildcards"])
     over = distinct[distinct["attempts"] > 1]
     return (over.groupby("rule")
@@ -63,13 +63,14 @@ def time_limit_lines(table: pd.DataFrame) -> list[str]:
     """`over_time_limit` in words: every rule with a job longer than its limit, and what to set."""
     lines = []
     for row in over_time_limit(table).itertuples():
-        lines.append(f"{row.jobs} {row.rule} jobs outlive their {fmt(row.runtime_hours)} h time limit (the longest: "
-                     f"{fmt(row.longest_hours)} h), needing up to {row.attempts} attempts; resubmissions: "
-                     f"{row.resubmissions}" + (f" -- {row.unfinished} would NOT finish: set resources.{resources.FAMILY[row.rule]}."
-                                               f"resubmissions >= {row.attempts - 1}"
-                                               if row.rule in resources.RESUMABLE else
-                                               f" -- they do NOT finish (no resume): raise their runtime")
-                     * bool(row.unfinished))
+        line = (f"{row.jobs} {row.rule} jobs outlive their {fmt(row.runtime_hours)} h time limit (the longest: "
+                f"{fmt(row.longest_hours)} h), needing up to {row.attempts} attempts; resubmissions: {row.resubmissions}")
+        if row.unfinished and row.rule in resources.RESUMABLE:
+            line += (f" -- {row.unfinished} would NOT finish: set resources.{resources.FAMILY[row.rule]}.resubmissions"
+                     f" >= {row.attempts - 1}")
+        elif row.unfinished:
+            line += " -- they do NOT finish (no resume): raise their runtime"
+        lines.append(line)
     return lines
 
 

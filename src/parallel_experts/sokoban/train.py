@@ -300,7 +300,7 @@ def train(
             if points % config.checkpoint_every == 0 or update >= total or stop or why:
                 save_checkpoint(run_dir, carry, {"update": update, "log": log.state()})
             if why:
-                raise walltime.stopped(run_dir, update, why)
+                raise walltime.stopped(run_dir, update, why, deadline)
             if stop:
                 break
     return carry, log
