@@ -40,7 +40,6 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
-from parallel_experts.core.walltime import Deadline
 from parallel_experts.lm import models, optim
 from parallel_experts.lm.models import RecurrentState
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
@@ -168,7 +167,7 @@ class Trainer:
 
 def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
           on_log: Callable[[dict], None] | None = None, stop_after: int | None = None,
-          deadline: Deadline | None = None) -> tuple[Carry, list[dict]]:
+          deadline: walltime.Deadline | None = None) -> tuple[Carry, list[dict]]:
     """Train to `config.updates`, resuming from `run_dir`'s checkpoint if there is one.
 
     `shards` are the training shards' tokens (already mapped to the model's vocabulary). `stop_after`

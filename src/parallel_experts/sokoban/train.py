@@ -29,7 +29,6 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
-from parallel_experts.core.walltime import Deadline
 from parallel_experts.results import paths, store
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, reset_where
@@ -249,7 +248,7 @@ def train(
     run_dir: str | Path,
     on_log: Callable[[dict], None] | None = None,
     stop_after: int | None = None,
-    deadline: Deadline | None = None,
+    deadline: walltime.Deadline | None = None,
 ) -> tuple[Carry, EpisodeLog]:
     """Train all `seeds` to `num_updates`, resuming from `run_dir`'s checkpoint if there is one.
 
