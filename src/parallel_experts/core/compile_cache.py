@@ -4,7 +4,8 @@ disk by the next instead of compiled again.
 
 `use` sets JAX's own environment variables before JAX is imported, so that every process started from this
 one (lm.throughput's fresh process per cell) compiles through the same cache. A cache that the caller chose
-(JAX_COMPILATION_CACHE_DIR already set, as tests/conftest.py does for a whole test session) is kept.
+(JAX_COMPILATION_CACHE_DIR already set, as tests/conftest.py does for a whole test session) is kept, and so is
+any other of these variables that the caller set.
 
 Many jobs reading and writing one folder at once is safe with the pinned JAX (0.10.2; jax/_src/lru_cache.py,
 compilation_cache.py and compiler.py). An entry is one file named by a SHA-256 key of the program, its compile
@@ -34,9 +35,10 @@ SETTINGS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
 
 def use(directory: str | Path | None) -> None:
-    """Compile through the persistent cache in `directory` (None: no cache), unless the caller chose one. Call it
-    before JAX is imported: JAX reads these variables once, on import (the CLI imports JAX only inside commands)."""
-    if directory is None or os.environ.get(CACHE_DIR):
-        return
-    # Absolute, so that a process that changes its working directory still finds it.
-    os.environ.update({CACHE_DIR: str(Path(directory).absolute())} | SETTINGS)
+    """Compile through the persistent cache in `directory` (None: no cache). A variable the caller set wins. Call
+    it before JAX is imported: JAX reads these variables once, on import (the CLI imports JAX inside commands)."""
+    values = dict(SETTINGS)
+    if directory is not None:  # absolute, so that a process that changes its working directory still finds it
+        values[CACHE_DIR] = str(Path(directory).absolute())
+    for name, value in values.items():
+        os.environ.setdefault(name, value)
