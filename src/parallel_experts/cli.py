@@ -19,7 +19,8 @@ from pathlib import Path
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
-from parallel_experts.core import budget
+from parallel_experts.core import budget, compile_cache
+from parallel_experts.results import paths as results_paths
 
 
 def parser() -> argparse.ArgumentParser:
@@ -199,6 +200,8 @@ def load_config(paths: Sequence[str]) -> dict:
         study.check(loaded)
     except ConfigError as error:
         raise ConfigError(f"{' + '.join(paths)}: {error}") from None
+    # Every command that compiles reads the config first, and imports JAX only after: here, the cache is set once.
+    compile_cache.use(loaded.get("compile_cache", results_paths.XLA_CACHE) or None)
     return loaded
 
 

@@ -8,6 +8,7 @@
     results/sokoban/probes/{run id}/{split}.nc     probe data of one run; scores.nc: its fitted probes
     results/{domain}/{dataset}.nc                  the datasets the reports read (sweeps, ablations, probes, ...)
     results/benchmarks/...                         Snakemake's timing of each job, which the planner reads
+    results/xla-cache/                             compiled programs, shared by every job (core.compile_cache)
 
 The workflow's rules build their patterns from these functions (`run_dir(domain, "{run}")`), the library its
 paths, so that the two cannot disagree.
@@ -18,6 +19,7 @@ from __future__ import annotations
 ROOT = "results"
 CONFIG_JSON = f"{ROOT}/config.json"
 LM_TOKENS = f"{ROOT}/lm/tokens"
+XLA_CACHE = f"{ROOT}/xla-cache"  # the default of the config's compile_cache
 # The datasets that reports read, one file each.
 SOKOBAN_SWEEP = f"{ROOT}/sokoban/sweep.nc"  # every run of the budget sweeps
 EXPERT_COUNT = f"{ROOT}/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)

@@ -1,0 +1,96 @@
+"""The compilation cache (core/compile_cache.py): the config's `compile_cache` sets it for every command that
+reads the config, a variable the caller set wins, and a second process training the same run loads every program
+from the folder the first one wrote instead of compiling it, and computes the same numbers."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+from parallel_experts import cli
+from parallel_experts.core import compile_cache
+
+SMOKE = str(REPO / "config/smoke.yaml")
+VARIABLES = (compile_cache.CACHE_DIR, *compile_cache.SETTINGS)
+
+# One process of the test below: the CLI's own set-up from the config, then a tiny language model trained to the
+# end (the programs of a real training job, at the tests' size), counting JAX's cache events.
+TRAIN = """
+import collections, json, sys
+from parallel_experts import cli
+cli.load_config(sys.argv[1:3])
+from jax import monitoring
+events = collections.Counter()
+monitoring.register_event_listener(lambda event, **_: events.update([event]))
+from helpers import model_config, shards, train_config
+from parallel_experts.lm import train
+carry, curve = train.train(train.Trainer(model_config(True), train_config(True)), shards(), sys.argv[3])
+print(json.dumps({"events": events, "loss": curve[-1]["loss"]}))
+"""
+
+
+@pytest.fixture
+def fresh_environment(monkeypatch):
+    """No cache variable set, as in a job's shell; whatever the test sets is undone after it."""
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def config_with(tmp_path: Path, text: str) -> list[str]:
+    override = tmp_path / "override.yaml"
+    override.write_text(text)
+    return [SMOKE, str(override)]
+
+
+def test_the_config_names_the_cache_folder(fresh_environment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli.load_config([SMOKE])  # no key: inside the results folder of the working directory
+    assert os.environ[compile_cache.CACHE_DIR] == str(tmp_path / "results/xla-cache")
+    assert os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+
+
+def test_a_relative_folder_is_made_absolute_and_false_means_none(fresh_environment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli.load_config(config_with(tmp_path, "compile_cache: shared/xla\n"))
+    assert os.environ[compile_cache.CACHE_DIR] == str(tmp_path / "shared/xla")
+    monkeypatch.delenv(compile_cache.CACHE_DIR)
+    cli.load_config(config_with(tmp_path, "compile_cache: false\n"))
+    assert compile_cache.CACHE_DIR not in os.environ
+
+
+def test_a_variable_the_caller_set_wins(fresh_environment, tmp_path, monkeypatch):
+    monkeypatch.setenv(compile_cache.CACHE_DIR, "/elsewhere")
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "2")
+    cli.load_config(config_with(tmp_path, f"compile_cache: {tmp_path / 'xla'}\n"))
+    assert os.environ[compile_cache.CACHE_DIR] == "/elsewhere"
+    assert os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "2"
+
+
+def test_a_second_process_loads_every_training_program_from_the_cache(tmp_path):
+    cache = tmp_path / "xla"
+    config = config_with(tmp_path, f"compile_cache: {cache}\n")
+    # The session's cache (tests/conftest.py) would win over the config's: the processes get none.
+    env = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO / "tests")])
+
+    def train(run_dir: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", TRAIN, *config, str(tmp_path / run_dir)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.splitlines()[-1])
+
+    first = train("first")
+    entries = list(cache.glob("*-cache"))
+    requests = first["events"]["/jax/compilation_cache/compile_requests_use_cache"]
+    assert requests > 0 and first["events"]["/jax/compilation_cache/cache_misses"] == len(entries) > 0
+    assert any(entry.name.startswith("jit__update-") for entry in entries)  # the optimiser step itself
+
+    second = train("second")
+    assert second["events"].get("/jax/compilation_cache/cache_misses", 0) == 0  # nothing compiled, nothing written
+    assert second["events"]["/jax/compilation_cache/cache_hits"] == requests
+    assert sorted(cache.glob("*-cache")) == sorted(entries)
+    assert second["loss"] == first["loss"]
