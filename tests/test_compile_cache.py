@@ -94,3 +94,13 @@ def test_a_second_process_loads_every_training_program_from_the_cache(tmp_path):
     assert second["events"]["/jax/compilation_cache/cache_hits"] == requests
     assert sorted(cache.glob("*-cache")) == sorted(entries)
     assert second["loss"] == first["loss"]
+
+
+def test_the_benchmarks_compile_without_the_cache_whatever_the_caller_set(monkeypatch):
+    """sokoban-bench and Tables 5 and 6 time compiling itself: a warm cache would make it a read."""
+    monkeypatch.setenv(compile_cache.CACHE_DIR, "/tmp/a-cache-the-caller-chose")
+    monkeypatch.delenv("JAX_ENABLE_COMPILATION_CACHE", raising=False)
+    compile_cache.off()
+    seen = subprocess.run([sys.executable, "-c", "import jax; print(jax.config.jax_enable_compilation_cache)"],
+                          capture_output=True, text=True, check=True, env=os.environ.copy()).stdout.strip()
+    assert seen == "False"

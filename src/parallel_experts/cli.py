@@ -456,6 +456,7 @@ def allocation(text: str) -> budget.Allocation:
 def sokoban_bench(args) -> int:
     from parallel_experts.sokoban import bench
 
+    compile_cache.off()
     return bench.run(args, load_config(args.config))
 
 
@@ -464,6 +465,7 @@ def lm_latency(args) -> int:
     from parallel_experts.lm import latency
     from parallel_experts.results import store
 
+    compile_cache.off()
     ds = latency.run(load_config(args.config))
     store.write_netcdf(ds, args.out)
     print(table5.printed(ds))
@@ -479,6 +481,7 @@ def lm_throughput(args) -> int:
     # Set before JAX starts its backend: on a GPU this process only coordinates, and the fresh process of each
     # cell must get the memory, not JAX's default preallocation of 75 % here.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    compile_cache.off()
     ds = throughput.run(load_config(args.config), args.tokens, batch_tokens=args.batch_tokens)
     store.write_netcdf(ds, args.out)
     print(table6.printed(ds))

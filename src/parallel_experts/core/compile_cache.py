@@ -42,3 +42,9 @@ def use(directory: str | Path | None) -> None:
         values[CACHE_DIR] = str(Path(directory).absolute())
     for name, value in values.items():
         os.environ.setdefault(name, value)
+
+
+def off() -> None:
+    """No persistent cache in this process or those it starts, whatever the caller set: for the benchmarks, whose
+    compile seconds (sokoban-bench, Table 5's first call) would otherwise time a read from the cache."""
+    os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
