@@ -11,8 +11,8 @@ from parallel_experts.core.walltime import Deadline
 
 
 @pytest.mark.parametrize("text, seconds", [("2-03:04:05", 2 * 86400 + 3 * 3600 + 4 * 60 + 5), ("03:04:05", 11045),
-                                           ("4:05", 245), ("59", 59), ("0:00", 0), ("UNLIMITED", None),
-                                           ("NOT_SET", None), ("INVALID", None), ("", None), ("1-x:00", None)])
+                                           ("4:05", 245), ("59", 59), ("0:00", 0), ("INVALID", 0),
+                                           ("UNLIMITED", None), ("NOT_SET", None), ("", None), ("1-x:00", None)])
 def test_squeue_time_left_in_seconds(text, seconds):
     assert walltime.parse_time_left(text) == seconds
 

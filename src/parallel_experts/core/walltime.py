@@ -60,7 +60,10 @@ def slurm_time_left() -> tuple[float | None, str]:
 
 
 def parse_time_left(text: str) -> float | None:
-    """squeue's %L ("2-03:04:05", "03:04:05", "04:05", "UNLIMITED", "NOT_SET", "INVALID") in seconds."""
+    """squeue's %L in seconds: "2-03:04:05", "03:04:05", "04:05"; "INVALID" once the job has run past its limit
+    (SLURM checks limits only every half minute or so): 0; "UNLIMITED", "NOT_SET" or anything else: None."""
+    if text == "INVALID":
+        return 0.0
     days, _, clock = text.rpartition("-")
     parts = clock.split(":")
     if not all(part.isdigit() for part in parts) or not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
