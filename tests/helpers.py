@@ -31,6 +31,15 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
                           capture_output=True, text=True, timeout=timeout)
 
 
+def planned_jobs(*args, configfile="config/smoke.yaml") -> dict[str, int]:
+    """Jobs per rule that a dry run of the smoke DAG (or of the targets among `args`) plans (its "Job stats")."""
+    run = snakemake("-n", *args, "--configfile", str(configfile))
+    if "Nothing to be done" in run.stdout + run.stderr:
+        return {}
+    table = run.stdout.split("Job stats:")[1].split("total")[0]
+    return {rule: int(count) for rule, count in (line.split() for line in table.splitlines()[3:] if line.strip())}
+
+
 # Runs the CLI with `save_checkpoint` wrapped so that the process SIGKILLs itself as soon as its first checkpoint
 # is on disk: the kill lands at the same point every time, however fast the rest of the run would be (a test that
 # polled for the checkpoint from outside once lost that race on a loaded machine and saw the run finish).

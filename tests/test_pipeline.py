@@ -3,24 +3,13 @@
 import json
 
 import pytest
-from helpers import REPO, snakemake
-from slurm_cluster import submitted_job_ids
+from helpers import REPO, planned_jobs, snakemake
 
 from parallel_experts.reporting import render as reports
 from parallel_experts.results import store
 from parallel_experts.sokoban.levels import LevelSet
 
 SMOKE = "config/smoke.yaml"
-LOCAL_RULES = {"all", "index"}  # run by Snakemake itself, never submitted
-
-
-def planned_jobs(*args, configfile=SMOKE) -> dict[str, int]:
-    """Jobs per rule that a dry run of the smoke DAG (or of the targets among `args`) plans (its "Job stats")."""
-    run = snakemake("-n", *args, "--configfile", str(configfile))
-    if "Nothing to be done" in run.stdout + run.stderr:
-        return {}
-    table = run.stdout.split("Job stats:")[1].split("total")[0]
-    return {rule: int(count) for rule, count in (line.split() for line in table.splitlines()[3:] if line.strip())}
 
 
 def check_outputs(workdir):
@@ -99,27 +88,3 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     assert planned_jobs("--directory", str(tmp_path), configfile=edited)["sokoban_train"] == jobs["sokoban_train"]
     edited.write_text((REPO / SMOKE).read_text().replace("Its numbers mean nothing.", "Nothing to see."))
     assert not {"sokoban_train", "lm_train"} & set(planned_jobs("--directory", str(tmp_path), configfile=edited))
-
-
-# Through SLURM: one run of each domain trained and evaluated, and one report: every resource family (train,
-# lm_train, default) and every kind of job that trains, evaluates or renders; the local test runs the whole DAG.
-SOKOBAN_RUN, LM_RUN = "convlstm/recurrent/small/L1-E1-d16", "recurrent/small/W16/L2-E1-d16"
-SLURM_TARGETS = (f"results/sokoban/runs/{SOKOBAN_RUN}/eval.nc", f"results/lm/runs/{LM_RUN}/validation.nc",
-                 "reports/allocations.html")
-
-
-@pytest.mark.slurm
-def test_smoke_jobs_run_through_slurm(slurm_cluster, tmp_path):
-    workdir = tmp_path / "run"
-    jobs = planned_jobs("--directory", str(workdir), *SLURM_TARGETS)
-    assert {"sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate", "report"} <= set(jobs), jobs
-    run = snakemake("--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile", *SLURM_TARGETS,
-                    "--configfile", SMOKE, "--directory", str(workdir), timeout=1200)  # SLURM adds per-job latency
-    assert run.returncode == 0, run.stderr[-3000:]
-    evaluation = store.open_dataset(workdir / SLURM_TARGETS[0])  # every test level once per seed and mode
-    assert evaluation["level"].values.tolist() == list(range(20)) and evaluation.sizes["mode"] == 2
-    assert store.open_dataset(workdir / SLURM_TARGETS[1])["scored_tokens"].item() == (78 - 1) * 4 * 64
-    page = (workdir / SLURM_TARGETS[2]).read_text()
-    assert reports.offline(page) == page
-    # Every job went through sbatch except the local rules (the targets).
-    assert len(submitted_job_ids(slurm_cluster)) == sum(n for rule, n in jobs.items() if rule not in LOCAL_RULES)

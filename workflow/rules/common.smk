@@ -65,7 +65,9 @@ def threads(rule):
 
 
 def retries(rule):
-    return job_resources.resubmissions(config, rule)
+    # Only the Snakemake that submits jobs resubmits them: Snakemake applies a rule's `retries` in a job step on a
+    # node too, where it would rerun a trainer that stopped before the time limit inside the same allocation.
+    return job_resources.resubmissions(config, rule) if workflow.is_main_process else 0
 
 
 def config_files():
