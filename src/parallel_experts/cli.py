@@ -60,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
                    "and job), check.csv (every timed job beside its predictions)")
     p.add_argument("targets", nargs="*", help="named targets (fig2, table5, ...); default: every one")
 
+    p = command("rehearse", rehearse, "compile every distinct program of the config's DAG at its exact shapes with "
+                "abstract inputs; per program: compile seconds, parameters, XLA's FLOPs and memory per device (JSON)")
+    add_config(p)
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="+", metavar="KEY", help="compile only the programs with these keys")
+
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)
     p.add_argument("--out", required=True)
@@ -229,6 +235,21 @@ def plan(args) -> int:
     print(tables.printed(table, tables.unit(loaded), args.jobs))
     if args.out:
         tables.write(loaded, table, costs.held_out(loaded, timed), args.out)
+    return 0
+
+
+def rehearse(args) -> int:
+    loaded = load_config(args.config)
+    # A job that splits its data over N GPUs is compiled for N devices; on a CPU the host can pose as N devices,
+    # if told before JAX starts.
+    devices = max(1, *(spec["gpus"] for spec in loaded["resources"].values()))
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    from parallel_experts import rehearsal
+
+    records = rehearsal.rehearse(loaded, args.out, keys=set(args.only) if args.only else None)
+    failed = [r for r in records if "error" in r]
+    print(f"{args.out}: {len(records) - len(failed)} programs compiled on {records[0]['backend'] if records else '-'}"
+          + (f", {len(failed)} not ({failed[0]['error']})" if failed else ""))
     return 0
 
 
