@@ -235,7 +235,19 @@ def plan(args) -> int:
     print(tables.printed(table, tables.unit(loaded), args.jobs))
     if args.out:
         tables.write(loaded, table, costs.held_out(loaded, timed), args.out)
+    _plan_memory(loaded, table, Path(args.directory) / paths.rehearsal(loaded["scale"]), args.out)
     return 0
+
+
+def _plan_memory(loaded, table, rehearsal_path: Path, out: str | None) -> None:
+    """Each job's rehearsed peak memory beside its device's (planning.memory), printed and written beside the plan."""
+    from parallel_experts.planning import memory
+
+    rehearsal = memory.read_rehearsal(rehearsal_path)
+    frame = memory.per_job(loaded, table, rehearsal)
+    print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))
+    if out:
+        memory.write(frame, rehearsal, out)
 
 
 def rehearse(args) -> int:

@@ -56,7 +56,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:
-                train = throughput.trainer(model, context, spec["batch_tokens"]).config
+                train = throughput.train_config(model, context, spec["batch_tokens"])
                 yield train_update(model, train, 1, "lm_throughput"), ("lm_throughput", "")
                 if train.warmup:
                     yield train_advance(model, train, 1, "lm_throughput"), ("lm_throughput", "")
