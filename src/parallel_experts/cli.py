@@ -65,6 +65,10 @@ def parser() -> argparse.ArgumentParser:
     add_config(p)
     p.add_argument("--out", required=True)
     p.add_argument("--only", nargs="+", metavar="KEY", help="compile only the programs with these keys")
+    p.add_argument("--levels", help="the Sokoban training level set (sokoban-levels): also run training updates for "
+                   "real at the config's shapes (rehearsal_updates)")
+    p.add_argument("--run-dir", help="where those runs checkpoint")
+    p.add_argument("--seeds", type=int, help="train this many of each run's seeds (default: all)")
 
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)
@@ -259,6 +263,15 @@ def rehearse(args) -> int:
     from parallel_experts import rehearsal
 
     records = rehearsal.rehearse(loaded, args.out, keys=set(args.only) if args.only else None)
+    if args.levels:
+        from parallel_experts import rehearsal_updates
+        from parallel_experts.sokoban.levels import LevelSet
+
+        if not args.run_dir:
+            raise ConfigError("rehearse: --levels needs --run-dir, where the runs checkpoint")
+        updates = rehearsal_updates.run_all(loaded, records, LevelSet.load(args.levels).levels, args.run_dir,
+                                            args.seeds)
+        rehearsal.write(loaded, records, args.out, updates)
     failed = [r for r in records if "error" in r]
     print(f"{args.out}: {len(records) - len(failed)} programs compiled on {records[0]['backend'] if records else '-'}"
           + (f", {len(failed)} not ({failed[0]['error']})" if failed else ""))

@@ -70,8 +70,14 @@ def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] =
     for index, program in enumerate(chosen, 1):
         record = compile_program(program)
         records.append(record)
-        atomic.write_text(out, json.dumps({"scale": config["scale"], "programs": records}, indent=1))
+        write(config, records, out)
         what = record.get("error") or (f"{record['compile_seconds']:.1f} s, {record['peak_bytes'] / 2**30:.3f} GiB "
                                        f"per device, {record['parameters']:,} parameters")
         progress(f"[{index}/{len(chosen)}] {program.key}: {what}")
     return records
+
+
+def write(config: Mapping, records: list[dict], out: str | Path, updates: list[dict] | None = None) -> None:
+    """The rehearsal's file: the config's scale, every compiled program's record and the updates run for real."""
+    found = {"scale": config["scale"], "programs": records} | ({"updates": updates} if updates is not None else {})
+    atomic.write_text(out, json.dumps(found, indent=1))
