@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 
-from helpers import REPO
+from helpers import REPO, snakemake
 from parallel_experts import rehearsal
 from parallel_experts.config import files
 from parallel_experts.lm import flops as lm_flops
@@ -39,12 +40,13 @@ def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
     assert set(map(tuple, chance.jobs)) == evaluations and len(evaluations) == 4
 
 
+@pytest.mark.pipeline
 def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_that_do_not_fit(tmp_path):
-    out = tmp_path / paths.rehearsal("smoke")
-    done = subprocess.run([sys.executable, "-m", "parallel_experts", "rehearse", "--config", str(SMOKE), "--out",
-                           str(out)], capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    records = json.loads(out.read_text())["programs"]
+    done = snakemake("rehearsal", "--cores", "2", "--configfile", str(SMOKE), "--directory", str(tmp_path),
+                     timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
+    records = rehearsed["programs"]
     assert len(records) == len(rehearsal.programs(files.load([SMOKE])))
     for record in records:
         assert "error" not in record and record["backend"] == "cpu" and record["compile_seconds"] > 0
@@ -53,6 +55,9 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     # The training update donates its carry: XLA aliases it to the output (an LM update's parameters at least).
     update = next(r for r in records if r["key"].startswith("lm_train/update/"))
     assert update["memory"]["alias"] >= 4 * update["parameters"]
+    # One budget, so it is the largest: one update of its run predicted the least memory, for real.
+    [real] = rehearsed["updates"]
+    assert real["finite"] and real["resumed_equal"] and real["checkpoint_update"] == real["updates"] == 1
 
     # A device of 1 MB: every job whose largest program plans more is marked, and only those.
     config = yaml.safe_load(SMOKE.read_text())

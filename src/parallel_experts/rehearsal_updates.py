@@ -12,6 +12,7 @@ per-seed shapes unchanged, where the machine cannot hold them all.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +56,7 @@ def train_for_real(run, levels: np.ndarray, count: int, updates: int, run_dir: s
     table = np.resize(levels, (count, *levels.shape[1:]))  # a partial copy of the split, tiled to its size
     config = dataclasses.replace(run.train, log_interval=updates, checkpoint_every=1)
     chosen = run.seeds[:seeds] if seeds else run.seeds
+    shutil.rmtree(run_dir, ignore_errors=True)  # a scratch folder: the updates run from the start every time
     start = time.perf_counter()
     trainer = train.Trainer(run.agent, config, table)
     carry, log = train.train(trainer, chosen, run_dir, stop_after=1)

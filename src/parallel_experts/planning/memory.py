@@ -72,6 +72,8 @@ def read(folder: str | Path) -> tuple[str, pd.DataFrame] | None:
         return None
     found = pd.read_csv(path, skiprows=1, keep_default_na=False, na_values=[""])
     found["wildcards"] = found["wildcards"].fillna("")
+    # True, False or empty (unknown): read back as pandas' nullable booleans whichever of them the file holds
+    found["fits"] = found["fits"].map(lambda v: {"True": True, "False": False}.get(str(v), pd.NA)).astype("boolean")
     return path.read_text().splitlines()[0].split("=", 1)[1], found
 
 
@@ -86,8 +88,16 @@ def summary(frame: pd.DataFrame, backend_name: str) -> list[str]:
     for rule, group in rehearsed.groupby("rule"):
         top = group.loc[group["peak_bytes"].idxmax()]
         limit = f" of the {top['device']}'s {top['memory_gb']:g} GB" if not pd.isna(top["memory_gb"]) else ""
-        lines.append(f"{rule}: largest {top['peak_bytes'] / 1e9:,.2f} GB{limit} ({top['wildcards'] or 'its one job'})")
-    over = rehearsed[rehearsed["fits"].astype("boolean") == False]  # noqa: E712 (NA is neither)
-    lines.append(f"{len(over)} jobs would not fit their device" + (": " + "; ".join(
-        f"{row.rule} {row.wildcards} ({row.peak_bytes / 1e9:,.1f} GB)" for row in over.itertuples()) if len(over) else ""))
+        lines.append(f"{rule}: largest {size(top['peak_bytes'])}{limit} ({top['wildcards'] or 'its one job'})")
+    judged = rehearsed[rehearsed["fits"].notna()]
+    if judged.empty:
+        return lines + ["no device memory given (plan.<family>.memory_gb): no job is marked"]
+    over = judged[~judged["fits"].astype(bool)]
+    lines.append(f"{len(over)} of {len(judged)} jobs would not fit their device" + (": " + "; ".join(
+        f"{row.rule} {row.wildcards} ({size(row.peak_bytes)})" for row in over.itertuples()) if len(over) else ""))
     return lines
+
+
+def size(n: float) -> str:
+    """Bytes in words: "24.3 MB", "14.83 GB"."""
+    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
