@@ -122,3 +122,30 @@ def test_a_paper_lm_program_compiles_at_its_exact_shape():
     block = d * d + 2 * d * kv + d * d + 2 * d * 4 * d
     assert record["parameters"] == 2 * vocab * d + 16 * block == 181_075_968
     assert record["memory"]["argument"] >= 2 * record["parameters"]  # bfloat16 weights
+
+
+def test_every_view_accepts_the_stand_in_levels():
+    """The programs are built on a stand-in level table; the demo's 6×6 view must accept it as the real levels."""
+    from parallel_experts.sokoban import env as sokoban_env
+
+    for view in (6, 10):
+        sokoban_env.check_view(sokoban_programs.dummy_levels(3), view)
+
+
+def test_the_real_updates_train_the_largest_run_of_each_budget_and_kind_and_one_small_large_one():
+    config = files.load([PAPER])
+    from parallel_experts import rehearsal_updates
+    from parallel_experts.sokoban import experiment
+
+    runs = experiment.runs(config)
+    peak = {run.id: run.agent.depth * run.agent.experts * run.agent.width + run.agent.recurrent for run in runs}
+    records = [{"rule": "sokoban_train", "jobs": [["sokoban_train", f"run={run_id}"]], "peak_bytes": bytes_}
+               for run_id, bytes_ in peak.items()]
+    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(config, records)]
+    expected = []
+    for budget in ("small", "medium"):
+        for kind in ("convglu", "convlstm"):
+            members = [run.id for run in runs if run.budget == budget and run.agent.expert == kind]
+            expected.append((max(members, key=peak.get), 2))
+    large = [run.id for run in runs if run.budget == "large"]
+    assert chosen == expected + [(min(large, key=peak.get), 1)]

@@ -37,15 +37,14 @@ def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -
     channels = config["sokoban"]["encoder_channels"]
     names = [b.name for b in sorted(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))]
     found = []
-    for name in names:
-        last = name == names[-1]
+    for name in names[:-1]:
         for kind in sorted({run.agent.expert for run in sweep}):
             members = [run for run in sweep if run.budget == name and run.agent.expert == kind]
             if members:
-                pick = (min if last else max)(members, key=lambda run: peak[run.id])
-                found.append((pick, 1 if last else updates))
-            if last and members:
-                break  # one program of the largest budget
+                found.append((max(members, key=lambda run: peak[run.id]), updates))
+    largest = [run for run in sweep if run.budget == names[-1]]
+    if largest:
+        found.append((min(largest, key=lambda run: peak[run.id]), 1))
     return found
 
 

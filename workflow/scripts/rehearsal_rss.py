@@ -1,6 +1,7 @@
 """Check the rehearsal's memory estimate against a real job: XLA's planned peak of a Sokoban run's training programs
-beside the peak resident memory of the real `sokoban-train` command for that run (and of a process that only loads
-the same libraries and levels, the part of the RSS that no program plan counts).
+beside the peak resident memory of the real `sokoban-train` command for that run, and of the rehearsal of the same
+programs (the same libraries, levels aside, and the same compilation, nothing run: the part of the job's RSS that
+no program plan counts).
 
     python workflow/scripts/rehearsal_rss.py --config config/config.yaml --run convlstm/recurrent/small/L1-E4-d8
 
@@ -16,16 +17,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-BASELINE = """
-import sys
-import jax, numpy as np
-from parallel_experts.sokoban import train
-from parallel_experts.sokoban.levels import LevelSet
-jax.numpy.zeros(1).block_until_ready()
-LevelSet.load(sys.argv[1])
-"""
-
 
 def peak_rss(command: list[str]) -> int:
     """Peak resident bytes of `command`, run to the end as a child of a fresh helper (so it is the only child)."""
@@ -53,19 +44,18 @@ def main() -> None:
         levels = folder / "train.npz"
         subprocess.run([*cli, "sokoban-levels", "--source", json.dumps(config["sokoban"]["levels"]["train"]),
                         "--out", str(levels)], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([*cli, "rehearse", "--config", args.config, "--out", str(folder / "rehearsal.json"),
-                        "--only", *keys], check=True, stdout=subprocess.DEVNULL)
+        baseline = peak_rss([*cli, "rehearse", "--config", args.config, "--out", str(folder / "rehearsal.json"),
+                             "--only", *keys])
         records = json.loads((folder / "rehearsal.json").read_text())["programs"]
         planned = max(r["peak_bytes"] for r in records)
-        baseline = peak_rss([sys.executable, "-c", BASELINE, str(levels)])
         job = peak_rss([*cli, "sokoban-train", "--config", args.config, "--run", args.run, "--levels", str(levels),
                         "--run-dir", str(folder / "run")])
     seeds = len(experiment.runs_by_id(config)[args.run].seeds)
     print(f"run {args.run} ({seeds} seeds), programs: {', '.join(keys)}")
     print(f"XLA's planned peak (largest program): {planned / 2**20:9.1f} MiB")
     print(f"peak RSS of the real job:              {job / 2**20:9.1f} MiB  (x{job / planned:.2f} of the plan)")
-    print(f"peak RSS of libraries and levels only: {baseline / 2**20:9.1f} MiB")
-    print(f"job RSS minus that baseline:           {(job - baseline) / 2**20:9.1f} MiB  "
+    print(f"peak RSS of its rehearsal (compiled):  {baseline / 2**20:9.1f} MiB")
+    print(f"job RSS minus the rehearsal's:         {(job - baseline) / 2**20:9.1f} MiB  "
           f"(x{(job - baseline) / planned:.2f} of the plan)")
 
 

@@ -29,6 +29,7 @@ from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, experiment, probes
 from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.boxoban import SPLIT_LEVELS
+from parallel_experts.sokoban.levels import FIXED, WALL
 from parallel_experts.sokoban.settings import REPRESENTATIONS, AgentConfig, ProbeConfig
 from parallel_experts.sokoban.train import Trainer
 
@@ -92,8 +93,11 @@ def _channels(agent: AgentConfig, representation: str) -> int:
 
 
 def dummy_levels(count: int = 1) -> np.ndarray:
-    """A table of empty levels: a job's programs depend on its table's shape, not on the levels in it."""
-    return np.zeros((count, *GRID), np.uint8)
+    """A table of levels that are all wall, which any view accepts (env.check_view): a job's programs depend on
+    its table's shape, not on the levels in it."""
+    levels = np.zeros((count, *GRID), np.uint8)
+    levels[..., FIXED] = WALL
+    return levels
 
 
 def train_update(agent: AgentConfig, train, seeds: int, levels: int, length: int) -> Program:
