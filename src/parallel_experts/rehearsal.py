@@ -2,8 +2,9 @@
 allocated, not even the paper's 900k-level table) and compiled on the local backend, with what XLA says of it.
 
 `python -m parallel_experts rehearse --config FILE --out results/rehearsal/SCALE.json` (the `rehearsal` target).
-Per program: the jobs that run it, compile seconds, the parameter count of its model, XLA's FLOP count (its cost
-analysis: the body of every loop counted once, see `core.benchmarking`) and XLA's memory analysis per device
+Per program: the jobs that run it, compile seconds (and, apart, the seconds to build and lower it), the parameter
+count of its model, XLA's FLOP count (its cost analysis: the body of every loop counted once, see
+`core.benchmarking`) and XLA's memory analysis per device
 (arguments, outputs, temporaries, aliases, generated code), and the backend that compiled it. A program whose job
 splits its data over more devices than the backend has is recorded with the reason and not compiled (on a CPU,
 `--xla_force_host_platform_device_count` gives the host as many devices; the CLI sets it from the config).

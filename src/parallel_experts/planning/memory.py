@@ -83,8 +83,9 @@ def summary(frame: pd.DataFrame, backend_name: str) -> list[str]:
     rehearsed = frame[frame["programs"] > 0]
     if rehearsed.empty:
         return ["No rehearsal of this config yet (`snakemake rehearsal`): no job's memory is predicted."]
+    cpu = " (the CPU compiler's figures, not a GPU's)" if backend_name == "cpu" else ""
     lines = [f"{len(rehearsed)} of {len(frame)} jobs rehearsed; peak memory per device from XLA's plan on the "
-             f"{backend_name} backend" + (" (the CPU compiler's figures, not a GPU's)" if backend_name == "cpu" else "")]
+             f"{backend_name} backend{cpu}"]
     for rule, group in rehearsed.groupby("rule"):
         top = group.loc[group["peak_bytes"].idxmax()]
         limit = f" of the {top['device']}'s {top['memory_gb']:g} GB" if not pd.isna(top["memory_gb"]) else ""
