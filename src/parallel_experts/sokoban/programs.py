@@ -71,9 +71,9 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
         return
     fit = ProbeConfig(**sokoban["probes"].get("fit", {}))
     for run in probed:
-        for split, count in experiment.probe_episodes(config).items():
-            played = count if count is not None else levels[experiment.PROBE_SPLITS[split]]
-            job = ("sokoban_probe_data", f"run={run.id}, split={split}")
+        for split_name, count in experiment.probe_episodes(config).items():
+            played = count if count is not None else levels[experiment.PROBE_SPLITS[split_name]]
+            job = ("sokoban_probe_data", f"run={run.id}, split={split_name}")
             for chunk in chunks(played):
                 yield play(run.agent, run.train, chunk, record=True), job
                 yield control(run.agent, run.train, chunk), job
