@@ -25,6 +25,7 @@ include: "workflow/rules/lm.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/reports.smk"
+include: "workflow/rules/rehearsal.smk"
 
 
 localrules:

@@ -62,6 +62,16 @@ def parser() -> argparse.ArgumentParser:
                    "and job), check.csv (every timed job beside its predictions)")
     p.add_argument("targets", nargs="*", help="named targets (fig2, table5, ...); default: every one")
 
+    p = command("rehearse", rehearse, "compile every distinct program of the config's DAG at its exact shapes with "
+                "abstract inputs; per program: compile seconds, parameters, XLA's FLOPs and memory per device (JSON)")
+    add_config(p)
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="+", metavar="KEY", help="compile only the programs with these keys")
+    p.add_argument("--levels", help="the Sokoban training level set (sokoban-levels): also run training updates for "
+                   "real at the config's shapes (rehearsal_updates)")
+    p.add_argument("--run-dir", help="where those runs checkpoint")
+    p.add_argument("--seeds", type=int, help="train this many of each run's seeds (default: all)")
+
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)
     p.add_argument("--out", required=True)
@@ -241,6 +251,43 @@ def plan(args) -> int:
     print(tables.printed(table, tables.unit(loaded), args.jobs, calibration))
     if args.out:
         tables.write(loaded, table, costs.held_out(loaded, timed), calibration, args.out)
+    _plan_memory(loaded, table, Path(args.directory) / paths.rehearsal(loaded["scale"]), args.out)
+    return 0
+
+
+def _plan_memory(loaded, table, rehearsal_path: Path, out: str | None) -> None:
+    """Each job's rehearsed peak memory beside its device's (planning.memory), printed and written beside the plan."""
+    from parallel_experts.planning import memory
+
+    rehearsal = memory.read_rehearsal(rehearsal_path)
+    frame = memory.per_job(loaded, table, rehearsal)
+    print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))
+    if out:
+        memory.write(frame, rehearsal, out)
+
+
+def rehearse(args) -> int:
+    compile_cache.off()  # compile seconds are what a rehearsal measures, not reads from the cache
+    loaded = load_config(args.config)
+    # A job that splits its data over N GPUs is compiled for N devices; on a CPU the host can pose as N devices,
+    # if told before JAX starts.
+    devices = max(1, *(spec["gpus"] for spec in loaded["resources"].values()))
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    from parallel_experts import rehearsal
+
+    records = rehearsal.rehearse(loaded, args.out, keys=set(args.only) if args.only else None)
+    if args.levels:
+        from parallel_experts import rehearsal_updates
+        from parallel_experts.sokoban.levels import LevelSet
+
+        if not args.run_dir:
+            raise ConfigError("rehearse: --levels needs --run-dir, where the runs checkpoint")
+        updates = rehearsal_updates.run_all(loaded, records, LevelSet.load(args.levels).levels, args.run_dir,
+                                            args.seeds)
+        rehearsal.write(loaded, records, args.out, updates)
+    failed = [r for r in records if "error" in r]
+    print(f"{args.out}: {len(records) - len(failed)} programs compiled on {records[0]['backend'] if records else '-'}"
+          + (f", {len(failed)} not ({failed[0]['error']})" if failed else ""))
     return 0
 
 

@@ -22,6 +22,10 @@ rule plan_costs:
     input:
         config=CONFIG_JSON,
         after=list(REPORTS["claims"].inputs.values()),
+        # the rehearsals' predicted memory, where `snakemake rehearsal` has run (opt-in): a newer one replans
+        rehearsed=lambda wildcards: [
+            path for path in {paths.rehearsal(config["scale"]), paths.rehearsal("paper")} if Path(path).exists()
+        ],
     output:
         here=[f"{paths.PLAN}/{name}.csv" for name in plan.FILES],
         there=[f"{paths.PAPER_PLAN}/{name}.csv" for name in plan.FILES],

@@ -38,13 +38,16 @@ from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.train import Trainer
 
 
+def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> TrainConfig:
+    """The training settings of one cell: B = batch_tokens / C streams of C tokens in one microbatch."""
+    return TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
+                       batch_tokens=batch_tokens, microbatch=batch_tokens // context,
+                       train_tokens=batch_tokens * 1000)
+
+
 def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
-    """The training job (`lm.train.Trainer`) of one cell: B = batch_tokens / C streams of C tokens in one
-    microbatch."""
-    config = TrainConfig(sequence=context, memory=context if model_config.recurrent else 0,
-                         batch_tokens=batch_tokens, microbatch=batch_tokens // context,
-                         train_tokens=batch_tokens * 1000)
-    return Trainer(model_config, config)
+    """The training job (`lm.train.Trainer`) of one cell (`train_config`)."""
+    return Trainer(model_config, train_config(model_config, context, batch_tokens))
 
 
 def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int

@@ -83,3 +83,8 @@ def probe_scores(run: str) -> str:
 def benchmark(rule: str, **wildcards: str) -> str:
     """A timed job's benchmark file: `benchmark("sokoban_train", run="{run}")` is the rule's pattern."""
     return f"{ROOT}/benchmarks/{BENCHMARKS[rule].format(**wildcards)}.tsv"
+
+
+def rehearsal(scale: str) -> str:
+    """The rehearsal of a config of scale `scale`: every distinct program compiled, with XLA's memory per device."""
+    return f"{ROOT}/rehearsal/{scale}.json"

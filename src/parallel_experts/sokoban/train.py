@@ -84,7 +84,9 @@ class Trainer:
         # constant embedded in the program: `run_updates(trainer.levels, carry)`.
         self.levels = jnp.asarray(levels, jnp.uint8)
         self.env = sokoban_env.make_env(self.levels, reward=train_config.reward, time_limit=train_config.time_limit)
-        _, self.static = eqx.partition(Agent(agent_config, jax.random.PRNGKey(0)), eqx.is_array)
+        # The agent's structure only: built abstractly, nothing initialised (`init` draws each seed's weights).
+        _, self.static = eqx.partition(eqx.filter_eval_shape(Agent, agent_config, jax.random.PRNGKey(0)),
+                                       lambda x: isinstance(x, jax.ShapeDtypeStruct))
         schedule = optax.linear_schedule(train_config.learning_rate, 0.0, train_config.num_updates)
         self.optimizer = optax.chain(optax.clip_by_global_norm(train_config.max_grad_norm),
                                      optax.adam(schedule, eps=train_config.adam_eps))

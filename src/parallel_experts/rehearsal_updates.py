@@ -1,0 +1,82 @@
+"""The rehearsal's real part: Sokoban training updates run at a config's exact shapes, where they fit this machine.
+
+For every Sokoban budget but the largest, and every expert kind, the run whose training update the rehearsal
+predicts the most memory for trains `updates` updates for real (the paper: two); of the largest budget, the run
+predicted the least memory trains one. Each checks a finite loss and a checkpoint written and read back at that
+shape (`sokoban.train.train(..., stop_after=1)`, `core.checkpoint`). The training levels are the config's; a
+table with fewer levels than the config's source holds (a partial local copy) is tiled to the source's count, so
+that the table has its exact shape. `seeds` (default: the run's own) trains fewer seeds under the same vmap, the
+per-seed shapes unchanged, where the machine cannot hold them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from parallel_experts.core.checkpoint import load_checkpoint
+from parallel_experts.core.budget import budgets, sokoban_work
+from parallel_experts.sokoban import experiment, programs, train
+
+
+def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:
+    """(run, updates to train) of every budget and expert kind as the module says, from the rehearsal's records."""
+    peak = {}
+    for record in records:
+        if record["rule"] == "sokoban_train" and "peak_bytes" in record:
+            for _, wildcards in record["jobs"]:
+                run_id = wildcards.removeprefix("run=")
+                peak[run_id] = max(peak.get(run_id, 0), record["peak_bytes"])
+    sweep = [run for run in experiment.runs(config) if run.id in peak]
+    channels = config["sokoban"]["encoder_channels"]
+    names = [b.name for b in sorted(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))]
+    found = []
+    for name in names[:-1]:
+        for kind in sorted({run.agent.expert for run in sweep}):
+            members = [run for run in sweep if run.budget == name and run.agent.expert == kind]
+            if members:
+                found.append((max(members, key=lambda run: peak[run.id]), updates))
+    largest = [run for run in sweep if run.budget == names[-1]]
+    if largest:
+        found.append((min(largest, key=lambda run: peak[run.id]), 1))
+    return found
+
+
+def train_for_real(run, levels: np.ndarray, count: int, updates: int, run_dir: str | Path,
+                   seeds: int | None = None) -> dict:
+    """`updates` updates of `run` in one compiled call at the config's shapes (a table of `count` levels), a
+    checkpoint written and read back; what happened, in numbers."""
+    table = np.resize(levels, (count, *levels.shape[1:]))  # a partial copy of the split, tiled to its size
+    config = dataclasses.replace(run.train, log_interval=updates, checkpoint_every=1)
+    chosen = run.seeds[:seeds] if seeds else run.seeds
+    shutil.rmtree(run_dir, ignore_errors=True)  # a scratch folder: the updates run from the start every time
+    start = time.perf_counter()
+    trainer = train.Trainer(run.agent, config, table)
+    carry, log = train.train(trainer, chosen, run_dir, stop_after=1)
+    seconds = time.perf_counter() - start
+    restored, host = load_checkpoint(Path(run_dir), carry)
+    same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(carry), jax.tree.leaves(restored)))
+    losses = np.asarray(log.curve[-1]["loss"])
+    return {"run": run.id, "seeds": len(chosen), "updates": updates, "levels": count, "seconds": seconds,
+            "loss": losses.tolist(), "finite": bool(np.isfinite(losses).all()), "checkpoint_update": host["update"],
+            "resumed_equal": same}
+
+
+def run_all(config: Mapping, records: Sequence[Mapping], levels: np.ndarray, folder: str | Path,
+            seeds: int | None = None, progress: Callable[[str], None] = print) -> list[dict]:
+    """`train_for_real` for every run `chosen_runs` picks, each in its own folder under `folder`."""
+    count = programs.level_count(config["sokoban"]["levels"]["train"])
+    found = []
+    for run, updates in chosen_runs(config, records):
+        result = train_for_real(run, levels, count, updates, Path(folder) / run.id, seeds)
+        found.append(result)
+        progress(f"{run.id}: {updates} updates of {result['seeds']} seeds in {result['seconds']:.0f} s, loss "
+                 f"{result['loss']}, checkpoint at update {result['checkpoint_update']} read back "
+                 f"{'equal' if result['resumed_equal'] else 'DIFFERENT'}")
+    return found

@@ -1,0 +1,151 @@
+"""The rehearsal (src/parallel_experts/rehearsal.py): every distinct program of a config's DAG compiled with abstract
+inputs, and the plan's memory check that reads its file (planning/memory.py)."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from helpers import REPO, snakemake
+from parallel_experts import rehearsal
+from parallel_experts.config import files
+from parallel_experts.lm import flops as lm_flops
+from parallel_experts.lm import programs as lm_programs
+from parallel_experts.planning import costs, memory
+from parallel_experts.results import paths
+from parallel_experts.sokoban import flops as sokoban_flops
+from parallel_experts.sokoban import programs as sokoban_programs
+
+SMOKE, PAPER = REPO / "config/smoke.yaml", REPO / "config/paper.yaml"
+
+
+def planned_jobs(config) -> set[tuple[str, str]]:
+    """The planner's enumeration of the DAG's timed jobs (rule, wildcards), independent of the rehearsal's."""
+    by_result = costs.jobs_by_result(config, costs.Counters(sokoban_flops, lm_flops))
+    return {(job.rule, job.wildcards) for jobs in by_result.values() for job in jobs}
+
+
+def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
+    config = files.load([SMOKE])
+    programs = rehearsal.programs(config)
+    keys = [program.key for program in programs]
+    assert len(keys) == len(set(keys))
+    assert {tuple(job) for program in programs for job in program.jobs} == planned_jobs(config)
+    # a program that many jobs run is listed once, with all of them: the chance level of every evaluation
+    [chance] = [program for program in programs if "/chance/" in program.key]
+    evaluations = {job for job in planned_jobs(config) if job[0] == "sokoban_evaluate"}
+    assert set(map(tuple, chance.jobs)) == evaluations and len(evaluations) == 4
+
+
+@pytest.mark.pipeline
+def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_that_do_not_fit(tmp_path):
+    done = snakemake("rehearsal", "--cores", "2", "--configfile", str(SMOKE), "--directory", str(tmp_path),
+                     timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
+    records = rehearsed["programs"]
+    assert len(records) == len(rehearsal.programs(files.load([SMOKE])))
+    for record in records:
+        assert "error" not in record and record["backend"] == "cpu" and record["compile_seconds"] > 0
+        m = record["memory"]
+        assert record["peak_bytes"] == m["argument"] + m["output"] + m["temp"] - m["alias"] + m["generated_code"] > 0
+    # The training update donates its carry: XLA aliases it to the output (an LM update's parameters at least).
+    update = next(r for r in records if r["key"].startswith("lm_train/update/"))
+    assert update["memory"]["alias"] >= 4 * update["parameters"]
+    # One budget, so it is the largest: one update of its run predicted the least memory, for real.
+    [real] = rehearsed["updates"]
+    assert real["finite"] and real["resumed_equal"] and real["checkpoint_update"] == real["updates"] == 1
+
+    # A device of 1 MB: every job whose largest program plans more is marked, and only those.
+    config = yaml.safe_load(SMOKE.read_text())
+    config["plan"]["default"]["memory_gb"] = 1e-3
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(small), "--directory",
+                           str(tmp_path), "--out", str(tmp_path / "plan")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    backend, jobs = memory.read(tmp_path / "plan")
+    assert backend == "cpu" and "from XLA's plan on the cpu backend" in done.stdout
+    assert (jobs["programs"] > 0).all()
+    largest = {}
+    for record in records:
+        for rule, wildcards in record["jobs"]:
+            largest[rule, wildcards] = max(largest.get((rule, wildcards), 0), record["peak_bytes"])
+    for job in jobs.itertuples():
+        assert job.peak_bytes == largest[job.rule, job.wildcards]
+        assert job.fits == (job.peak_bytes <= 1e6)
+    assert not jobs["fits"].all() and jobs["fits"].any()
+
+
+def test_a_job_fits_by_its_largest_program_and_is_unmarked_without_a_device_memory():
+    config = {"plan": {"train": {"device": "GPU", "peak_tflops": 1, "efficiency": 0.1, "memory_gb": 2},
+                       "default": {"device": "CPU", "peak_tflops": 1, "efficiency": 0.1}}}
+    jobs = pd.DataFrame({"rule": ["sokoban_train", "sokoban_evaluate", "lm_latency", "sokoban_probe_fit"],
+                         "wildcards": ["run=a", "run=a", "", "run=a"]})
+    records = {"programs": [{"jobs": [["sokoban_train", "run=a"]], "peak_bytes": 1.5e9, "backend": "gpu"},
+                            {"jobs": [["sokoban_train", "run=a"], ["sokoban_evaluate", "run=a"]],
+                             "peak_bytes": 2.5e9, "backend": "gpu"},
+                            {"jobs": [["lm_latency", ""]], "peak_bytes": 5e9, "backend": "gpu"}]}
+    found = memory.per_job(config, jobs, records).set_index("rule")
+    assert found.loc["sokoban_train", "peak_bytes"] == 2.5e9 and found.loc["sokoban_train", "programs"] == 2
+    assert found.loc["sokoban_train", "fits"] is False and found.loc["sokoban_evaluate", "fits"] is False
+    assert pd.isna(found.loc["lm_latency", "fits"])  # plan.default names no memory: no mark
+    assert found.loc["sokoban_probe_fit", "programs"] == 0 and pd.isna(found.loc["sokoban_probe_fit", "fits"])
+    assert memory.backend(records) == "gpu"
+
+
+def test_a_paper_sokoban_update_compiles_at_its_exact_shape():
+    """The small budget's anchor (L1 E1 d128, 9 seeds, 200 updates per call) with the 900k-level table as an
+    argument: nothing is allocated, and its parameters are the hand count."""
+    key = "sokoban_train/convlstm-recurrent-L1-E1-d128/seeds9/envs32x20/view10/levels900000/updates200"
+    [program] = [p for p in sokoban_programs.programs(files.load([PAPER])) if p.key == key]
+    record = rehearsal.compile_program(program)
+    d, z, inputs, hidden = 128, 32, 32 + 128 + 128, 256  # level 0 reads concat(z, s, h)
+    encoder = 2 * 5 * z // 2  # two embedding tables of C/2 over the 5 cell values
+    convlstm = 9 * inputs * 4 * d + 4 * d + 4 * d  # 3×3 kernel to 4 gates, bias, gate RMSNorm
+    head = (d + 1) + (2 * d * 2 * hidden + 2 * hidden) + (hidden * 4 + 4) + (hidden + 1)
+    assert record["parameters"] == encoder + convlstm + d + head  # + the core's output RMSNorm
+    assert record["memory"]["argument"] > 900_000 * 10 * 10 * 2  # the level table is an argument, uint8
+
+
+def test_a_paper_lm_program_compiles_at_its_exact_shape():
+    """The Transformer L16 E1 d768 of the small budget evaluated at W = 128 in blocks of 256 streams: its
+    parameters are GPT-2's block count at the paper's vocabulary (untied head, 4 KV heads of 96, no norm weights)."""
+    key = "lm_evaluate/transformer-L16-E1-d768-h8x4-V50304-bfloat16-sqrt_sum-kv_level/W128/lanes256"
+    [program] = [p for p in lm_programs.programs(files.load([PAPER])) if p.key == key]
+    record = rehearsal.compile_program(program)
+    d, vocab, kv = 768, 50304, 4 * 96
+    block = d * d + 2 * d * kv + d * d + 2 * d * 4 * d
+    assert record["parameters"] == 2 * vocab * d + 16 * block == 181_075_968
+    assert record["memory"]["argument"] >= 2 * record["parameters"]  # bfloat16 weights
+
+
+def test_every_view_accepts_the_stand_in_levels():
+    """The programs are built on a stand-in level table; the demo's 6×6 view must accept it as the real levels."""
+    from parallel_experts.sokoban import env as sokoban_env
+
+    for view in (6, 10):
+        sokoban_env.check_view(sokoban_programs.dummy_levels(3), view)
+
+
+def test_the_real_updates_train_the_largest_run_of_each_budget_and_kind_and_one_small_large_one():
+    config = files.load([PAPER])
+    from parallel_experts import rehearsal_updates
+    from parallel_experts.sokoban import experiment
+
+    runs = experiment.runs(config)
+    peak = {run.id: run.agent.depth * run.agent.experts * run.agent.width + run.agent.recurrent for run in runs}
+    records = [{"rule": "sokoban_train", "jobs": [["sokoban_train", f"run={run_id}"]], "peak_bytes": bytes_}
+               for run_id, bytes_ in peak.items()]
+    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(config, records)]
+    expected = []
+    for budget in ("small", "medium"):
+        for kind in ("convglu", "convlstm"):
+            members = [run.id for run in runs if run.budget == budget and run.agent.expert == kind]
+            expected.append((max(members, key=peak.get), 2))
+    large = [run.id for run in runs if run.budget == "large"]
+    assert chosen == expected + [(min(large, key=peak.get), 1)]
