@@ -38,11 +38,12 @@ def killed_after(curves: TrainingCurves, update: int):
 
 
 def speed(folder, work: str, updates: list[int]) -> None:
-    """The job's throughput and compile seconds: at every log point once, positive and finite."""
+    """The job's throughput and compile seconds: at every log point once, finite; throughput positive, compile
+    seconds not negative (0 in a process that has every program compiled already, as a resumed call here)."""
     shown = tensorboard_scalars(folder)
-    for tag in (f"speed/{work}_per_second", "speed/compile_seconds"):
+    for tag, least in ((f"speed/{work}_per_second", 1e-9), ("speed/compile_seconds", 0.0)):
         assert [step for step, _ in shown[tag]] == updates, tag
-        assert all(math.isfinite(v) and v > 0 for _, v in shown[tag]), (tag, shown[tag])
+        assert all(math.isfinite(v) and v >= least for _, v in shown[tag]), (tag, shown[tag])
 
 
 def test_sokoban_curves_match_curve_nc_once_per_update_after_a_kill_between_checkpoints(tmp_path):

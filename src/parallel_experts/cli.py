@@ -330,7 +330,8 @@ def sokoban_train(args) -> int:
 
     run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
-        print(f"{args.run_dir}: {deadline}", file=sys.stderr)
+        if deadline.source:  # a SLURM job, or --time-limit: say when it must stop (a local run stays as it was)
+            print(f"{args.run_dir}: {deadline}", file=sys.stderr)
         trainer = train.Trainer(run.agent, run.train, LevelSet.load(args.levels).levels)
         steps = len(run.seeds) * run.train.num_envs * run.train.num_steps  # per update, all seeds
         with TrainingCurves(args.run_dir, "env_steps", steps, run.seeds) as curves:
@@ -427,7 +428,8 @@ def lm_train(args) -> int:
 
     run = config_run(args, experiment.runs_by_id)
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
-        print(f"{args.run_dir}: {deadline}", file=sys.stderr)
+        if deadline.source:  # a SLURM job, or --time-limit: say when it must stop (a local run stays as it was)
+            print(f"{args.run_dir}: {deadline}", file=sys.stderr)
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
         trainer = train.Trainer(run.model, run.train, train.device_mesh())
         tokens = [shards.load_tokens(p, vocabulary) for p in training]

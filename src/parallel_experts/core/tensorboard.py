@@ -30,11 +30,12 @@ from tensorboardX.proto.event_pb2 import Event, SessionLog
 from tensorboardX.summary import scalar
 
 from parallel_experts.core.run_folder import latest
+from parallel_experts.core.walltime import COMPILING
 
-# JAX's duration events of getting a program ready: tracing, lowering, and XLA's compile or, on a hit of the
+# COMPILING (core.walltime): JAX's duration events of getting a program ready: tracing, lowering, and XLA's
+# compile or, on a hit of the
 # persistent compilation cache, its read (inside `backend_compile_duration`). A program's first run costs a little
 # more than these (about 0.5 s for a small program on two cores), which counts as training.
-COMPILING = "/jax/core/compile/"
 AXES = ("update", "tokens")  # what a log point counts along: the curves' x-axes, not curves
 
 

@@ -23,12 +23,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from jax import monitoring
+
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.core.run_folder import ATTEMPTS, attempts
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 SAFETY = 1.5  # the next log interval and checkpoint may take this many times the slowest seen so far
+COMPILING = "/jax/core/compile/"  # JAX's duration events of tracing, lowering and compiling a program
 
 
 class StoppedEarly(PipelineError):
@@ -41,12 +44,12 @@ class NoProgress(PipelineError):
     """The previous attempt reached no checkpoint with as much time: resubmitting would not get further."""
 
 
-def slurm_time_left() -> tuple[float | None, str]:
+def slurm_time_left() -> tuple[float | None, str | None]:
     """Seconds until SLURM ends the job this process runs in (None outside SLURM, or without a limit), and where
-    that comes from, for the job's log."""
+    that comes from, for the job's log (None outside SLURM)."""
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
-        return None, "not in a SLURM job"
+        return None, None
     end = os.environ.get("SLURM_JOB_END_TIME")  # set by SLURM 23.02 and later: a Unix time
     if end:
         return float(end) - time.time(), f"SLURM_JOB_END_TIME of job {job}"
@@ -78,46 +81,56 @@ class Deadline:
     """When a training job must have stopped, and whether a signal asked it to stop now.
 
     `seconds`: the time it may run from now (the CLI's --time-limit), else SLURM's time left for the job, else
-    none. `should_stop()` is asked at each log point; it times the intervals between calls itself."""
+    none. `should_stop()` is asked at each log point. It times the log intervals itself, less the seconds JAX
+    spent compiling in them (its monitoring events, as core/tensorboard.py counts them): compiling happens once,
+    in the first interval of an attempt, and would otherwise make every attempt of a short limit stop after one."""
 
     def __init__(self, seconds: float | None = None):
         left, self.source = (seconds, "--time-limit") if seconds is not None else slurm_time_left()
         self.end = None if left is None else time.monotonic() + left
         self.signal: str | None = None
         self.started = self.last = time.monotonic()
-        self.first: float | None = None  # the first log interval of an attempt, which includes compiling
-        self.slowest = 0.0  # the longest log interval since (with its checkpoint, if it wrote one)
+        self.compiling = self.compiled = 0.0  # seconds compiled so far, and at the last log point
+        self.slowest = 0.0  # the longest log interval so far, compiling excluded (with its checkpoint, if any)
 
     def __str__(self) -> str:
         left = "no deadline" if self.end is None else f"{self.end - time.monotonic():.0f} s left"
-        return f"{left} ({self.source})"
+        return f"{left} ({self.source or 'not in a SLURM job'})"
 
     @contextlib.contextmanager
     def listening(self) -> Iterator[Deadline]:
-        """Within the block, SIGTERM and SIGUSR1 ask for a stop at the next log point instead of killing."""
+        """Within the block, SIGTERM and SIGUSR1 ask for a stop at the next log point instead of killing, and JAX's
+        compile events are counted."""
         def ask(number, _frame):
             self.signal = signal.Signals(number).name
 
         previous = {number: signal.signal(number, ask) for number in SIGNALS}
+        monitoring.register_event_duration_secs_listener(self._count)
         try:
             yield self
         finally:
+            monitoring.unregister_event_duration_listener(self._count)
             for number, handler in previous.items():
                 signal.signal(number, handler)
+
+    def _count(self, event: str, seconds: float, **_) -> None:
+        if event.startswith(COMPILING):
+            self.compiling += seconds
+
+    def restart(self) -> None:
+        """Time the first log interval from here: the loop starts (setting up and restoring are not an interval)."""
+        self.last, self.compiled = time.monotonic(), self.compiling
 
     def should_stop(self) -> str | None:
         """Why training must stop at this log point (a signal, or the deadline before the next one ends), or None."""
         now = time.monotonic()
-        interval, self.last = now - self.last, now
-        if self.first is None:
-            self.first = interval
-        else:
-            self.slowest = max(self.slowest, interval)
+        interval = now - self.last - (self.compiling - self.compiled)
+        self.last, self.compiled, self.slowest = now, self.compiling, max(self.slowest, interval)
         if self.signal:
             return f"{self.signal} received"
-        expected = self.slowest or self.first
-        if self.end is not None and now + SAFETY * expected > self.end:
-            return f"{self.end - now:.0f} s left before the time limit, a log interval takes up to {expected:.0f} s"
+        if self.end is not None and now + SAFETY * self.slowest > self.end:
+            return (f"{self.end - now:.0f} s left before the time limit, a log interval takes up to "
+                    f"{self.slowest:.0f} s")
         return None
 
 
@@ -134,6 +147,7 @@ def begin(run_dir: Path, update: int, deadline: Deadline | None) -> None:
                          f"{starts[-1]['seconds']:.0f} s, and ended before its next checkpoint; give the rule a longer "
                          f"runtime or checkpoint more often, or delete {Path(run_dir) / ATTEMPTS} to try again")
     _note(run_dir, {"event": "start", "update": update, "seconds": round(left, 1)})
+    deadline.restart()
 
 
 def stopped(run_dir: Path, update: int, why: str, deadline: Deadline) -> StoppedEarly:
