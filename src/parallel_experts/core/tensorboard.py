@@ -24,18 +24,15 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from jax import monitoring
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto.event_pb2 import Event, SessionLog
 from tensorboardX.summary import scalar
 
+from parallel_experts.core import compiling
 from parallel_experts.core.run_folder import latest
-from parallel_experts.core.walltime import COMPILING
 
-# COMPILING (core.walltime): JAX's duration events of getting a program ready: tracing, lowering, and XLA's
-# compile or, on a hit of the
-# persistent compilation cache, its read (inside `backend_compile_duration`). A program's first run costs a little
-# more than these (about 0.5 s for a small program on two cores), which counts as training.
+# Compile seconds (`core.compiling`) include a persistent-cache hit's read. A program's first run costs a little
+# more than they show (about 0.5 s for a small program on two cores), which counts as training.
 AXES = ("update", "tokens")  # what a log point counts along: the curves' x-axes, not curves
 
 
@@ -72,29 +69,23 @@ class TrainingCurves:
         self.work, self.work_per_update = work, work_per_update
         self.job = EventFile(run_dir, self.update + 1)
         self.seeds = [EventFile(run_dir / f"seed{seed}", self.update + 1) for seed in seeds]
-        self.compiling = 0.0  # seconds this job has spent compiling
-        self.since = (time.perf_counter(), 0.0)  # the clock and `compiling` at the previous log point
+        self.started = compiling.seconds()  # the process's compile seconds when this job's curves began
+        self.since = (time.perf_counter(), self.started)  # the clock and compile seconds at the previous log point
 
     def __enter__(self) -> TrainingCurves:
-        monitoring.register_event_duration_secs_listener(self._count)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        monitoring.unregister_event_duration_listener(self._count)
         for file in [self.job, *self.seeds]:
             file.close()
 
-    def _count(self, event: str, seconds: float, **_) -> None:
-        if event.startswith(COMPILING):
-            self.compiling += seconds
-
     def log(self, point: Mapping) -> None:
         """One log point of either trainer: its `update`, numbers (the job's) and per-seed lists (each seed's)."""
-        update, now = point["update"], time.perf_counter()
-        clock, compiled = self.since
-        training = now - clock - (self.compiling - compiled)
+        update, now, compiled = point["update"], time.perf_counter(), compiling.seconds()
+        clock, before = self.since
+        training = now - clock - (compiled - before)
         job = {f"speed/{self.work}_per_second": (update - self.update) * self.work_per_update / training,
-               "speed/compile_seconds": self.compiling}
+               "speed/compile_seconds": compiled - self.started}
         per_seed = [{} for _ in self.seeds]
         for name, value in point.items():
             if name in AXES:
@@ -107,4 +98,4 @@ class TrainingCurves:
         self.job.write(update, job)
         for file, values in zip(self.seeds, per_seed):
             file.write(update, values)
-        self.update, self.since = update, (now, self.compiling)
+        self.update, self.since = update, (now, compiled)

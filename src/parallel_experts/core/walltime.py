@@ -23,15 +23,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from jax import monitoring
-
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import compiling
 from parallel_experts.core.run_folder import ATTEMPTS, attempts
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 SAFETY = 1.5  # the next log interval and checkpoint may take this many times the slowest seen so far
-COMPILING = "/jax/core/compile/"  # JAX's duration events of tracing, lowering and compiling a program
 
 
 class StoppedEarly(PipelineError):
@@ -82,7 +80,7 @@ class Deadline:
 
     `seconds`: the time it may run from now (the CLI's --time-limit), else SLURM's time left for the job, else
     none. `should_stop()` is asked at each log point. It times the log intervals itself, less the seconds JAX
-    spent compiling in them (its monitoring events, as core/tensorboard.py counts them): compiling happens once,
+    spent compiling in them (`core.compiling`, JAX's monitoring events): compiling happens once,
     in the first interval of an attempt, and would otherwise make every attempt of a short limit stop after one."""
 
     def __init__(self, seconds: float | None = None):
@@ -90,7 +88,7 @@ class Deadline:
         self.end = None if left is None else time.monotonic() + left
         self.signal: str | None = None
         self.started = self.last = time.monotonic()
-        self.compiling = self.compiled = 0.0  # seconds compiled so far, and at the last log point
+        self.compiled = compiling.seconds()  # the process's compile seconds at the last log point
         self.slowest = 0.0  # the longest log interval so far, compiling excluded (with its checkpoint, if any)
 
     def __str__(self) -> str:
@@ -99,33 +97,26 @@ class Deadline:
 
     @contextlib.contextmanager
     def listening(self) -> Iterator[Deadline]:
-        """Within the block, SIGTERM and SIGUSR1 ask for a stop at the next log point instead of killing, and JAX's
-        compile events are counted."""
+        """Within the block, SIGTERM and SIGUSR1 ask for a stop at the next log point instead of killing."""
         def ask(number, _frame):
             self.signal = signal.Signals(number).name
 
         previous = {number: signal.signal(number, ask) for number in SIGNALS}
-        monitoring.register_event_duration_secs_listener(self._count)
         try:
             yield self
         finally:
-            monitoring.unregister_event_duration_listener(self._count)
             for number, handler in previous.items():
                 signal.signal(number, handler)
 
-    def _count(self, event: str, seconds: float, **_) -> None:
-        if event.startswith(COMPILING):
-            self.compiling += seconds
-
     def restart(self) -> None:
         """Time the first log interval from here: the loop starts (setting up and restoring are not an interval)."""
-        self.last, self.compiled = time.monotonic(), self.compiling
+        self.last, self.compiled = time.monotonic(), compiling.seconds()
 
     def should_stop(self) -> str | None:
         """Why training must stop at this log point (a signal, or the deadline before the next one ends), or None."""
-        now = time.monotonic()
-        interval = now - self.last - (self.compiling - self.compiled)
-        self.last, self.compiled, self.slowest = now, self.compiling, max(self.slowest, interval)
+        now, compiled = time.monotonic(), compiling.seconds()
+        interval = now - self.last - (compiled - self.compiled)
+        self.last, self.compiled, self.slowest = now, compiled, max(self.slowest, interval)
         if self.signal:
             return f"{self.signal} received"
         if self.end is not None and now + SAFETY * self.slowest > self.end:
