@@ -22,7 +22,7 @@ import numpy as np
 
 from parallel_experts.core.checkpoint import load_checkpoint
 from parallel_experts.core.budget import budgets, sokoban_work
-from parallel_experts.sokoban import experiment, programs, train
+from parallel_experts.sokoban import experiment, train
 
 
 def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:
@@ -71,7 +71,7 @@ def train_for_real(run, levels: np.ndarray, count: int, updates: int, run_dir: s
 def run_all(config: Mapping, records: Sequence[Mapping], levels: np.ndarray, folder: str | Path,
             seeds: int | None = None, progress: Callable[[str], None] = print) -> list[dict]:
     """`train_for_real` for every run `chosen_runs` picks, each in its own folder under `folder`."""
-    count = programs.level_count(config["sokoban"]["levels"]["train"])
+    count = experiment.level_count(config["sokoban"]["levels"]["train"])
     found = []
     for run, updates in chosen_runs(config, records):
         result = train_for_real(run, levels, count, updates, Path(folder) / run.id, seeds)

@@ -36,7 +36,6 @@ from parallel_experts.planning import resources
 from parallel_experts.reporting import catalogue
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
-from parallel_experts.sokoban.boxoban import SPLIT_LEVELS
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
 
 TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
@@ -73,11 +72,6 @@ class Counters(NamedTuple):
     lm: ModuleType
 
 
-def level_count(source: Mapping) -> int:
-    """How many levels a `sokoban.levels.<set>` source holds, without reading them."""
-    return source["generate"]["count"] if "generate" in source else SPLIT_LEVELS[source["boxoban"]]
-
-
 def forward_flops(runs: Iterable, among: Iterable, counters: Counters) -> dict[str, float]:
     """Forward FLOPs of one step (Sokoban) or token (LM) of every run, by id: fitted where FIT_FROM or more runs
     `among` the config's share its family, counted run by run elsewhere."""
@@ -97,7 +91,7 @@ def forward_flops(runs: Iterable, among: Iterable, counters: Counters) -> dict[s
 
 def _sokoban_jobs(run, config: Mapping, forward: float) -> list[Job]:
     train, kind = run.train, family(run.agent.recurrent)
-    seeds, tests = len(run.seeds), level_count(config["sokoban"]["levels"]["test"])
+    seeds, tests = len(run.seeds), sokoban_experiment.level_count(config["sokoban"]["levels"]["test"])
     return [Job("sokoban_train", f"run={run.id}", seeds * train.env_steps * TRAIN_PASSES * forward,
                 paths.benchmark("sokoban_train", run=run.id), kind, run),
             Job("sokoban_evaluate", f"run={run.id}", seeds * EVAL_MODES * tests * train.time_limit * forward,
@@ -108,6 +102,7 @@ def _probe_jobs(run, config: Mapping, forward: float) -> list[Job]:
     """The probe data of each split (the agent and its untrained control play every level to the time limit)
     and the probe fit (every representation and target, each probe seed, over the training split's squares)."""
     spec, levels, train = config["sokoban"]["probes"], config["sokoban"]["levels"], run.train
+    level_count = sokoban_experiment.level_count
     played = {split: level_count(levels[sokoban_experiment.PROBE_SPLITS[split]]) if count is None else count
               for split, count in sokoban_experiment.probe_episodes(config).items()}
     kind = family(run.agent.recurrent)

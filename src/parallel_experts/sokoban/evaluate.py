@@ -54,9 +54,10 @@ def _play_levels(agent, env: sokoban_env.Sokoban, levels: np.ndarray, greedy: bo
 
 
 PLAY = eqx.filter_jit(_play_levels)  # the agent's arrays and `greedy` are traced; env, view and record are static
+CHUNK = 250  # levels played together (memory only): evaluation's and the probe data's
 
 
-def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = 250,
+def evaluate(agent, env: sokoban_env.Sokoban, levels: np.ndarray, seed: int = 0, chunk: int = CHUNK,
              view: int = 10) -> xr.Dataset:
     """Greedy and sampled play of every level, in chunks of `chunk` levels (memory only); the agent sees the
     top-left view×view cells (see env.view)."""

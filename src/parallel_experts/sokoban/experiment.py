@@ -212,6 +212,11 @@ def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bo
                        **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
 
 
+def level_count(source: Mapping) -> int:
+    """How many levels a `sokoban.levels.<set>` source holds, without reading them."""
+    return source["generate"]["count"] if "generate" in source else boxoban.SPLIT_LEVELS[source["boxoban"]]
+
+
 def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
     """The levels a config's `sokoban.levels.train` or `.test` names: generated offline, or a Boxoban split
     from `boxoban_source` (`sokoban.boxoban`: a local copy or a download); with `pushes: N`, the push-optimal

@@ -88,7 +88,7 @@ CONTROL_STATES = eqx.filter_jit(_control_states)
 
 
 def collect(agent, control, env: sokoban_env.Sokoban, levels: np.ndarray, view: int, seed: int = 0,
-            chunk: int = 250) -> xr.Dataset:
+            chunk: int = evaluate.CHUNK) -> xr.Dataset:
     """Greedy episodes of `agent`, one per level in order, as probe data: one sample per (episode, step) while
     the episode runs, with the three representations and both labels of every square.
 
@@ -203,7 +203,11 @@ def _predict(weights, x, kernel):
     return (direction + 1).astype(jnp.int8), confidence, jnp.argmax(p, axis=-1).astype(jnp.int8)
 
 
-def predict(weights: np.ndarray, x: np.ndarray, kernel: int = 1, chunk: int = 4096) -> tuple[np.ndarray, ...]:
+PREDICT_CHUNK = 4096  # samples a probe reads at once (memory only)
+
+
+def predict(weights: np.ndarray, x: np.ndarray, kernel: int = 1, chunk: int = PREDICT_CHUNK
+            ) -> tuple[np.ndarray, ...]:
     """Each probe seed's reading of representations x (n, H, W, C), three arrays (seeds, n, H, W): the most
     probable direction ĉ (1-4), its probability p_ĉ, and the most probable of all five classes (for EP's F1)."""
     parts = [jax.device_get(_predict(jnp.asarray(weights), jnp.asarray(x[i:i + chunk], jnp.float32), kernel))

@@ -28,18 +28,11 @@ from parallel_experts.core.programs import Program, collect, parameter_count, sp
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, experiment, probes
 from parallel_experts.sokoban.agent import Agent
-from parallel_experts.sokoban.boxoban import SPLIT_LEVELS
 from parallel_experts.sokoban.levels import FIXED, WALL
 from parallel_experts.sokoban.settings import REPRESENTATIONS, AgentConfig, ProbeConfig
 from parallel_experts.sokoban.train import Trainer
 
 GRID = (10, 10, 2)  # Jumanji's grid, every level padded to it (env._check_levels)
-PREDICT_CHUNK = 4096  # probes.predict's default chunk
-
-
-def level_count(source: Mapping) -> int:
-    """How many levels a `sokoban.levels.<set>` source holds, without reading them."""
-    return source["generate"]["count"] if "generate" in source else SPLIT_LEVELS[source["boxoban"]]
 
 
 def agent_key(agent: AgentConfig) -> str:
@@ -58,7 +51,7 @@ def programs(config: Mapping) -> list[Program]:
 
 def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
     sokoban = config["sokoban"]
-    levels = {name: level_count(source) for name, source in sokoban["levels"].items()}
+    levels = {name: experiment.level_count(source) for name, source in sokoban["levels"].items()}
     for run in experiment.runs_by_id(config).values():
         job = f"run={run.id}"
         for length in {run.train.log_interval, run.train.num_updates % run.train.log_interval} - {0}:
@@ -83,7 +76,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
             yield probe_predict(fit, channels, run.train.view), ("sokoban_probe_fit", f"run={run.id}")
 
 
-def chunks(count: int, chunk: int = 250) -> list[int]:
+def chunks(count: int, chunk: int = evaluate.CHUNK) -> list[int]:
     """The chunk sizes `evaluate.evaluate` and `probes.collect` play `count` levels in (their `chunk` default)."""
     return sorted({min(chunk, count - start) for start in range(0, count, chunk)})
 
@@ -142,10 +135,10 @@ def chance(train, levels: int) -> Program:
         def played(levels, key):
             return evaluate._play_levels(evaluate.UniformPolicy(), env, levels, False, key, train.view)
 
-        return played, (jax.ShapeDtypeStruct((min(levels, 250), *GRID), jnp.uint8),
+        return played, (jax.ShapeDtypeStruct((min(levels, evaluate.CHUNK), *GRID), jnp.uint8),
                         jax.eval_shape(lambda: jax.random.PRNGKey(0))), 0
 
-    return Program(f"sokoban_evaluate/chance/levels{min(levels, 250)}/T{train.time_limit}/view{train.view}",
+    return Program(f"sokoban_evaluate/chance/levels{min(levels, evaluate.CHUNK)}/T{train.time_limit}/view{train.view}",
                    "sokoban_evaluate", build)
 
 
@@ -184,7 +177,7 @@ def probe_predict(fit: ProbeConfig, channels: int, view: int) -> Program:
     def build():
         features = fit.kernel**2 * channels
         args = (jax.ShapeDtypeStruct((fit.seeds, features, 5), jnp.float32),
-                jax.ShapeDtypeStruct((PREDICT_CHUNK, view, view, channels), jnp.float32))
+                jax.ShapeDtypeStruct((probes.PREDICT_CHUNK, view, view, channels), jnp.float32))
         return functools.partial(probes._predict, kernel=fit.kernel), args, fit.seeds * features * 5
 
     return Program(f"sokoban_probe_fit/predict/{fit.seeds}x{fit.kernel}x{fit.kernel}/channels{channels}/view{view}",

@@ -29,6 +29,7 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
+from parallel_experts.core.programs import split
 from parallel_experts.results import paths, store
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import Agent, reset_where
@@ -85,8 +86,7 @@ class Trainer:
         self.levels = jnp.asarray(levels, jnp.uint8)
         self.env = sokoban_env.make_env(self.levels, reward=train_config.reward, time_limit=train_config.time_limit)
         # The agent's structure only: built abstractly, nothing initialised (`init` draws each seed's weights).
-        _, self.static = eqx.partition(eqx.filter_eval_shape(Agent, agent_config, jax.random.PRNGKey(0)),
-                                       lambda x: isinstance(x, jax.ShapeDtypeStruct))
+        _, self.static = split(eqx.filter_eval_shape(Agent, agent_config, jax.random.PRNGKey(0)))
         schedule = optax.linear_schedule(train_config.learning_rate, 0.0, train_config.num_updates)
         self.optimizer = optax.chain(optax.clip_by_global_norm(train_config.max_grad_norm),
                                      optax.adam(schedule, eps=train_config.adam_eps))
