@@ -122,27 +122,9 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     assert lm["device_hours"].tolist() == pytest.approx((lm["seconds"] * 4 / 3600).tolist())  # 4 GPUs per LM run
 
 
-def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
-    config = load(SMOKE)
-    sweep = costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
-    train = next(job for job in sweep if job.rule == "sokoban_train")
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
-    (tmp_path / train.benchmark).parent.mkdir(parents=True)
-    (tmp_path / train.benchmark).write_text("s\n42.0\n")
-    folder = tmp_path / paths.run_dir("sokoban", train.run.id)
-    with run_lock(folder, train.run.to_dict()):  # what the trainer records
-        pass
-    assert costs.measured([train], results, config["accelerator"]) == {train: 42.0}
-    with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
-        pass
-    assert costs.measured([train], results, config["accelerator"]) == {}
-
-
-def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
-    """Snakemake's benchmark file times the last attempt; the attempts that stopped at their time limit noted
-    the seconds they ran in the run folder."""
+def timed_training_job(tmp_path):
+    """A smoke Sokoban training job whose benchmark file says 42 s, in a results folder of this accelerator, its run
+    folder recording its present definition (as the trainer does): (config, job, results folder, run folder)."""
     config = load(SMOKE)
     sweep = costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
     train = next(job for job in sweep if job.rule == "sokoban_train")
@@ -154,6 +136,21 @@ def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
     folder = tmp_path / paths.run_dir("sokoban", train.run.id)
     with run_lock(folder, train.run.to_dict()):
         pass
+    return config, train, results, folder
+
+
+def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
+    config, train, results, folder = timed_training_job(tmp_path)
+    assert costs.measured([train], results, config["accelerator"]) == {train: 42.0}
+    with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
+        pass
+    assert costs.measured([train], results, config["accelerator"]) == {}
+
+
+def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
+    """Snakemake's benchmark file times the last attempt; the attempts that stopped at their time limit noted
+    the seconds they ran in the run folder."""
+    config, train, results, folder = timed_training_job(tmp_path)
     history = [{"event": "start", "update": 0, "seconds": 60}, {"event": "stop", "update": 2, "seconds": 50.0},
                {"event": "start", "update": 2, "seconds": 60}, {"event": "stop", "update": 4, "seconds": 50.0},
                {"event": "start", "update": 4, "seconds": 60}]  # the last attempt finished: its benchmark's 42 s
