@@ -16,6 +16,16 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
+def pytest_collection_modifyitems(items):
+    """Two workers share the tests (pytest-xdist, `-n 2` in pyproject.toml). The SLURM tests go to one worker, as one
+    group: each starts the machine's only cluster. The long tests (SLURM, whole pipelines) start first, so that the
+    workers finish together instead of one running a six-minute test alone at the end."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+    items.sort(key=lambda item: not (item.get_closest_marker("slurm") or item.get_closest_marker("pipeline")))
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

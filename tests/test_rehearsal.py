@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import REPO, snakemake
+from helpers import REPO, planned_jobs, snakemake
 from parallel_experts import rehearsal
 from parallel_experts.config import files
+from parallel_experts.config.errors import PipelineError
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.planning import costs, memory
@@ -40,11 +41,53 @@ def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
     assert set(map(tuple, chance.jobs)) == evaluations and len(evaluations) == 4
 
 
+def test_the_parts_hold_every_program_once_in_order_and_are_full():
+    config = files.load([PAPER])
+    parts = rehearsal.parts(config)
+    assert [p.key for part in parts for p in part] == [p.key for p in rehearsal.programs(config)]
+
+    def units(programs):
+        return sum(5 if p.rule == "sokoban_train" else 1 for p in programs)  # a training update: 80 s of 16
+
+    assert all(units(part) <= 40 for part in parts)
+    assert all(units(part) + units(after[:1]) > 40 for part, after in zip(parts, parts[1:]))  # none could take more
+    assert rehearsal.part_keys(config, 1) == {p.key for p in parts[1]}
+    with pytest.raises(PipelineError, match=f"--part {len(parts)}: .* parts 0 to {len(parts) - 1}"):
+        rehearsal.part_keys(config, len(parts))
+
+
+def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
+    config = files.load([SMOKE])
+    keys = [p.key for p in rehearsal.programs(config)]
+
+    def part(name, chosen, scale="smoke"):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"scale": scale, "programs": [{"key": key} for key in chosen]}))
+        return path
+
+    one, two = part("one", keys[10:]), part("two", keys[:10])
+    assert [r["key"] for r in rehearsal.merge(config, [one, two])] == keys  # in the config's order
+    with pytest.raises(PipelineError, match=f"{one}: 10 programs .* not rehearsed"):
+        rehearsal.merge(config, [one])
+    with pytest.raises(PipelineError, match=f"{two}: program {keys[0]!r}.* twice"):
+        rehearsal.merge(config, [one, two, two])
+    with pytest.raises(PipelineError, match="other.json: program 'lm_train/x'"):
+        rehearsal.merge(config, [one, two, part("other", ["lm_train/x"])])
+    with pytest.raises(PipelineError, match="paper.json: program .* of scale 'paper'"):
+        rehearsal.merge(config, [one, part("paper", keys[:10], scale="paper")])
+
+
 @pytest.mark.pipeline
 def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_that_do_not_fit(tmp_path):
     done = snakemake("rehearsal", "--cores", "2", "--configfile", str(SMOKE), "--directory", str(tmp_path),
                      timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
+    # compiled in parts, as jobs of their own: one part done again is one job, not all of them
+    parts = rehearsal.parts(files.load([SMOKE]))
+    assert len(parts) >= 2 and all((tmp_path / paths.rehearsal_part("smoke", n)).exists() for n in range(len(parts)))
+    (tmp_path / paths.rehearsal_part("smoke", 1)).unlink()
+    again = planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=SMOKE)
+    assert again == {"rehearse_part": 1, "rehearse": 1, "rehearsal": 1}
     rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
     records = rehearsed["programs"]
     assert len(records) == len(rehearsal.programs(files.load([SMOKE])))

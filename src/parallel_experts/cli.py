@@ -66,7 +66,11 @@ def parser() -> argparse.ArgumentParser:
                 "abstract inputs; per program: compile seconds, parameters, XLA's FLOPs and memory per device (JSON)")
     add_config(p)
     p.add_argument("--out", required=True)
-    p.add_argument("--only", nargs="+", metavar="KEY", help="compile only the programs with these keys")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--only", nargs="+", metavar="KEY", help="compile only the programs with these keys")
+    what.add_argument("--part", type=int, metavar="N", help="compile only part N of the programs (rehearsal.parts)")
+    what.add_argument("--merge", nargs="+", metavar="FILE", help="compile nothing: merge the parts' files, which "
+                      "must hold every program of the config")
     p.add_argument("--levels", help="the Sokoban training level set (sokoban-levels): also run training updates for "
                    "real at the config's shapes (rehearsal_updates)")
     p.add_argument("--run-dir", help="where those runs checkpoint")
@@ -275,7 +279,12 @@ def rehearse(args) -> int:
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
     from parallel_experts import rehearsal
 
-    records = rehearsal.rehearse(loaded, args.out, keys=set(args.only) if args.only else None)
+    if args.merge:
+        records = rehearsal.merge(loaded, args.merge)
+        rehearsal.write(loaded, records, args.out)
+    else:
+        keys = rehearsal.part_keys(loaded, args.part) if args.part is not None else args.only and set(args.only)
+        records = rehearsal.rehearse(loaded, args.out, keys=keys)
     if args.levels:
         from parallel_experts import rehearsal_updates
         from parallel_experts.sokoban.levels import LevelSet

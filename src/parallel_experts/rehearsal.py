@@ -1,7 +1,9 @@
 """The rehearsal: every distinct compiled program of a config's DAG, lowered with abstract arguments (nothing is
 allocated, not even the paper's 900k-level table) and compiled on the local backend, with what XLA says of it.
 
-`python -m parallel_experts rehearse --config FILE --out results/rehearsal/SCALE.json` (the `rehearsal` target).
+`python -m parallel_experts rehearse --config FILE --out results/rehearsal/SCALE.json` compiles them all; the
+`rehearsal` target compiles them in parts (`parts`: `rehearse --part N`), as jobs that run side by side and each stay
+done, so a rehearsal of many hours resumes where it stopped, and then merges the parts (`merge`).
 Per program: the jobs that run it, compile seconds (and, apart, the seconds to build and lower it), the parameter
 count of its model, XLA's FLOP count (its cost analysis: the body of every loop counted once, see
 `core.benchmarking`) and XLA's memory analysis per device
@@ -15,15 +17,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import jax
 
+from parallel_experts.config.errors import PipelineError
 from parallel_experts.core import atomic
 from parallel_experts.core.programs import Program
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.sokoban import programs as sokoban_programs
+
+# A part's compiling, in units of about 16 s on two CPU cores at the paper's shapes: the mean of any program but a
+# Sokoban training update, which takes 80 s (5 units; up to 8 minutes). A part is about ten minutes.
+PART_UNITS = 40
+UNITS = {"sokoban_train": 5}
 
 MEMORY = {"argument": "argument_size_in_bytes", "output": "output_size_in_bytes", "temp": "temp_size_in_bytes",
           "alias": "alias_size_in_bytes", "generated_code": "generated_code_size_in_bytes"}
@@ -32,6 +40,45 @@ MEMORY = {"argument": "argument_size_in_bytes", "output": "output_size_in_bytes"
 def programs(config: Mapping) -> list[Program]:
     """Every distinct program of the config's DAG: both domains'."""
     return sokoban_programs.programs(config) + lm_programs.programs(config)
+
+
+def parts(config: Mapping) -> list[list[Program]]:
+    """The programs, in the order `programs` lists them, in parts of at most `PART_UNITS`."""
+    found, units = [[]], 0
+    for program in programs(config):
+        cost = UNITS.get(program.rule, 1)
+        if found[-1] and units + cost > PART_UNITS:
+            found, units = [*found, []], 0
+        found[-1].append(program)
+        units += cost
+    return found
+
+
+def part_keys(config: Mapping, index: int) -> set[str]:
+    """The keys of the programs of part `index`."""
+    found = parts(config)
+    if not 0 <= index < len(found):
+        raise PipelineError(f"rehearse --part {index}: the config's programs are in parts 0 to {len(found) - 1}")
+    return {program.key for program in found[index]}
+
+
+def merge(config: Mapping, files: Sequence[str | Path]) -> list[dict]:
+    """The records of the parts' files, in the order of `programs`: every program of the config once, or an error
+    that names the file that is not of this config (a part left from another config or an older program list)."""
+    expected = [program.key for program in programs(config)]
+    found: dict[str, dict] = {}
+    for path in files:
+        rehearsed = json.loads(Path(path).read_text())
+        for record in rehearsed["programs"]:
+            if rehearsed["scale"] != config["scale"] or record["key"] not in expected or record["key"] in found:
+                raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "
+                                  f"this config's, or is there twice: rehearse that part again")
+            found[record["key"]] = record
+    missing = [key for key in expected if key not in found]
+    if missing:
+        raise PipelineError(f"{files[0] if files else 'the parts'}: {len(missing)} programs of the config were not "
+                          f"rehearsed (the first: {missing[0]!r})")
+    return [found[key] for key in expected]
 
 
 def peak_bytes(memory: Mapping[str, int]) -> int:

@@ -1,6 +1,7 @@
 # Shared by every stage: the validated config, where jobs find the library, per-rule resources, the runs and
 # the reports that the config defines. Functions only; the rules live in the stage files.
 
+import functools
 import json
 import re
 import sys

@@ -1,20 +1,54 @@
 # The rehearsal (opt-in, not part of `all`): every distinct program of the config's DAG compiled at its exact
-# shapes with abstract inputs, on the machine Snakemake runs on (a local rule: run it on a GPU node for the GPU's
-# own figures), then Sokoban training updates run for real at the config's shapes (rehearsal_updates).
+# shapes with abstract inputs, on the machine Snakemake runs on (local rules: run it on a GPU node for the GPU's
+# own figures), in parts that run side by side and each stay done (a paper rehearsal compiles for hours), then
+# Sokoban training updates run for real at the config's shapes (rehearsal_updates).
 # `snakemake rehearsal --configfile config/paper.yaml`; the plan report reads its file.
 
 
 localrules:
     rehearsal,
     rehearse,
+    rehearse_part,
+
+
+@functools.cache
+def rehearsal_parts():
+    """The config's programs in parts (imports JAX: only where the rehearsal is in the DAG)."""
+    from parallel_experts import rehearsal
+
+    return rehearsal.parts(config)
+
+
+def rehearsal_part_files(wildcards):
+    return [paths.rehearsal_part(config["scale"], part) for part in range(len(rehearsal_parts()))]
+
+
+rule rehearse_part:
+    """Compile one part of the programs and record compile seconds, parameters, XLA's FLOPs and memory per device."""
+    input:
+        config=CONFIG_JSON,
+    output:
+        paths.rehearsal_part(config["scale"], "{part}"),
+    log:
+        f"results/logs/rehearsal/{config['scale']}-parts/{{part}}.log",
+    wildcard_constraints:
+        part=r"\d+",
+    conda:
+        CONDA_ENV
+    params:
+        # the part's programs: a new program list rehearses the parts it changes again
+        programs=lambda wildcards: [program.key for program in rehearsal_parts()[int(wildcards.part)]],
+    shell:
+        "python -m parallel_experts rehearse --config {input.config:q} --part {wildcards.part} --out {output:q} "
+        "> {log:q} 2>&1"
 
 
 rule rehearse:
-    """Compile every distinct program and record compile seconds, parameters, XLA's FLOPs and memory per device;
-    train the chosen runs for a few updates."""
+    """Merge the parts (every program of the config once) and train the chosen runs for a few updates."""
     input:
         config=CONFIG_JSON,
         levels=paths.levels("train"),
+        parts=rehearsal_part_files,
     output:
         paths.rehearsal(config["scale"]),
     log:
@@ -24,8 +58,8 @@ rule rehearse:
     params:
         run_dir=f"results/rehearsal/{config['scale']}-runs",
     shell:
-        "python -m parallel_experts rehearse --config {input.config:q} --out {output:q} --levels {input.levels:q} "
-        "--run-dir {params.run_dir:q} > {log:q} 2>&1"
+        "python -m parallel_experts rehearse --config {input.config:q} --merge {input.parts:q} --out {output:q} "
+        "--levels {input.levels:q} --run-dir {params.run_dir:q} > {log:q} 2>&1"
 
 
 rule rehearsal:

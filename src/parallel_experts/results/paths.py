@@ -88,3 +88,8 @@ def benchmark(rule: str, **wildcards: str) -> str:
 def rehearsal(scale: str) -> str:
     """The rehearsal of a config of scale `scale`: every distinct program compiled, with XLA's memory per device."""
     return f"{ROOT}/rehearsal/{scale}.json"
+
+
+def rehearsal_part(scale: str, part: int | str) -> str:
+    """Part `part` of that rehearsal (`rehearsal.parts`), compiled as a job of its own."""
+    return f"{ROOT}/rehearsal/{scale}-parts/{part}.json"
