@@ -25,6 +25,7 @@ mounts), so none is set.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
@@ -35,13 +36,22 @@ SETTINGS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
 
 def use(directory: str | Path | None) -> None:
-    """Compile through the persistent cache in `directory` (None: no cache). A variable the caller set wins. Call
-    it before JAX is imported: JAX reads these variables once, on import (the CLI imports JAX inside commands)."""
+    """Compile through the persistent cache in `directory` (None: no cache), in this process and those it starts.
+    A variable the caller set wins. Call it before the process compiles anything."""
     values = dict(SETTINGS)
     if directory is not None:  # absolute, so that a process that changes its working directory still finds it
         values[CACHE_DIR] = str(Path(directory).absolute())
     for name, value in values.items():
         os.environ.setdefault(name, value)
+    # JAX reads the variables once, when it is imported; a command that imported it before reading the config
+    # (sokoban-train's modules do) would otherwise compile without a cache, silently. Its first compile reads
+    # the settings, so until then they can still be given to JAX directly.
+    if "jax" in sys.modules:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE_DIR))
+        for name in SETTINGS:
+            jax.config.update(name.lower(), float(os.environ[name]))
 
 
 def off() -> None:
