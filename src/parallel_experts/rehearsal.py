@@ -28,8 +28,8 @@ from parallel_experts.core.programs import Program
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.sokoban import programs as sokoban_programs
 
-# A part's compiling, in units of about 16 s on two CPU cores at the paper's shapes: the mean of any program but a
-# Sokoban training update, which takes 80 s (5 units; up to 8 minutes). A part is about ten minutes.
+# A part's compiling, in units of about 16 s (XLA:CPU on this project's 2-core machine, paper shapes): the mean of any
+# program but a Sokoban training update, which takes 80 s (5 units; up to 8 minutes). A part is about ten minutes.
 PART_UNITS = 40
 UNITS = {"sokoban_train": 5}
 
@@ -66,18 +66,19 @@ def merge(config: Mapping, files: Sequence[str | Path]) -> list[dict]:
     """The records of the parts' files, in the order of `programs`: every program of the config once, or an error
     that names the file that is not of this config (a part left from another config or an older program list)."""
     expected = [program.key for program in programs(config)]
+    known = set(expected)
     found: dict[str, dict] = {}
     for path in files:
         rehearsed = json.loads(Path(path).read_text())
         for record in rehearsed["programs"]:
-            if rehearsed["scale"] != config["scale"] or record["key"] not in expected or record["key"] in found:
+            if rehearsed["scale"] != config["scale"] or record["key"] not in known or record["key"] in found:
                 raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "
-                                  f"this config's, or is there twice: rehearse that part again")
+                                    f"this config's, or is there twice: rehearse that part again")
             found[record["key"]] = record
     missing = [key for key in expected if key not in found]
     if missing:
         raise PipelineError(f"{files[0] if files else 'the parts'}: {len(missing)} programs of the config were not "
-                          f"rehearsed (the first: {missing[0]!r})")
+                            f"rehearsed (the first: {missing[0]!r})")
     return [found[key] for key in expected]
 
 
