@@ -1,4 +1,5 @@
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
@@ -17,13 +18,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 
 
 def pytest_collection_modifyitems(items):
-    """Two workers share the tests (pytest-xdist, `-n 2` in pyproject.toml). The SLURM tests go to one worker, as one
-    group: each starts the machine's only cluster. The long tests (SLURM, whole pipelines) start first, so that the
-    workers finish together instead of one running a six-minute test alone at the end."""
-    for item in items:
-        if item.get_closest_marker("slurm"):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-    items.sort(key=lambda item: not (item.get_closest_marker("slurm") or item.get_closest_marker("pipeline")))
+    """Two workers share the tests (pytest-xdist, `-n 2` in pyproject.toml): the whole pipelines start first, the
+    SLURM harness's own short tests last, so that neither worker runs a six-minute test alone at the end and a
+    SLURM test seldom waits for the other worker's cluster (`slurm_cluster`)."""
+    items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), bool(item.get_closest_marker("slurm"))))
 
 
 @pytest.fixture
@@ -37,5 +35,8 @@ def slurm_cluster(tmp_path):
     reason = slurm_available()
     if reason:
         pytest.skip(reason)
-    with LocalSlurmCluster(tmp_path / "slurm") as cluster:
-        yield cluster
+    # One cluster per machine (it links /run/slurm/conf): a test on the other worker waits for this one to stop.
+    with open(Path(tempfile.gettempdir()) / "parallel-experts-slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with LocalSlurmCluster(tmp_path / "slurm") as cluster:
+            yield cluster

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import REPO, planned_jobs, snakemake
+import helpers
+from helpers import REPO, snakemake
 from parallel_experts import rehearsal
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
@@ -86,7 +87,7 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     parts = rehearsal.parts(files.load([SMOKE]))
     assert len(parts) >= 2 and all((tmp_path / paths.rehearsal_part("smoke", n)).exists() for n in range(len(parts)))
     (tmp_path / paths.rehearsal_part("smoke", 1)).unlink()
-    again = planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=SMOKE)
+    again = helpers.planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=SMOKE)
     assert again == {"rehearse_part": 1, "rehearse": 1, "rehearsal": 1}
     rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
     records = rehearsed["programs"]

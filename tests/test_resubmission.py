@@ -41,6 +41,7 @@ def long_smoke_config(tmp_path, **resources):
     return path
 
 
+@pytest.mark.pipeline
 def test_smoke_jobs_run_through_slurm_and_outlive_their_time_limit(slurm_cluster, tmp_path):
     limited = {"cpus": 1, "mem_mb": 2000, "runtime": 1, "gpus": 0, "resubmissions": 20}
     config = long_smoke_config(tmp_path, train=limited, lm_train=limited)
