@@ -83,13 +83,15 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     done = snakemake("rehearsal", "--cores", "2", "--configfile", str(SMOKE), "--directory", str(tmp_path),
                      timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
-    # compiled in parts, as jobs of their own: one part done again is one job, not all of them
+    # compiled in parts, as jobs of their own: a rehearsal stopped with one part to go compiles that part only
     parts = rehearsal.parts(files.load([SMOKE]))
     assert len(parts) >= 2 and all((tmp_path / paths.rehearsal_part("smoke", n)).exists() for n in range(len(parts)))
+    rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
+    (tmp_path / paths.rehearsal("smoke")).rename(tmp_path / "rehearsed.json")
     (tmp_path / paths.rehearsal_part("smoke", 1)).unlink()
     again = helpers.planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=SMOKE)
     assert again == {"rehearse_part": 1, "rehearse": 1, "rehearsal": 1}
-    rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
+    (tmp_path / "rehearsed.json").rename(tmp_path / paths.rehearsal("smoke"))
     records = rehearsed["programs"]
     assert len(records) == len(rehearsal.programs(files.load([SMOKE])))
     for record in records:

@@ -28,13 +28,14 @@ LOCAL_RULES = {"all", "index"}  # run by Snakemake itself, never submitted
 
 
 def long_smoke_config(tmp_path, **resources):
-    """The smoke config with one Sokoban and one LM run that each train for over a minute of one core: an attempt of
-    a one-minute limit trains for 30-50 s (start-up and compiling take the rest), so each needs three or so."""
+    """The smoke config with one Sokoban and one LM run that each train for over two minutes of one core: an attempt
+    of a one-minute limit trains for 30-50 s (start-up, and compiling on the first, take the rest), and one that
+    finds its programs in the compile cache trains 650 Sokoban or 1,650 LM updates, so each needs three or more."""
     config = files.load([REPO / "config/smoke.yaml"])
     config["resources"] |= resources
-    config["sokoban"]["env_steps"] = 8 * 5 * 1200  # 1,200 updates, 24 log points
+    config["sokoban"]["env_steps"] = 8 * 5 * 2400  # 2,400 updates, 48 log points
     config["sokoban"]["training"] |= {"log_interval": 50, "checkpoint_every": 1000}  # a checkpoint at each stop only
-    config["lm"]["train_tokens"] = 1024 * 3000  # 3,000 updates, 60 log points
+    config["lm"]["train_tokens"] = 1024 * 5000  # 5,000 updates, 100 log points
     config["lm"]["training"] |= {"log_every": 50, "checkpoint_every": 60000}
     path = tmp_path / "long.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
