@@ -82,6 +82,17 @@ def test_a_process_that_imported_jax_before_the_config_still_compiles_through_th
     assert any(path.name.startswith("jit__lambda") for path in (tmp_path / "xla").iterdir())
 
 
+def test_off_holds_in_a_process_that_imported_jax_first_whatever_the_config_says(tmp_path):
+    """As the benchmarks do: JAX imported, the cache turned off, then the config read, which names a cache."""
+    env = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    script = ("import sys, jax; from parallel_experts.core import compile_cache; compile_cache.off(); "
+              "compile_cache.use(sys.argv[1]); jax.jit(lambda x: 2 * x + 1)(1.0).block_until_ready()")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "xla")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not (tmp_path / "xla").exists() or not any((tmp_path / "xla").iterdir())
+
+
 def test_a_second_process_loads_every_training_program_from_the_cache(tmp_path):
     cache = tmp_path / "xla"
     config = config_with(tmp_path, f"compile_cache: {cache}\n")

@@ -58,3 +58,7 @@ def off() -> None:
     """No persistent cache in this process or those it starts, whatever the caller set: for the benchmarks, whose
     compile seconds (sokoban-bench, Table 5's first call) would otherwise time a read from the cache."""
     os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    if "jax" in sys.modules:  # as in `use`: the benchmarks import JAX first
+        import jax
+
+        jax.config.update("jax_enable_compilation_cache", False)
