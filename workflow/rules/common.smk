@@ -170,3 +170,15 @@ def probe_count(wildcards):
 def run_dir(domain):
     """The folder of the job's run (a param: the trainer writes its checkpoints there)."""
     return lambda wildcards: paths.run_dir(domain, wildcards.run)
+
+
+@functools.cache
+def rehearsal_parts():
+    """The config's programs in parts (imports JAX: only where the rehearsal is in the DAG)."""
+    from parallel_experts import rehearsal
+
+    return rehearsal.parts(config)
+
+
+def rehearsal_part_files(wildcards):
+    return [paths.rehearsal_part(config["scale"], part) for part in range(len(rehearsal_parts()))]

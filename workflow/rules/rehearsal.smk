@@ -11,18 +11,6 @@ localrules:
     rehearse_part,
 
 
-@functools.cache
-def rehearsal_parts():
-    """The config's programs in parts (imports JAX: only where the rehearsal is in the DAG)."""
-    from parallel_experts import rehearsal
-
-    return rehearsal.parts(config)
-
-
-def rehearsal_part_files(wildcards):
-    return [paths.rehearsal_part(config["scale"], part) for part in range(len(rehearsal_parts()))]
-
-
 rule rehearse_part:
     """Compile one part of the programs and record compile seconds, parameters, XLA's FLOPs and memory per device."""
     input:
