@@ -15,7 +15,8 @@ from parallel_experts import cli
 from parallel_experts.core import compile_cache
 
 SMOKE = str(REPO / "config/smoke.yaml")
-VARIABLES = (compile_cache.CACHE_DIR, *compile_cache.SETTINGS)
+# what a job's shell would not have: an in-process benchmark test's `off()` leaves ENABLE set in this worker
+VARIABLES = (compile_cache.CACHE_DIR, compile_cache.ENABLE, *compile_cache.SETTINGS)
 
 # One process of the test below: the CLI's own set-up from the config, then a tiny language model trained to the
 # end (the programs of a real training job, at the tests' size), counting JAX's cache events.

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
+ENABLE = "JAX_ENABLE_COMPILATION_CACHE"  # set to "false" by `off`, for this process and those it starts
 # What is cached, as JAX names it: every program, not only those that compile in over a second (JAX's
 # default). A demo training job compiles its update in ~36 s and ~170 small programs (parameter initialisers,
 # eager operations) in ~15 s together; each of these loads from its file in about a millisecond.
@@ -57,7 +58,7 @@ def use(directory: str | Path | None) -> None:
 def off() -> None:
     """No persistent cache in this process or those it starts, whatever the caller set: for the benchmarks, whose
     compile seconds (sokoban-bench, Table 5's first call) would otherwise time a read from the cache."""
-    os.environ["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    os.environ[ENABLE] = "false"
     if "jax" in sys.modules:  # as in `use`: the benchmarks import JAX first
         import jax
 
