@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import jax
 import pandas as pd
 import pytest
 import yaml
@@ -145,9 +146,9 @@ def test_a_job_fits_by_its_largest_program_and_is_unmarked_without_a_device_memo
 
 
 def test_a_paper_sokoban_update_compiles_at_its_exact_shape():
-    """The small budget's anchor (L1 E1 d128, 9 seeds, 200 updates per call) with the 900k-level table as an
-    argument: nothing is allocated, and its parameters are the hand count."""
-    key = "sokoban_train/convlstm-recurrent-L1-E1-d128/seeds9/envs32x20/view10/levels900000/updates200"
+    """The small budget's anchor (L1 E1 d128, 9 seeds, 200 updates per call, rematerialised) with the 900k-level
+    table as an argument: nothing is allocated, its parameters are the hand count, and the carry is donated."""
+    key = "sokoban_train/convlstm-recurrent-L1-E1-d128/seeds9/envs32x20/view10/levels900000/updates200/remat"
     [program] = [p for p in sokoban_programs.programs(files.load([PAPER])) if p.key == key]
     record = rehearsal.compile_program(program)
     d, z, inputs, hidden = 128, 32, 32 + 128 + 128, 256  # level 0 reads concat(z, s, h)
@@ -156,6 +157,7 @@ def test_a_paper_sokoban_update_compiles_at_its_exact_shape():
     head = (d + 1) + (2 * d * 2 * hidden + 2 * hidden) + (hidden * 4 + 4) + (hidden + 1)
     assert record["parameters"] == encoder + convlstm + d + head  # + the core's output RMSNorm
     assert record["memory"]["argument"] > 900_000 * 10 * 10 * 2  # the level table is an argument, uint8
+    assert record["memory"]["alias"] == record["memory"]["argument"] - 900_000 * 10 * 10 * 2  # all but the table
 
 
 def test_a_paper_lm_program_compiles_at_its_exact_shape():
@@ -168,6 +170,25 @@ def test_a_paper_lm_program_compiles_at_its_exact_shape():
     block = d * d + 2 * d * kv + d * d + 2 * d * 4 * d
     assert record["parameters"] == 2 * vocab * d + 16 * block == 181_075_968
     assert record["memory"]["argument"] >= 2 * record["parameters"]  # bfloat16 weights
+
+
+def test_a_sokoban_update_is_compiled_with_the_trainers_donation():
+    """The rehearsal measures the program the job runs: the trainer's compiled updates donate exactly the arguments
+    that the rehearsal's program donates (the carry), so XLA's aliases are the job's."""
+    from parallel_experts.sokoban import experiment
+    from parallel_experts.sokoban.train import Trainer
+
+    config = files.load([SMOKE])
+    run = experiment.runs(config)[0]
+    [program] = [p for p in sokoban_programs.programs(config) if p.jobs == [("sokoban_train", f"run={run.id}")]]
+    function, args, _ = program.build()
+    rehearsed = jax.jit(function, donate_argnums=program.donate).lower(*args)
+    trained = Trainer(run.agent, run.train, sokoban_programs.dummy_levels()).run_updates.lower(*args)
+    flags = [[info.donated for info in jax.tree.leaves(lowered.args_info)] for lowered in (rehearsed, trained)]
+    assert flags[0] == flags[1] and flags[0][0] is False and all(flags[0][1:])  # the carry, not the level table
+    memory = rehearsed.compile().memory_analysis()
+    carry = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(args[1]))
+    assert memory.alias_size_in_bytes == carry
 
 
 def test_every_view_accepts_the_stand_in_levels():

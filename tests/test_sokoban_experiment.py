@@ -72,3 +72,31 @@ def test_probed_runs_are_the_named_runs_in_order():
 def test_probes_must_name_runs_of_the_sweeps(edit, message):
     with pytest.raises(ConfigError, match=message):
         study.check(probing(edit))
+
+
+def test_the_memory_settings_define_a_run_only_where_they_apply():
+    """`sokoban.training.remat` and a budget's `seeds_at_once` change a seed's numbers in the last bits, so a run's
+    definition shows them; at their defaults it is the definition it was before they existed (not retrained)."""
+    paper = files.load([REPO / "config/paper.yaml"])
+    runs = {run.id: run for run in experiment.runs_by_id(paper).values()}
+    large, small = runs["convlstm/recurrent/large/L1-E208-d64"], runs["convlstm/recurrent/small/L1-E1-d128"]
+    assert large.train.remat and small.train.remat
+    assert (large.train.seeds_at_once, small.train.seeds_at_once) == (1, None)
+    assert large.to_dict()["train"]["seeds_at_once"] == 1 and "seeds_at_once" not in small.to_dict()["train"]
+    for run in (large, small):
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+    demo = files.load([REPO / "config/config.yaml"])
+    for run in experiment.runs_by_id(demo).values():
+        assert not {"remat", "seeds_at_once"} & set(run.to_dict()["train"])
+    # A group as large as the seeds is all of them at once: the same program as without the key.
+    demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
+    assert all(run.train.seeds_at_once is None for run in experiment.runs(demo))
+
+
+def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
+    demo = files.load([REPO / "config/config.yaml"])
+    demo["seeds"] = [0, 1, 2]
+    demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
+    with pytest.raises(ConfigError, match=r"sokoban\.budgets\.small\.seeds_at_once: 2 does not divide the 3 seeds "
+                                          r"\[0, 1, 2\] of sokoban\.sweeps\.convlstm"):
+        experiment.runs(demo)

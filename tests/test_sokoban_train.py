@@ -21,6 +21,7 @@ from parallel_experts.core.run_folder import attempts
 from parallel_experts.core.walltime import Deadline
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.generator import generated_set
+from parallel_experts.sokoban.programs import dummy_levels
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 from parallel_experts.sokoban.train import NonFiniteLossError, Trainer, checkpoint_update, gae, initial_agent, train
 
@@ -191,3 +192,79 @@ def test_an_attempt_killed_before_its_first_checkpoint_stops_the_next_one(traine
     train(trainer, [0], tmp_path, stop_after=1, deadline=Deadline(seconds=600))  # more time: a fair new try
     assert checkpoint_update(tmp_path) == 2
     assert [(entry["event"], entry["update"]) for entry in attempts(tmp_path)] == [("start", 0), ("start", 0)]
+
+
+def memory_trainer(config, agent=AgentConfig(depth=2, experts=3, width=4)):
+    return Trainer(agent, config, generated_set(30, room_size=5, num_boxes=1, seed=3).levels)
+
+
+def test_the_compiled_updates_take_over_the_carry_they_are_given(trainer):
+    """The carry is donated: its buffers become the returned carry's, so a job holds one carry, not two."""
+    carry = trainer.init([0, 1])
+    old = jax.tree.leaves(carry)
+    trainer.run_updates(trainer.levels, carry)
+    assert all(leaf.is_deleted() for leaf in old)
+
+
+def test_rematerialised_gradients_equal_the_stored_ones_to_float32_rounding():
+    """`remat` reruns each rollout step's forward pass in the backward pass: the same gradients up to rounding, as
+    XLA fuses the rerun differently (not bit for bit: measured up to 1e-6 of the gradient's norm), for each expert
+    kind, with and without recurrence."""
+    remat = TrainConfig(**{**TINY.__dict__, "remat": True})
+    for agent in (AgentConfig(2, 3, 4), AgentConfig(2, 2, 4, recurrent=False), AgentConfig(2, 2, 4, expert="convglu")):
+        plain = memory_trainer(TINY, agent)
+        carry, _ = plain.run_updates(plain.levels, plain.init([0]))  # two updates: a state that is not zero
+        one = jax.tree.map(lambda x: x[0], carry)
+        found = []
+        for trainer in (plain, memory_trainer(remat, agent)):
+            grad = jax.jit(lambda params, c, levels, t=trainer: jax.grad(t._loss, has_aux=True)(
+                params, c, t.envs(levels)))
+            found.append(grad(one.params, one, plain.levels))
+        (ours, (_, ours_metrics)), (theirs, (_, theirs_metrics)) = found[1], found[0]
+        a, b = (np.concatenate([np.ravel(x) for x in jax.tree.leaves(g)]) for g in (ours, theirs))
+        assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b) and np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+        np.testing.assert_allclose(ours_metrics["loss"], theirs_metrics["loss"], rtol=1e-6)
+
+
+def test_a_rematerialised_rollout_step_keeps_only_its_inputs():
+    """XLA's plan grows per rollout step and environment by about the step's inputs (the agent's state s, h, c and
+    the observation) and the outputs the loss reads, a hand count; without `remat`, by every activation (18-23×)."""
+    agent = AgentConfig(depth=2, experts=3, width=8)
+
+    def temp_bytes(steps, remat):
+        config = TrainConfig(env_steps=4 * steps * 2, num_envs=4, num_steps=steps, log_interval=1, remat=remat)
+        trainer = Trainer(agent, config, dummy_levels())
+        table = jax.ShapeDtypeStruct((10, 10, 10, 2), jnp.uint8)
+        lowered = trainer.run_updates.lower(table, jax.eval_shape(trainer.init, [0]))
+        return lowered.compile().memory_analysis().temp_size_in_bytes
+
+    cells, floats = 10 * 10, 4
+    state = cells * agent.width * (1 + 2 * agent.depth * agent.experts) * floats  # s, and h and c of every expert
+    step = state + cells * 2 + (agent.num_actions + 5) * 4 + 2  # + the uint8 grid, logits, value, action, ...
+    grown = {remat: (temp_bytes(4, remat) - temp_bytes(2, remat)) / 2 / 4 for remat in (False, True)}
+    assert step <= grown[True] <= 1.5 * step and grown[False] > 10 * step, (grown, step)
+
+
+def test_seeds_in_groups_train_as_the_groups_would_alone(tmp_path):
+    """`seeds_at_once` = g trains g seeds at a time: each group's numbers are those of a run of its seeds alone (a
+    vmap over g seeds), bit for bit, and a resumed run is the uninterrupted one."""
+    def trained(config, seeds):
+        carry, log = train(memory_trainer(config), seeds, tmp_path / f"{config.seeds_at_once}-{seeds}")
+        return leaves(carry), log.curve
+
+    grouped = {g: trained(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": g}), [0, 1, 2, 3])
+               for g in (1, 2)}
+    alone = TrainConfig(**{**TINY.__dict__, "remat": True})
+    for g, (carry, curve) in grouped.items():
+        parts = [trained(alone, list(range(first, first + g))) for first in range(0, 4, g)]
+        for index, leaf in enumerate(carry):
+            np.testing.assert_array_equal(leaf, np.concatenate([part[0][index] for part in parts]))
+        assert json.dumps([p["loss"] for p in curve]) == json.dumps(
+            [sum((part[1][k]["loss"] for part in parts), []) for k in range(len(curve))])
+    config = TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": 1})
+    train(memory_trainer(config), [0, 1], tmp_path / "split", stop_after=1)
+    resumed, resumed_log = train(memory_trainer(config), [0, 1], tmp_path / "split")
+    whole, whole_log = train(memory_trainer(config), [0, 1], tmp_path / "whole")
+    for a, b in zip(leaves(whole), leaves(resumed)):
+        np.testing.assert_array_equal(a, b)
+    assert json.dumps(resumed_log.state()) == json.dumps(whole_log.state())

@@ -12,6 +12,7 @@ per-seed shapes unchanged, where the machine cannot hold them all.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -53,8 +54,9 @@ def train_for_real(run, levels: np.ndarray, count: int, updates: int, run_dir: s
     """`updates` updates of `run` in one compiled call at the config's shapes (a table of `count` levels), a
     checkpoint written and read back; what happened, in numbers."""
     table = np.resize(levels, (count, *levels.shape[1:]))  # a partial copy of the split, tiled to its size
-    config = dataclasses.replace(run.train, log_interval=updates, checkpoint_every=1)
     chosen = run.seeds[:seeds] if seeds else run.seeds
+    group = run.train.seeds_at_once and math.gcd(run.train.seeds_at_once, len(chosen))  # groups that split them
+    config = dataclasses.replace(run.train, log_interval=updates, checkpoint_every=1, seeds_at_once=group)
     shutil.rmtree(run_dir, ignore_errors=True)  # a scratch folder: the updates run from the start every time
     start = time.perf_counter()
     trainer = train.Trainer(run.agent, config, table)

@@ -14,7 +14,7 @@ and two ablations of one allocation share their default run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import xarray as xr
 from tqdm.auto import tqdm
@@ -52,8 +52,12 @@ class Run(Definition):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        if self.agent.radius is None:  # runs defined before the radius existed keep their params: not retrained
+        # Runs defined before these settings existed keep their params where they take the default: not retrained.
+        if self.agent.radius is None:
             del d["agent"]["radius"]
+        for name, default in (("remat", False), ("seeds_at_once", None)):
+            if d["train"][name] == default:
+                del d["train"][name]
         return d
 
 
@@ -68,7 +72,9 @@ def shared(run: Run, sweep_runs: list[Run]) -> Run:
     Such a run has more seeds than `run` asks for where the families' seeds differ: an ablation scores it at
     its own seeds (sokoban.ablations.runs), Fig. 6 at all of them."""
     for other in sweep_runs:
-        if (other.agent, other.train) == (run.agent, run.train) and set(run.seeds) <= set(other.seeds):
+        # How many seeds train at once is not a way of training: it depends on the seed count, as the vmap does.
+        same = replace(other.train, seeds_at_once=None) == replace(run.train, seeds_at_once=None)
+        if other.agent == run.agent and same and set(run.seeds) <= set(other.seeds):
             return other
     return run
 
@@ -78,7 +84,6 @@ def runs(config: Mapping) -> list[Run]:
     allocation of each budget, each recurrence. The expert-count sweep and the ablations have their own lists
     (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
     sokoban = config["sokoban"]
-    train = train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
     for name, sweep in sokoban.get("sweeps", {}).items():
@@ -88,6 +93,7 @@ def runs(config: Mapping) -> list[Run]:
         for budget_name in sweep["budgets"]:
             b = by_name[budget_name]
             seeds = _seeds(config, budget_name)
+            train = budget_train_config(config, budget_name, seeds, f"sokoban.sweeps.{name}")
             for recurrent in sweep["recurrent"]:
                 for a in b.allocations:
                     found.append(Run(name, budget_name, _agent(sokoban, sweep, a, recurrent), train, seeds))
@@ -100,7 +106,6 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
     (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id), and so are an
     ablation's and a budget sweep's (`shared`)."""
     sokoban = config["sokoban"]
-    train = train_config(sokoban)
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     sweep_runs = runs(config)
     found, named = {}, {}
@@ -114,6 +119,7 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
             raise ConfigError(f"{where}.allocation: {spec['allocation']} is not an allocation of budget "
                               f"{spec['budget']!r} (its allocations: {listed})")
         seeds = tuple(spec.get("seeds", _seeds(config, spec["budget"])))
+        train = budget_train_config(config, spec["budget"], seeds, where)
         found[setting] = []
         for index, value in enumerate(spec["values"]):
             run = shared(Run(ABLATION, spec["budget"],
@@ -200,6 +206,19 @@ def runs_by_id(config: Mapping) -> dict[str, Run]:
 def train_config(sokoban: Mapping) -> TrainConfig:
     """The training settings of every Sokoban run of a config (`sokoban`: its Sokoban section)."""
     return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
+
+
+def budget_train_config(config: Mapping, budget_name: str, seeds: tuple[int, ...], where: str) -> TrainConfig:
+    """The training settings of a budget's runs of `seeds` (trained by `where`): `train_config`, with the budget's
+    `seeds_at_once` where it is fewer than the seeds."""
+    train = train_config(config["sokoban"])
+    group = config["sokoban"]["budgets"][budget_name].get("seeds_at_once")
+    if group is None or group >= len(seeds):
+        return train  # all seeds at once anyway: the same program as without the key
+    if len(seeds) % group:
+        raise ConfigError(f"sokoban.budgets.{budget_name}.seeds_at_once: {group} does not divide the {len(seeds)} "
+                          f"seeds {list(seeds)} of {where}; give a divisor of every seed count the budget trains")
+    return replace(train, seeds_at_once=group)
 
 
 def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:

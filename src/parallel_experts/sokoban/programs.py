@@ -30,7 +30,7 @@ from parallel_experts.sokoban import evaluate, experiment, probes
 from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.levels import FIXED, WALL
 from parallel_experts.sokoban.settings import REPRESENTATIONS, AgentConfig, ProbeConfig
-from parallel_experts.sokoban.train import Trainer
+from parallel_experts.sokoban.train import DONATED, Trainer
 
 GRID = (10, 10, 2)  # Jumanji's grid, every level padded to it (env._check_levels)
 
@@ -99,11 +99,12 @@ def train_update(agent: AgentConfig, train, seeds: int, levels: int, length: int
         trainer = Trainer(agent, train, dummy_levels())
         carry = jax.eval_shape(trainer.init, list(range(seeds)))
         table = jax.ShapeDtypeStruct((levels, *GRID), jnp.uint8)
-        return trainer._compiled(length), (table, carry), parameter_count(carry.params) // seeds
+        return trainer._updates(length), (table, carry), parameter_count(carry.params) // seeds
 
     key = (f"sokoban_train/{agent_key(agent)}/seeds{seeds}/envs{train.num_envs}x{train.num_steps}/"
-           f"view{train.view}/levels{levels}/updates{length}")
-    return Program(key, "sokoban_train", build)
+           f"view{train.view}/levels{levels}/updates{length}" + ("/remat" if train.remat else "")
+           + (f"/seeds_at_once{train.seeds_at_once}" if train.seeds_at_once else ""))
+    return Program(key, "sokoban_train", build, donate=DONATED)
 
 
 def _abstract_agent(agent: AgentConfig):

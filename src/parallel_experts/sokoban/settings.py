@@ -88,8 +88,18 @@ class TrainConfig:
     log_interval: int = 200  # updates per log point and per compiled call
     episode_window: int = 400  # completed episodes averaged at each log point
     checkpoint_every: int = 10  # log points between checkpoints
+    # Memory only (the gradients agree to float32 rounding, not bit for bit, so both define the run): `remat`
+    # recomputes each rollout step's forward pass in the backward pass, which then keeps only the step's inputs;
+    # `seeds_at_once` trains the seeds in groups of that many, one group after another (None: all together).
+    remat: bool = False
+    seeds_at_once: int | None = None
 
     def __post_init__(self):
+        if not isinstance(self.remat, (bool, np.bool_)):
+            raise ConfigError(f"sokoban.training.remat: expected true or false, got {self.remat!r}")
+        group = self.seeds_at_once
+        if group is not None and (isinstance(group, bool) or not isinstance(group, numbers.Integral) or group < 1):
+            raise ConfigError(f"seeds_at_once: expected a positive integer or null (all seeds), got {group!r}")
         updates = self.num_updates
         if updates < self.log_interval:
             raise ConfigError(
