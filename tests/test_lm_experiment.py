@@ -3,9 +3,11 @@
 import dataclasses
 import json
 
+import pytest
 from helpers import REPO
 
 from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment
 
@@ -32,3 +34,42 @@ def test_per_expert_caches_get_their_own_run_id():
     per_expert = dataclasses.replace(run, model=dataclasses.replace(run.model, kv_cache="expert"))
     assert per_expert.id == run.id + "-kv_expert"
     assert experiment.Run.from_dict(json.loads(json.dumps(per_expert.to_dict()))) == per_expert
+
+
+def test_the_cache_bound_splits_only_the_deep_recurrent_runs_into_more_microbatches():
+    """`lm.training.microbatch_cache_gb`: a recurrent run takes the largest microbatch, up to `microbatch_tokens`,
+    whose streams' caches fit the bound on each GPU; by hand, L32 E1 d768 at M = 1,024 keeps 32 · 1,024 · 2 · 4 · 96
+    bfloat16 values per stream (50.3 MB), so 1.1 GB holds 21 streams per GPU: 16 of them (64 over 4 GPUs) split
+    the update's 2,048 streams evenly."""
+    paper = files.load([REPO / "config/paper.yaml"])
+    runs = experiment.runs_by_id(paper)
+    deepest = runs["recurrent/medium/W1024/L32-E1-d768"]
+    assert experiment.cache_bytes(deepest.model, 1024) == 32 * 1024 * 2 * 4 * 96 * 2 == 50_331_648
+    assert (deepest.train.microbatch, deepest.train.groups) == (64, 32)
+    limit = paper["lm"]["training"]["microbatch_cache_gb"] * 1e9
+    for run in runs.values():
+        per_gpu = run.train.microbatch // 4 * experiment.cache_bytes(run.model, run.train.memory)
+        if not run.model.recurrent:
+            assert run.train.microbatch == 32768 // run.train.sequence  # microbatch_tokens, untouched
+        elif run.train.microbatch < 512:  # bounded: the largest power of two per GPU that fits (2,048 streams)
+            assert per_gpu <= limit < 2 * per_gpu and run.window == 1024
+        else:
+            assert per_gpu <= limit
+    demo = files.load([REPO / "config/config.yaml"])  # no bound: microbatch_tokens as before
+    assert all(run.train.microbatch == 8192 // run.train.sequence for run in experiment.runs(demo))
+
+
+def test_a_cache_bound_below_one_stream_is_a_config_error():
+    paper = files.load([REPO / "config/paper.yaml"])
+    paper["lm"]["training"]["microbatch_cache_gb"] = 0.01
+    with pytest.raises(ConfigError, match=r"lm\.training\.microbatch_cache_gb: 0\.01 GB holds not even one stream's "
+                                          r"caches \(0\.011 GB\) of the recurrent L4 E1 d1344 at M = 1024"):
+        experiment.runs(paper)
+
+
+def test_a_per_expert_cache_ablation_gets_its_own_microbatch_bound():
+    paper = files.load([REPO / "config/paper.yaml"])
+    paper["lm"]["training"]["microbatch_cache_gb"] = 0.1  # 0.4 MB of level caches per stream of L2 E8 d768, M = 128
+    level, expert = experiment.ablation_runs(paper)["kv_cache"]
+    assert experiment.cache_bytes(expert.model, 128) == 8 * experiment.cache_bytes(level.model, 128) == 8 * 2 * 128 * 2 * 4 * 96 * 2
+    assert (level.train.microbatch, expert.train.microbatch) == (512, 64)  # 128 and 16 streams per GPU

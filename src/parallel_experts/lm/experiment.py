@@ -33,6 +33,7 @@ TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedu
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
+DTYPE_BYTES = {"bfloat16": 2, "float32": 4}  # lm.dtype
 
 
 @dataclass(frozen=True)
@@ -60,24 +61,66 @@ def variant_id(model: ModelConfig) -> str:
 def runs(config: Mapping) -> list[Run]:
     """Every run of every LM budget in a validated config, in a stable order."""
     lm = config["lm"]
-    training = lm.get("training", {})
-    options = {key: training[key] for key in TRAINING_KEYS if key in training}
     model_options = {"aggregation": lm["aggregation"]} if "aggregation" in lm else {}
     found = []
     for b in budget.budgets(config, "lm"):
         for window in lm["windows"]:
             for recurrent in (False, True):
-                sequence = training.get("segment", SEGMENT) if recurrent else 2 * window
-                # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
-                microbatch = ({"microbatch": max(1, training["microbatch_tokens"] // sequence)}
-                              if "microbatch_tokens" in training else {})
-                train = TrainConfig(sequence=sequence, memory=window if recurrent else 0,
-                                    train_tokens=lm["train_tokens"], **options, **microbatch)
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
                                         recurrent=recurrent, dtype=lm["dtype"], **model_options)
-                    found.append(Run(b.name, window, model, train))
+                    found.append(Run(b.name, window, model, train_config(config, model, window)))
     return found
+
+
+def train_config(config: Mapping, model: ModelConfig, window: int) -> TrainConfig:
+    """The training settings of `model` at `window`: `lm.training`, the microbatch bounded by
+    `microbatch_cache_gb` for the recurrent model (`cache_bounded`)."""
+    lm = config["lm"]
+    training = lm.get("training", {})
+    options = {key: training[key] for key in TRAINING_KEYS if key in training}
+    sequence = training.get("segment", SEGMENT) if model.recurrent else 2 * window
+    # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
+    microbatch = ({"microbatch": max(1, training["microbatch_tokens"] // sequence)}
+                  if "microbatch_tokens" in training else {})
+    train = TrainConfig(sequence=sequence, memory=window if model.recurrent else 0,
+                        train_tokens=lm["train_tokens"], **options, **microbatch)
+    if not model.recurrent or "microbatch_cache_gb" not in training:
+        return train
+    return cache_bounded(train, model, training["microbatch_cache_gb"], devices(config))
+
+
+def devices(config: Mapping) -> int:
+    """The devices a training job splits its streams over: the GPUs of its resources family (`lm_train`, as
+    planning.resources.FAMILY names it), one where it has none."""
+    resources = config["resources"]
+    return max(1, resources.get("lm_train", resources["default"])["gpus"])
+
+
+def cache_bytes(model: ModelConfig, memory: int) -> int:
+    """Bytes of one stream's rolling caches (keys and values of every level, M entries each)."""
+    entry = model.kv_heads * model.head_dim * (model.experts if model.kv_cache == "expert" else 1)
+    return 2 * model.depth * memory * entry * DTYPE_BYTES[model.dtype]
+
+
+def cache_bounded(train: TrainConfig, model: ModelConfig, limit_gb: float, device_count: int) -> TrainConfig:
+    """`train` with the largest microbatch, up to its own, whose streams' caches on one device fit in `limit_gb`,
+    that splits the update's streams into whole microbatches and each over the devices evenly.
+
+    Backprop through a recurrent window keeps a few dozen copies of the caches per stream (XLA's plan: about 50
+    bytes of temporaries per byte of cache at paper scale, on a CPU), which grow with depth and cache length: the
+    deep W = 1,024 runs plan up to 352 GB per device at 128 streams per device. More, smaller microbatches are
+    memory only (the update's gradient is the mean over all streams whatever the microbatch)."""
+    per_stream, limit = cache_bytes(model, train.memory), limit_gb * 1e9
+    if -(-train.microbatch // device_count) * per_stream <= limit:
+        return train
+    fitting = [m for m in range(device_count, train.microbatch + 1, device_count)
+               if train.streams % m == 0 and m // device_count * per_stream <= limit]
+    if not fitting:
+        raise ConfigError(f"lm.training.microbatch_cache_gb: {limit_gb} GB holds not even one stream's caches "
+                          f"({per_stream / 1e9:.3g} GB) of the recurrent L{model.depth} E{model.experts} "
+                          f"d{model.width} at M = {train.memory}; raise it")
+    return replace(train, microbatch=max(fitting))
 
 
 def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
@@ -102,7 +145,10 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
                               f"{spec['budget']!r} (its allocations: "
                               f"{', '.join(str(_allocation(run.model)) for run in recurrent)})")
         [run] = base
-        found[setting] = [replace(run, model=replace(run.model, **{setting: value})) for value in spec["values"]]
+        found[setting] = []
+        for value in spec["values"]:  # a per-expert cache is E times larger: its own microbatch bound
+            model = replace(run.model, **{setting: value})
+            found[setting].append(replace(run, model=model, train=train_config(config, model, run.window)))
     return found
 
 

@@ -28,15 +28,8 @@ def programs(config: Mapping) -> list[Program]:
     return collect(_programs(config))
 
 
-def train_devices(config: Mapping) -> int:
-    """The devices a training job splits its streams over: the GPUs of its resources family (`lm_train`, as
-    planning.resources.FAMILY names it), one where it has none."""
-    resources = config["resources"]
-    return max(1, resources.get("lm_train", resources["default"])["gpus"])
-
-
 def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
-    devices, spec = train_devices(config), experiment.evaluation(config)
+    devices, spec = experiment.devices(config), experiment.evaluation(config)
     for run in experiment.runs_by_id(config).values():
         job = f"run={run.id}"
         yield train_update(run.model, run.train, devices), ("lm_train", job)
