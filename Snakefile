@@ -30,6 +30,16 @@ include: "workflow/rules/rehearsal.smk"
 
 localrules:
     all,
+    config_snapshot,
+
+
+onstart:
+    # A real run claims results/config.json for its config (a dry run never gets here): refused where a running
+    # workflow reads another config from it.
+    try:
+        snapshot.claim(config, CONFIG_JSON, config_files())
+    except snapshot.FolderBusy as error:
+        sys.exit(f"error: {error}")
 
 
 rule all:
@@ -37,3 +47,13 @@ rule all:
     default_target: True
     input:
         "reports/index.html",
+
+
+rule config_snapshot:
+    """The config snapshot in a new folder, where the DAG needs it before the onstart hook has written it."""
+    output:
+        CONFIG_JSON,
+    log:
+        "results/logs/config_snapshot.log",
+    run:
+        Path(log[0]).write_text(snapshot.write(config, output[0]))

@@ -21,6 +21,7 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import budget, compile_cache
 from parallel_experts.results import paths as results_paths
+from parallel_experts.results import snapshot
 
 
 def parser() -> argparse.ArgumentParser:
@@ -214,6 +215,8 @@ def load_config(paths: Sequence[str]) -> dict:
         study.check(loaded)
     except ConfigError as error:
         raise ConfigError(f"{' + '.join(paths)}: {error}") from None
+    for path in paths:  # a job of a workflow: the snapshot it started with
+        snapshot.verify(loaded, path)
     # Every command that compiles reads the config first, and imports JAX only after: here, the cache is set once.
     compile_cache.use(loaded.get("compile_cache", results_paths.XLA_CACHE) or None)
     return loaded

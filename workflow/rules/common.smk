@@ -31,7 +31,7 @@ from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import resources as job_resources
 from parallel_experts.planning import tables as plan
 from parallel_experts.reporting import catalogue
-from parallel_experts.results import paths, store
+from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
@@ -44,11 +44,11 @@ try:
 except ConfigError as error:
     sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
-# The effective configuration (files plus any --config overrides), which every job reads: written here, when it
-# changes, not by a rule. A rule's output would make Snakemake skip the params check of every job reading it in
-# the run that rewrites it, so a run whose definition changed would not be retrained until the next invocation.
+# The effective configuration (files plus any --config overrides), which every job reads: written when a real run
+# starts (the onstart hook, results.snapshot), never while the Snakefile is read. Where it changed, no rule writes
+# it: a rule's output would make Snakemake skip the params check of every job reading it in the run that rewrites
+# it, so a run whose definition changed would not be retrained until the next invocation.
 CONFIG_JSON = paths.CONFIG_JSON
-store.write_snapshot(config, CONFIG_JSON)
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
 # Every report of the config (parallel_experts.reporting.catalogue): its notebook, the results it reads, its target.

@@ -8,6 +8,7 @@ from IPython.display import Markdown, display
 
 from parallel_experts.analysis import comparison
 from parallel_experts.config import files
+from parallel_experts.results import snapshot
 
 
 def begin(scale: str, description: str, config_path: str | None = None, precision: int = 3) -> dict | None:
@@ -15,4 +16,8 @@ def begin(scale: str, description: str, config_path: str | None = None, precisio
     `config_path` (the workflow's snapshot, results/config.json), if given."""
     pd.set_option("display.precision", precision)
     display(Markdown(comparison.scale_banner(scale, description)))
-    return files.load([config_path]) if config_path else None
+    if not config_path:
+        return None
+    config = files.load([config_path])
+    snapshot.verify(config, config_path)
+    return config

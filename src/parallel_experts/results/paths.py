@@ -1,6 +1,7 @@
 """Where every result lives, relative to the working directory: the one module that knows the layout of results/.
 
     results/config.json                            the effective configuration, which every job reads its run from
+    results/config.lock                            held by every running workflow of that config (results.snapshot)
     results/allocations/{domain}.nc                the allocation grids
     results/sokoban/levels/{set}.npz               level sets; results/lm/tokens/: token shards
     results/{domain}/runs/{run id}/                one run: its learning curve, weights, evaluation, checkpoints

@@ -11,7 +11,6 @@ import xarray as xr
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.config.files import digest
-from parallel_experts.core import atomic
 from parallel_experts.core.atomic import atomic_path
 from parallel_experts.core.definitions import Definition
 
@@ -60,11 +59,3 @@ def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_pat
         if evaluation.attrs["run"] != run.id:
             raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
         yield run, curve, evaluation
-
-
-def write_snapshot(config: Mapping, path: str | Path) -> None:
-    """Write the effective configuration as JSON (results/config.json, which every job reads its runs from),
-    only where it changed: its modification time is when the config last changed."""
-    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-    if not (Path(path).is_file() and Path(path).read_text(encoding="utf-8", errors="replace") == text):
-        atomic.write_text(path, text)
