@@ -11,13 +11,16 @@ from parallel_experts.config.errors import PipelineError
 from parallel_experts.reporting import render as reports
 
 
-def test_offline_removes_remote_scripts_and_refuses_remote_images():
+def test_offline_removes_every_script_and_refuses_remote_images_but_not_links():
     page = ('<head><script src="https://cdn.example/require.js"></script><script type="module">x()</script>'
-            '</head><body><img src="data:image/png;base64,AAAA"></body>')
+            '</head><body><img src="data:image/png;base64,AAAA"><a href="https://arxiv.org/abs/2609.12531">paper</a>'
+            '</body>')
     cleaned = reports.offline(page)
-    assert "cdn.example" not in cleaned and '<script type="module">x()</script>' in cleaned
-    with pytest.raises(PipelineError, match="remote resources"):
-        reports.offline('<img src="https://example.org/plot.png">')
+    assert "cdn.example" not in cleaned and "<script" not in cleaned and "x()" not in cleaned
+    assert '<a href="https://arxiv.org/abs/2609.12531">' in cleaned  # a link loads nothing
+    for remote in ('<img src="https://example.org/plot.png">', '<link rel="stylesheet" href="http://x.org/a.css">'):
+        with pytest.raises(PipelineError, match="remote resources"):
+            reports.offline(remote)
 
 
 def test_render_executes_with_parameters_and_hides_code(tmp_path):

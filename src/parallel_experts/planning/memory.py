@@ -92,7 +92,7 @@ def summary(frame: pd.DataFrame, backend_name: str) -> list[str]:
         lines.append(f"{rule}: largest {size(top['peak_bytes'])}{limit} ({top['wildcards'] or 'its one job'})")
     judged = rehearsed[rehearsed["fits"].notna()]
     if judged.empty:
-        return lines + ["no device memory given (plan.<family>.memory_gb): no job is marked"]
+        return lines + ["no device memory given (`plan.<family>.memory_gb`): no job is marked"]
     over = judged[~judged["fits"].astype(bool)]
     lines.append(f"{len(over)} of {len(judged)} jobs would not fit their device" + (": " + "; ".join(
         f"{row.rule} {row.wildcards} ({size(row.peak_bytes)})" for row in over.itertuples()) if len(over) else ""))

@@ -1,14 +1,15 @@
 """Rendering reports: papermill runs a notebook with parameters, nbconvert turns it into code-free HTML.
 
 Every report gets a sidecar JSON (what produced it, when) from which `write_index` builds reports/index.html.
-Pages must show everything offline: figures are embedded images, tables are HTML, and the CDN scripts that
-nbconvert's template links (require.js, MathJax) are removed because nothing on our pages needs them.
+Pages must show everything offline: figures are embedded images, tables are HTML, and the scripts of nbconvert's
+template (require.js, MathJax, Mermaid) are removed because nothing on our pages needs them. What a notebook
+displays reaches the page only through `markup` (`safe_outputs`): the strings a config or a results file put in
+it are data, never code.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 import os
 import re
@@ -19,12 +20,19 @@ import nbformat
 import papermill
 from nbconvert import HTMLExporter
 
+from parallel_experts.analysis import comparison
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.core import atomic
-from parallel_experts.reporting import catalogue
+from parallel_experts.reporting import catalogue, markup
 
-REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^\"']*[\"'][^>]*>\s*</script>\s*", re.IGNORECASE)
+SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
 MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.DOTALL)
+# Where a page would load something from the network: any src, or the href of anything but a link (<a>), which
+# only navigates.
+REMOTE = re.compile(r"""<(?!a\s)[a-z][^>]*?\b(?:src|href)=["'](https?://[^"']+)""", re.IGNORECASE)
+# The outputs a page may show: text, raster images (embedded as data: URIs by the template), and HTML or Markdown
+# after `markup`; the others (JavaScript, SVG, widgets, LaTeX) are dropped, their text/plain form stays.
+SHOWN = {"text/plain", "image/png", "image/jpeg"}
 
 
 def render(
@@ -42,7 +50,7 @@ def render(
         str(notebook), str(executed_path), parameters=dict(parameters), kernel_name="python3",
         progress_bar=False, cwd=str(Path.cwd()),
     )
-    executed = nbformat.read(executed_path, as_version=4)
+    executed = safe_outputs(nbformat.read(executed_path, as_version=4))
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(executed)
@@ -52,10 +60,27 @@ def render(
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
 
 
+def safe_outputs(notebook):
+    """The notebook with every output as the page may show it: Markdown rendered and HTML sanitised by
+    `markup`, any other kind of output but text and raster images dropped."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "data" not in output:
+                continue  # a stream or an error: the template escapes its text
+            data = output["data"]
+            shown = {mime: data[mime] for mime in SHOWN if mime in data}
+            if "text/html" in data:
+                shown["text/html"] = markup.sanitise(data["text/html"])
+            elif "text/markdown" in data:
+                shown["text/html"] = markup.markdown(data["text/markdown"])
+            output["data"] = shown
+    return notebook
+
+
 def offline(page: str) -> str:
-    """Drop remote scripts; fail loudly if anything else on the page still points at the network."""
-    page = MATHJAX_CONFIG.sub("", REMOTE_SCRIPT.sub("", page))
-    remote = re.findall(r"""(?:src|href)=["'](https?://[^"']+)""", page)
+    """Drop the template's scripts; fail loudly if anything else on the page still loads from the network."""
+    page = MATHJAX_CONFIG.sub("", SCRIPT.sub("", page))
+    remote = REMOTE.findall(page)
     if remote:
         raise PipelineError(f"report still loads remote resources: {remote[:3]}")
     return page
@@ -77,25 +102,24 @@ def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config
     metas = {Path(m["html"]).stem: m for m in (json.loads(Path(p).read_text()) for p in meta_paths)}
     rows = []
     for item, found in catalogue.index_items(config):
-        cells = [html.escape(item.paper), f"<code>{html.escape(item.target)}</code>" if item.target else ""]
+        cells = [markup.text(item.paper), f"<code>{markup.text(item.target)}</code>" if item.target else ""]
         if not found:
             rows.append(_row(cells, f'<td colspan="3" class="missing">missing: it needs '
-                                    f"{html.escape(item.needs)} in the config</td>"))
+                                    f"{markup.text(item.needs)} in the config</td>"))
         for report in found:
             meta = metas.get(report.name)
             if meta is None:
-                rows.append(_row(cells, f'<td colspan="3" class="missing">missing: reports/{html.escape(report.name)}'
+                rows.append(_row(cells, f'<td colspan="3" class="missing">missing: reports/{markup.text(report.name)}'
                                         ".html was not rendered</td>"))
                 continue
             link = os.path.relpath(meta["html"], index_path.parent)
-            rows.append(_row(cells, f"<td><a href=\"{html.escape(link)}\">{html.escape(meta['title'])}</a></td>"
-                                    f"<td>{html.escape(meta['scale'])}</td>"
-                                    f"<td><code>{html.escape(' '.join(meta['config_files']))}</code> "
-                                    f"({html.escape(meta['config_digest'])}), {html.escape(meta['rendered'])}</td>"))
+            rows.append(_row(cells, f"<td><a href=\"{markup.url(link)}\">{markup.text(meta['title'])}</a></td>"
+                                    f"<td>{markup.text(meta['scale'])}</td>"
+                                    f"<td><code>{markup.text(' '.join(meta['config_files']))}</code> "
+                                    f"({markup.text(meta['config_digest'])}), {markup.text(meta['rendered'])}</td>"))
     atomic.write_text(index_path, INDEX_TEMPLATE.format(
         rows="\n".join(rows),
-        scale=html.escape(config["scale"]),
-        description=html.escape(config["description"]),
+        banner=markup.markdown(comparison.scale_banner(config["scale"], config["description"])),
         built=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     ))
 
@@ -117,7 +141,7 @@ th {{ background: #f4f4f4; }}
 </style></head>
 <body>
 <h1>Temporal Recurrence Favors Fewer Layers (arXiv 2609.12531): reproduction reports</h1>
-<p class="scale"><strong>Scale: {scale}.</strong> {description}</p>
+<div class="scale">{banner}</div>
 <table>
 <tr><th>Paper item</th><th>Target</th><th>Report</th><th>Scale</th><th>Config (digest), rendered (UTC)</th></tr>
 {rows}
