@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slurm
 SOKOBAN_RUN, LM_RUN = "convlstm/recurrent/small/L1-E1-d16", "recurrent/small/W16/L2-E1-d16"
 TRAINED = (paths.curve("sokoban", SOKOBAN_RUN), paths.curve("lm", LM_RUN))
 TARGETS = (paths.evaluation("sokoban", SOKOBAN_RUN), paths.evaluation("lm", LM_RUN), "reports/allocations.html")
-LOCAL_RULES = {"all", "index"}  # run by Snakemake itself, never submitted
+LOCAL_RULES = {"all", "index", "config_snapshot"}  # run by Snakemake itself, never submitted
 
 
 def long_smoke_config(tmp_path, **resources):
