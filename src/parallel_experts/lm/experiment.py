@@ -14,6 +14,7 @@ per update and in total; each run is evaluated at its own window W (paper §5.2)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
@@ -22,7 +23,7 @@ import xarray as xr
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
-from parallel_experts.lm.settings import ModelConfig, TrainConfig
+from parallel_experts.lm.settings import DTYPE_BYTES, ModelConfig, TrainConfig
 from parallel_experts.results.store import run_results, with_ablations
 
 # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
@@ -33,7 +34,6 @@ TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedu
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
-DTYPE_BYTES = {"bfloat16": 2, "float32": 4}  # lm.dtype
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,7 @@ def devices(config: Mapping) -> int:
 
 def cache_bytes(model: ModelConfig, memory: int) -> int:
     """Bytes of one stream's rolling caches (keys and values of every level, M entries each)."""
-    entry = model.kv_heads * model.head_dim * (model.experts if model.kv_cache == "expert" else 1)
-    return 2 * model.depth * memory * entry * DTYPE_BYTES[model.dtype]
+    return 2 * math.prod(model.cache_shape(memory)) * DTYPE_BYTES[model.dtype]
 
 
 def cache_bounded(train: TrainConfig, model: ModelConfig, limit_gb: float, device_count: int) -> TrainConfig:

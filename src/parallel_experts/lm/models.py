@@ -270,10 +270,7 @@ class RecurrentState(eqx.Module):
 
     @classmethod
     def zeros(cls, config: ModelConfig, memory: int) -> RecurrentState:
-        entry = (config.kv_heads, config.head_dim)
-        if config.kv_cache == "expert":
-            entry = (config.experts, *entry)
-        cache = jnp.zeros((config.depth, memory, *entry), config.dtype)
+        cache = jnp.zeros(config.cache_shape(memory), config.dtype)
         return cls(jnp.zeros(config.width, config.dtype), cache, cache, jnp.zeros((), jnp.int32))
 
     def reset_where(self, reset: Array) -> RecurrentState:

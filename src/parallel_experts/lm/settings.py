@@ -12,6 +12,7 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
 
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the authors' LM/nanogpt/config.py)
+DTYPE_BYTES = {"bfloat16": 2, "float32": 4}  # the model dtypes (lm.dtype), bytes per value
 KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
 
 
@@ -46,6 +47,12 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.width // self.q_heads
+
+    def cache_shape(self, memory: int) -> tuple[int, ...]:
+        """One stream's rolling keys (and as many values) of the recurrent model: (L, M, K, hd), or (L, M, E, K, hd)
+        with a cache per expert."""
+        per_expert = (self.experts,) if self.kv_cache == "expert" else ()
+        return (self.depth, memory, *per_expert, self.kv_heads, self.head_dim)
 
 
 @dataclass(frozen=True)

@@ -53,25 +53,22 @@ def write(config: Mapping, path: str | Path) -> str:
 def claim(config: Mapping, path: str | Path, config_files: Sequence[str]) -> None:
     """Make `path` the snapshot of `config` until this process exits; raise FolderBusy where a running workflow
     reads another config from it."""
-    path = Path(path)
+    path, wanted = Path(path), text(config)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = open(path.with_suffix(".lock"), "a+", encoding="utf-8")
     fcntl.flock(lock, fcntl.LOCK_SH)  # waits only while another workflow writes
-    if _current(path) != text(config):
-        try:  # a conversion, not atomic: `_current` is checked again under the shared lock below
+    if _current(path) != wanted:
+        try:  # a conversion, not atomic: the snapshot is read again under the shared lock below
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            atomic.write_text(path, wanted)
+            lock.truncate(0)
+            lock.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "digest": files.digest(config),
+                                   "since": time.strftime("%Y-%m-%d %H:%M:%S"), "config": list(config_files)}))
+            lock.flush()
+            fcntl.flock(lock, fcntl.LOCK_SH)
         except BlockingIOError:
-            message = _busy(path, lock, config)
-            lock.close()
-            raise FolderBusy(message) from None
-        write(config, path)
-        lock.seek(0)
-        lock.truncate()
-        lock.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "digest": files.digest(config),
-                               "since": time.strftime("%Y-%m-%d %H:%M:%S"), "config": list(config_files)}))
-        lock.flush()
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        if _current(path) != text(config):  # another workflow wrote between the two locks
+            pass  # another workflow holds the folder: refused below
+        if _current(path) != wanted:  # refused, or another workflow wrote between the two locks
             message = _busy(path, lock, config)
             lock.close()
             raise FolderBusy(message)
