@@ -34,7 +34,7 @@ import optax
 import xarray as xr
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime

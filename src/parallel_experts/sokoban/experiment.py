@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import xarray as xr
-from tqdm.auto import tqdm
+from tqdm import tqdm  # not tqdm.auto, which warns on the report pages that import this module (no ipywidgets)
 
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import aggregation, budget

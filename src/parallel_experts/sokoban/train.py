@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import xarray as xr
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
