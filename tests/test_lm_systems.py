@@ -1,7 +1,11 @@
 """Tables 5 and 6: the throughput benchmark trains on exactly the sampler's tokens, cells are planned, timed or
 reported OOM, and the tables' ratios, verdicts and the paper's numbers are the right ones."""
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -55,6 +59,39 @@ def test_a_cell_is_timed_with_its_flops_or_reported_oom_without_running(shards):
     planned_only = throughput._isolated(config, 16, spec | {"flops_up_to": 0}, str(folder), 0)  # a fresh process
     assert planned_only["oom"] and "seconds" not in planned_only
     assert planned_only["planned_bytes"] == found["planned_bytes"]
+
+
+TWO_DEVICES = """
+import json, sys
+import jax, numpy as np
+from parallel_experts.lm import systems, throughput
+from parallel_experts.lm.settings import ModelConfig
+assert len(jax.devices()) == 2
+config, folder = ModelConfig(2, 1, 16, 2, 1, vocab=64, recurrent=True, dtype="float32"), sys.argv[1]
+spec = {"batch_tokens": 64, "steps": 3, "flops_up_to": 0}
+job = throughput.trainer(config, 16, spec["batch_tokens"], devices=2)
+_, inputs, _, _ = next(job.batches([np.arange(2000, dtype=np.uint16) % 64], (0, 0, 0)))
+found = {d: throughput.measure(config, 16, spec, folder, 2**40, devices=d) for d in (1, 2)}
+print(json.dumps({"inputs_on": len(inputs.sharding.device_set), "planned": {d: f["planned_bytes"] for d, f in
+                  found.items()}, "timed": {d: len(f["seconds"]) for d, f in found.items()},
+                  "configured": systems.throughput_devices({"resources": {"default": {"gpus": 0},
+                                                                          "bench": {"gpus": 2}}})}))
+"""
+
+
+def test_table6_splits_each_update_over_the_bench_devices(shards, tmp_path):
+    """As the paper's four H100s: on two host devices each update's streams are split (inputs on both devices), so
+    each device plans less memory than one device holding the whole update, and the update still runs."""
+    folder, _ = shards
+    script = tmp_path / "two.py"
+    script.write_text(TWO_DEVICES)
+    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, env=env,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["inputs_on"] == 2 and found["configured"] == 2 and found["timed"] == {"1": 3, "2": 3}
+    assert found["planned"]["2"] < found["planned"]["1"]
 
 
 def test_decode_latency_cells_are_prepared_and_keep_decoding():

@@ -58,6 +58,19 @@ def test_the_parts_hold_every_program_once_in_order_and_are_full():
         rehearsal.part_keys(config, len(parts))
 
 
+def test_the_paper_training_updates_are_compiled_for_the_gpus_their_job_splits_them_over():
+    """The LM training jobs and Table 6 split each update over four GPUs (the paper's four H100s), so their programs
+    are compiled for four devices, and each device's memory is what the plan checks; every other program uses one."""
+    config = files.load([PAPER])
+    assert config["resources"]["lm_train"]["gpus"] == config["resources"]["bench"]["gpus"] == 4
+    found = {}
+    for program in lm_programs.programs(config):
+        split = program.rule in ("lm_train", "lm_throughput") and "/update/" in program.key or "/advance/" in program.key
+        found.setdefault((program.rule, split), set()).add(program.devices)
+    assert found == {("lm_train", True): {4}, ("lm_throughput", True): {4}, ("lm_evaluate", False): {1},
+                     ("lm_latency", False): {1}}
+
+
 def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
     config = files.load([SMOKE])
     keys = [p.key for p in rehearsal.programs(config)]

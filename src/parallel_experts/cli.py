@@ -163,6 +163,8 @@ def parser() -> argparse.ArgumentParser:
     add_config(p)
     p.add_argument("--tokens", required=True, help="folder of shards from lm-tokens")
     p.add_argument("--batch-tokens", type=int, help="tokens per update instead of the config's")
+    p.add_argument("--devices", type=int, help="devices an update's streams split over instead of the config's "
+                   "resources.bench.gpus")
     p.add_argument("--out", required=True)
     return parser
 
@@ -543,7 +545,7 @@ def lm_throughput(args) -> int:
     # cell must get the memory, not JAX's default preallocation of 75 % here.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     compile_cache.off()
-    ds = throughput.run(load_config(args.config), args.tokens, batch_tokens=args.batch_tokens)
+    ds = throughput.run(load_config(args.config), args.tokens, batch_tokens=args.batch_tokens, devices=args.devices)
     store.write_netcdf(ds, args.out)
     print(table6.printed(ds))
     print(f"{args.out}: {ds.sizes['allocation']} allocations at {ds.sizes['context']} contexts")

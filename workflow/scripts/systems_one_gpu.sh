@@ -7,7 +7,7 @@
 #
 # OUT (default results/systems_one_gpu) receives latency.nc, throughput.nc and their printed tables; the token
 # shards are the offline demo corpus tokenised with GPT-2's ids (OUT/tokens), unless OUT/tokens already holds
-# shards (e.g. FineWeb's). CONFIG defaults to config/paper.yaml; a test runs it on CPU with a tiny config.
+# shards (e.g. FineWeb's). CONFIG defaults to config/paper.yaml; with config/smoke.yaml and 64 it runs on a CPU.
 set -euo pipefail
 out=${1:-results/systems_one_gpu}
 config=${2:-config/paper.yaml}
@@ -21,4 +21,4 @@ fi
 python -m parallel_experts check-config "$config"
 python -m parallel_experts lm-latency --config "$config" --out "$out/latency.nc" | tee "$out/latency.txt"
 python -m parallel_experts lm-throughput --config "$config" --tokens "$out/tokens" --batch-tokens "$batch_tokens" \
-  --out "$out/throughput.nc" | tee "$out/throughput.txt"
+  --devices 1 --out "$out/throughput.nc" | tee "$out/throughput.txt"

@@ -37,8 +37,10 @@ def summary(ds: xr.Dataset) -> list[str]:
     recurrent = fits.where(ds["recurrent"], drop=True)
     lines.append(f"memory: {int(recurrent.sum())} of {recurrent.size} recurrent cells plan at most the Transformer's "
                  "memory at the same C (the paper's code ran out of memory wherever L·C ≥ 1,024).")
-    lines.append(f"{spec['batch_tokens']:,} tokens per update, width {spec['width']}; the paper: 131,072 tokens per "
-                 "update on four H100s, d = 768, bfloat16 (tokens/s summed over the four).")
+    devices = spec.get("devices", 1)  # a dataset written before Table 6 split its updates ran on one device
+    lines.append(f"{spec['batch_tokens']:,} tokens per update on {devices} device{'s' * (devices > 1)} (memory per "
+                 f"device), width {spec['width']}; the paper: 131,072 tokens per update on four H100s, d = 768, "
+                 "bfloat16 (tokens/s summed over the four).")
     return lines + [tables.machine_line(ds)]
 
 

@@ -3,7 +3,8 @@
 A training job runs `Trainer.update` (one optimiser step over G microbatches, the streams split over the devices
 of `resources.lm_train.gpus`, parameters replicated) and, for the recurrent model, `Trainer.advance` (the warm-up
 windows); an evaluation job runs `evaluate._chunk_nll` on one device; Table 5's job pre-fills, decodes and steps
-each row at each context and batch (`lm.latency`), Table 6's trains each row at each context (`lm.throughput`).
+each row at each context and batch (`lm.latency`), Table 6's trains each row at each context (`lm.throughput`),
+the streams split over the devices of `resources.bench.gpus`.
 A program depends on the model and the shapes, so an ablation's run at the sweep's setting shares the sweep's.
 """
 
@@ -45,14 +46,14 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
                     for program in decoding(model, context, batch, spec["steps"]):
                         yield program, ("lm_latency", "")
     if "throughput" in config["lm"]:
-        spec = systems.throughput_settings(config)
+        spec, devices = systems.throughput_settings(config), systems.throughput_devices(config)
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:
                 train = throughput.train_config(model, context, spec["batch_tokens"])
-                yield train_update(model, train, 1, "lm_throughput"), ("lm_throughput", "")
+                yield train_update(model, train, devices, "lm_throughput"), ("lm_throughput", "")
                 if train.warmup:
-                    yield train_advance(model, train, 1, "lm_throughput"), ("lm_throughput", "")
+                    yield train_advance(model, train, devices, "lm_throughput"), ("lm_throughput", "")
 
 
 def model_key(model: ModelConfig) -> str:

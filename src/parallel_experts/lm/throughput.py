@@ -5,14 +5,16 @@ The complete update is timed, dataloader included: each update reads its windows
 the recurrent state at a shard's start as `lm.train.train` does, and runs the compiled optimiser update, all
 of it inside the timer. Every context C of the grid keeps the tokens per update fixed (`batch_tokens`), so
 B = batch_tokens / C: the Transformer trains on B independent sequences of C tokens, the recurrent model on
-B streams with segment C and cache M = C (rematerialised token steps), in one microbatch. `steps` updates run;
-the median over updates 2 onwards (0 and 1 excluded, as the paper's medians over steps 2-5) gives tokens/s.
+B streams with segment C and cache M = C (rematerialised token steps), in one microbatch, its streams split over
+the devices of `resources.bench.gpus` (the paper: four H100s; `lm.train.Trainer`'s data parallelism). `steps`
+updates run; the median over updates 2 onwards (0 and 1 excluded, as the paper's medians over steps 2-5) gives
+tokens/s, of all devices together.
 
-Memory: XLA's planned bytes of the compiled update (arguments + temporaries + outputs − aliased) everywhere,
-and on devices that report it (GPUs) the measured peak, each (allocation, C) then in a fresh process so that the
-peak is its own. An update planned above the device's memory (its `bytes_limit`, or the host's RAM on CPU, or
-`memory_limit_gb`) is reported as OOM without running, and so is one that runs out of memory.
-FLOPs per update (XLA's count with every scan unrolled) and their fraction of the fp32 matmul peak measured
+Memory, per device: XLA's planned bytes of the compiled update (arguments + temporaries + outputs − aliased)
+everywhere, and on devices that report it (GPUs) the first device's measured peak, each (allocation, C) then in a
+fresh process so that the peak is its own. An update planned above the device's memory (its `bytes_limit`, or the
+host's RAM on CPU, or `memory_limit_gb`) is reported as OOM without running, and so is one that runs out of memory.
+FLOPs per update (XLA's count with every scan unrolled) and their fraction of the devices' fp32 matmul peak measured
 beside them are counted for contexts up to `flops_up_to` (0: none; the unrolled trace is slow at long C).
 """
 
@@ -35,7 +37,7 @@ from parallel_experts.core.tables import fmt
 from parallel_experts.lm import shards as shard_io
 from parallel_experts.lm import systems
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
-from parallel_experts.lm.train import Trainer
+from parallel_experts.lm.train import Trainer, device_mesh
 
 
 def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> TrainConfig:
@@ -45,9 +47,9 @@ def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> 
                        train_tokens=batch_tokens * 1000)
 
 
-def trainer(model_config: ModelConfig, context: int, batch_tokens: int):
-    """The training job (`lm.train.Trainer`) of one cell (`train_config`)."""
-    return Trainer(model_config, train_config(model_config, context, batch_tokens))
+def trainer(model_config: ModelConfig, context: int, batch_tokens: int, devices: int = 1):
+    """The training job (`lm.train.Trainer`) of one cell (`train_config`), its streams split over `devices`."""
+    return Trainer(model_config, train_config(model_config, context, batch_tokens), device_mesh(devices))
 
 
 def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int
@@ -78,9 +80,10 @@ def planned_bytes(compiled) -> int:
 
 
 def measure(model_config: ModelConfig, context: int, spec: Mapping, tokens: str | Path,
-            memory_limit: int) -> dict:
-    """One cell: plan, and unless it cannot fit, time `steps` updates on the shards of `tokens`."""
-    job = trainer(model_config, context, spec["batch_tokens"])
+            memory_limit: int, devices: int = 1) -> dict:
+    """One cell: plan, and unless it cannot fit on each of `devices`, time `steps` updates on the shards of
+    `tokens`."""
+    job = trainer(model_config, context, spec["batch_tokens"], devices)
     vocabulary, _, training = shard_io.model_shards(tokens, model_config.vocab)
     shards = [shard_io.load_tokens(path, vocabulary) for path in training]
     carry = job.init()
@@ -109,14 +112,15 @@ def _isolated(*args) -> dict:
 
 
 def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None,
-        batch_tokens: int | None = None) -> xr.Dataset:
+        batch_tokens: int | None = None, devices: int | None = None) -> xr.Dataset:
     """Table 6 over the config's contexts (`lm.throughput`): every row, side by side in one process (a process
-    per cell where the device reports its peak memory, or when `isolate` says so); `batch_tokens` per update
-    instead of the config's, where given."""
+    per cell where the device reports its peak memory, or when `isolate` says so); `batch_tokens` per update and
+    `devices` instead of the config's, where given."""
     if batch_tokens:  # the effective config, which the dataset records
         table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
         config = {**config, "lm": {**config["lm"], "throughput": table}}
     spec = systems.throughput_settings(config)
+    devices = devices or systems.throughput_devices(config)
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
     contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
@@ -126,14 +130,15 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
     peak_start = matmul_peak(1024, 3)
     for i, row in enumerate(rows):
         for j, context in enumerate(contexts):
-            args = (systems.model_config(row, spec["width"], config["lm"]), context, spec, str(tokens), limit)
+            args = (systems.model_config(row, spec["width"], config["lm"]), context, spec, str(tokens), limit,
+                    devices)
             found = _isolated(*args) if isolate else measure(*args)
             planned[i, j], flops[i, j], oom[i, j] = found["planned_bytes"], found["flops_per_update"], found["oom"]
             if not found["oom"]:
                 seconds[i, j], peak[i, j] = found["seconds"], found["peak_bytes"]
             speed = "OOM" if found["oom"] else fmt(spec["batch_tokens"] / statistics.median(found["seconds"][systems.SKIPPED:]))
-            progress(f"{systems.label(row)}  C={context}: {speed} tokens/s, planned "
-                     f"{found['planned_bytes'] / 2**20:,.0f} MiB")
+            progress(f"{systems.label(row)}  C={context}: {speed} tokens/s on {devices} device(s), planned "
+                     f"{found['planned_bytes'] / 2**20:,.0f} MiB per device")
     peak_end = matmul_peak(1024, 3)
     tokens_per_s = spec["batch_tokens"] / np.median(seconds[..., systems.SKIPPED:], -1)
     dims = ("allocation", "context")
@@ -144,19 +149,22 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
                                               "units": "tokens/s"}),
         "update_seconds": ((*dims, "update"), seconds, {"long_name": "time of each update, read to result",
                                                        "units": "s"}),
-        "planned_bytes": (dims, planned, {"long_name": "XLA's planned memory of the compiled update", "units": "B"}),
-        "peak_bytes": (dims, peak, {"long_name": "the device's measured peak memory in use (where reported)",
+        "planned_bytes": (dims, planned, {"long_name": "XLA's planned memory of the compiled update per device",
+                                          "units": "B"}),
+        "peak_bytes": (dims, peak, {"long_name": "the first device's measured peak memory in use (where reported)",
                                     "units": "B"}),
         "oom": (dims, oom, {"long_name": f"out of memory: planned above {limit / 2**30:.1f} GiB, or ran out"}),
         "flops_per_update": (dims, flops, {"long_name": "XLA-counted FLOPs of one update, every scan unrolled",
                                            "units": "FLOP"}),
-        "fraction_of_peak": (dims, flops * tokens_per_s / spec["batch_tokens"] / (matmul * 1e9),
-                             {"long_name": "achieved FLOP/s over the fp32 matmul peak measured beside",
+        "fraction_of_peak": (dims, flops * tokens_per_s / spec["batch_tokens"] / (matmul * 1e9 * devices),
+                             {"long_name": "achieved FLOP/s over the fp32 matmul peak measured beside (one "
+                                           "device's, times the devices)",
                               "units": "1"}),
     }
     coords = {"context": contexts, "batch": ("context", [spec["batch_tokens"] // c for c in contexts]),
               "update": np.arange(spec["steps"])}
-    ds = systems.dataset(rows, variables, coords, config, spec | {"memory_limit_bytes": limit}, machine_info())
+    ds = systems.dataset(rows, variables, coords, config, spec | {"memory_limit_bytes": limit, "devices": devices},
+                         machine_info())
     ds["vs_transformer"] = systems.ratio_to_transformer(ds["tokens_per_s"]).assign_attrs(
         long_name="tokens/s relative to the Transformer L16 E1 at the same C", units="1")
     return ds.assign_attrs(matmul_peak_gflops_start=peak_start["gflops"], matmul_peak_gflops_end=peak_end["gflops"])
