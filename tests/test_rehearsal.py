@@ -2,6 +2,7 @@
 inputs, and the plan's memory check that reads its file (planning/memory.py)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -106,6 +107,17 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     again = helpers.planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=SMOKE)
     assert again == {"rehearse_part": 1, "rehearse": 1, "rehearsal": 1}
     (tmp_path / "rehearsed.json").rename(tmp_path / paths.rehearsal("smoke"))
+    # A config edit that changes some programs (Table 6 split over two GPUs) compiles only the parts that hold them.
+    edited = yaml.safe_load(SMOKE.read_text())
+    edited["resources"]["bench"] = edited["resources"]["default"] | {"gpus": 2}
+    (tmp_path / "edited.yaml").write_text(yaml.safe_dump(edited))
+    before, after = parts, rehearsal.parts(files.load([tmp_path / "edited.yaml"]))
+    changed = [n for n, (a, b) in enumerate(zip(before, after)) if [p.key for p in a] != [p.key for p in b]]
+    assert len(before) == len(after) and 0 < len(changed) < len(parts)
+    snapshot = tmp_path / paths.CONFIG_JSON
+    os.utime(snapshot, (snapshot.stat().st_mtime + 60,) * 2)  # as the real run's snapshot of the edit would be
+    assert helpers.planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=tmp_path / "edited.yaml") == {
+        "rehearse_part": len(changed), "rehearse": 1, "rehearsal": 1}
     records = rehearsed["programs"]
     assert len(records) == len(rehearsal.programs(files.load([SMOKE])))
     for record in records:
