@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from parallel_experts.config import schema
+from parallel_experts.config import locations, schema
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import by_id
@@ -27,6 +27,7 @@ def check(config: Mapping) -> None:
     for domain in budget.DOMAINS:
         budget.budgets(config, domain)
     schema.check_references(config)
+    locations.check(config)
     sokoban_experiment.runs(config)
     sokoban_experiment.probed_runs(config)
     sokoban_experiment.expert_count_runs(config)

@@ -66,7 +66,8 @@ rule report:
         notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,
         caption=lambda wildcards: REPORTS[wildcards.report].caption,
         notebook=notebook_parameters,
-        config_files=config_files(),
+        # a function: Snakemake formats string params with the wildcards, which would rewrite a file name with braces
+        config_files=lambda wildcards: config_files(),
     shell:
         "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} --html {output.html:q} "
         "--executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "

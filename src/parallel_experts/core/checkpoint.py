@@ -14,7 +14,7 @@ import equinox as eqx
 
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.core import atomic
-from parallel_experts.core.run_folder import CheckpointError, latest
+from parallel_experts.core.run_folder import CheckpointError, latest, member
 
 
 class NonFiniteLossError(PipelineError, FloatingPointError):
@@ -29,6 +29,7 @@ def save_weights(path: str | Path, tree) -> None:
 
 def load_weights(path: str | Path, like, what: str):
     """The leaves saved at `path`, deserialised into the structure of `like`; `what` names them in errors."""
+    path = member(Path(path).parent, Path(path).name)
     try:
         return eqx.tree_deserialise_leaves(path, like)
     except (OSError, ValueError, RuntimeError) as error:
@@ -56,9 +57,10 @@ def load_checkpoint(run_dir: Path, like):
     if found is None:
         return None
     name, update = found
+    leaves, state = member(run_dir, f"{name}.eqx"), member(run_dir, f"{name}.json")
     try:
-        carry = eqx.tree_deserialise_leaves(run_dir / f"{name}.eqx", like)
-        host = json.loads((run_dir / f"{name}.json").read_text(encoding="utf-8"))
+        carry = eqx.tree_deserialise_leaves(leaves, like)
+        host = json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
                               "over") from None

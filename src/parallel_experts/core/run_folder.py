@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from parallel_experts.config import locations
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic
 
@@ -25,9 +26,19 @@ CHECKPOINT_NAME = re.compile(r"checkpoint-(\d{9})")  # what `latest` may hold: a
 ATTEMPTS = "attempts.jsonl"  # each training attempt with a deadline: its start and its clean stop (core/walltime.py)
 
 
+def member(run_dir: str | Path, name: str) -> Path:
+    """The file `name` of a run folder, to be read: refused where it is a symbolic link out of the folder (a run's
+    checkpoint is its own; config/locations.py)."""
+    path = Path(run_dir) / name
+    if not locations.inside(path, run_dir):
+        raise CheckpointError(f"{path}: a link to {path.resolve()}, outside its run folder; a run reads its "
+                              f"checkpoints and weights only from inside {run_dir}")
+    return path
+
+
 def latest(run_dir: Path) -> tuple[str, int] | None:
     """(name, update) of the checkpoint that `latest` points to; None when there is no pointer."""
-    latest = Path(run_dir) / "latest"
+    latest = member(run_dir, "latest")
     if not latest.exists():
         return None
     try:

@@ -177,7 +177,8 @@ def text_documents(source: dict) -> Iterator[str]:
         hf = source["hf"]
         if not isinstance(hf, dict) or "name" not in hf:
             raise DataError(f"source 'hf' needs a mapping with a 'name', got {hf!r}")
-        rows = datasets.load_dataset(hf["name"], hf.get("config"), split=hf.get("split", "train"), streaming=True)
+        rows = datasets.load_dataset(hf["name"], hf.get("config"), split=hf.get("split", "train"), streaming=True,
+                                     cache_dir=source.get("cache_dir"))
         for row in rows:
             yield row["text"]
         return
@@ -243,6 +244,8 @@ def corpus_shards(corpus: dict, out_dir: str | Path, shard_tokens: int) -> list[
     if "pretokenized" in corpus:
         return download_shards(corpus["pretokenized"], out_dir)
     source = corpus if "demo" not in corpus else {"files": [str(f) for f in demo_corpus_files()], "format": "text"}
+    # `datasets` keeps its Arrow copy beside the shards, not in the user's home (config/README.md, `external`)
+    source = {"cache_dir": str(out_dir.parent / "datasets-cache")} | source
     stream = tokenize_documents(text_documents({k: v for k, v in source.items() if k != "max_tokens"}))
     if "max_tokens" in corpus:
         stream = _first_tokens(stream, corpus["max_tokens"])

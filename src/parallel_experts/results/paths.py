@@ -21,6 +21,7 @@ ROOT = "results"
 CONFIG_JSON = f"{ROOT}/config.json"
 LM_TOKENS = f"{ROOT}/lm/tokens"
 XLA_CACHE = f"{ROOT}/xla-cache"  # the default of the config's compile_cache
+BOXOBAN_CACHE = f"{ROOT}/boxoban"  # the default of sokoban.boxoban.cache: parsed splits, a downloaded copy
 # The datasets that reports read, one file each.
 SOKOBAN_SWEEP = f"{ROOT}/sokoban/sweep.nc"  # every run of the budget sweeps
 EXPERT_COUNT = f"{ROOT}/sokoban/expert_count.nc"  # the runs of sokoban.expert_count (no budget)

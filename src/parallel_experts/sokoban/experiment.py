@@ -22,6 +22,7 @@ from tqdm import tqdm  # not tqdm.auto, which warns on the report pages that imp
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import aggregation, budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
+from parallel_experts.results import paths
 from parallel_experts.results.store import run_results, with_ablations
 from parallel_experts.sokoban import boxoban, generator, solver
 from parallel_experts.sokoban.levels import LevelError, LevelSet
@@ -245,7 +246,8 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
         found = generator.generated_set(g["count"], room_size=g["room_size"], num_boxes=g["boxes"], seed=g["seed"])
     else:
         found = boxoban.load_split(source["boxoban"], boxoban_source.get("root"),
-                                   cache_dir=boxoban_source.get("cache"), download=boxoban_source.get("download", False))
+                                   cache_dir=boxoban_source.get("cache", paths.BOXOBAN_CACHE),
+                                   download=boxoban_source.get("download", False))
     if "pushes" not in source:
         return found
     try:

@@ -1,0 +1,48 @@
+"""Where a configuration may read and write: inside the project, or in a folder it names as external.
+
+The rule: every path a config gives (`PATH_KEYS`), and every default it implies, resolves inside the project
+(the working directory the workflow and its jobs run in) or inside one of the folders listed in the config's
+`external`, after symbolic links are followed, so a link cannot lead out either. A run folder's checkpoint and
+weights are read only from files that resolve inside that folder (`inside`, core/checkpoint.py). Paths that a
+user types on the command line (`--tokens`, `--out`, `--boxoban`) are named on purpose and are not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from parallel_experts.config.errors import ConfigError
+
+# every config key that names a file or folder (a list: each of its items)
+PATH_KEYS = ("compile_cache", "sokoban.boxoban.root", "sokoban.boxoban.cache", "lm.corpus.files", "lm.corpus.cache_dir")
+
+
+def inside(path: str | Path, folder: str | Path) -> bool:
+    """Whether `path` resolves (symbolic links followed) to `folder` or below it."""
+    return Path(path).resolve().is_relative_to(Path(folder).resolve())
+
+
+def check(config: Mapping, project: str | Path | None = None) -> None:
+    """Refuse a path-valued key of `config` that resolves outside `project` (default: the working directory) and
+    outside every folder of its `external` list, naming the key, the path and what it resolves to."""
+    project = Path.cwd() if project is None else Path(project)
+    allowed = [project, *(project / folder for folder in config.get("external", []))]
+    for key, value in _paths(config):
+        if not any(inside(project / value, folder) for folder in allowed):
+            raise ConfigError(f"{key}: {str(value)[:200]!r} resolves to {(project / value).resolve()}, outside the "
+                              f"project {project.resolve()}; list it, or a folder above it, in the config's `external` "
+                              "to use it")
+
+
+def _paths(config: Mapping) -> Iterator[tuple[str, str]]:
+    for key in PATH_KEYS:
+        *parents, name = key.split(".")
+        block = config
+        for parent in parents:
+            block = block.get(parent, {}) if isinstance(block, Mapping) else {}
+        value = block.get(name) if isinstance(block, Mapping) else None
+        if isinstance(value, str):
+            yield key, value
+        elif isinstance(value, list):
+            yield from ((f"{key}[{i}]", item) for i, item in enumerate(value) if isinstance(item, str))
