@@ -202,13 +202,14 @@ def test_the_papers_value_only_at_the_papers_configuration(dataset):
     assert "not shown beside ours" in ablations.summary(load("config.yaml"), "aggregation", table, 4096)[1]
 
 
-def test_the_plot_draws_every_rule_and_the_papers_bar(dataset):
+def test_the_plot_draws_every_rule_and_the_papers_point(dataset):
     table = ablations.scores(dataset, "aggregation")
     fig = plots.lm_ablation(table, "aggregation", "sqrt_sum", 3.51, "title")
-    bars = fig.axes[0].patches
-    assert [round(b.get_height(), 2) for b in bars] == [*LOSSES.values(), 3.51]
-    assert bars[0].get_facecolor()[:3] == (0, 0, 0) and bars[1].get_facecolor()[:3] != (0, 0, 0)
-    assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].patches) == 4
+    ours, paper = fig.axes[0].collections
+    assert [round(y, 2) for _, y in ours.get_offsets()] == list(LOSSES.values()) and paper.get_offsets()[0][1] == 3.51
+    assert tuple(ours.get_facecolors()[0][:3]) == (0, 0, 0) and tuple(ours.get_facecolors()[1][:3]) != (0, 0, 0)
+    assert not fig.axes[0].patches  # points, not bars: the y-axis does not start at 0
+    assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].collections) == 1
 
 
 def test_kv_sharing_verdict_and_page(dataset):

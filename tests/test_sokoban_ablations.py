@@ -255,9 +255,10 @@ def test_summary_compares_with_the_paper_only_on_its_run_and_warns_of_few_seeds(
 def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():
     table = rows("aggregation", {"sqrt_sum": 13.7, "mean": 13.5, "routed_mean": 13.2}, stderr=0.02)
     fig = plots.aggregation_ablation(table, 13.738, "test")
-    bars = [p for p in fig.axes[0].patches]
-    np.testing.assert_allclose([b.get_height() for b in bars], [13.7, 13.5, 13.2, 13.738])
-    [errors] = [c for c in fig.axes[0].collections if len(c.get_segments())]
+    points = [c for c in fig.axes[0].collections if not hasattr(c, "get_segments")]
+    np.testing.assert_allclose([y for c in points for _, y in c.get_offsets()], [13.7, 13.5, 13.2, 13.738])
+    assert not fig.axes[0].patches  # points, not bars: the y-axis does not start at 0
+    [errors] = [c for c in fig.axes[0].collections if hasattr(c, "get_segments") and len(c.get_segments())]
     np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in errors.get_segments()], 2 * table["stderr"])
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()][-1] == "paper:\nsqrt_sum"
 

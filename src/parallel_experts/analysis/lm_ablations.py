@@ -40,7 +40,7 @@ PAGES = {
         "routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²), with α = σ(λ) from a router that reads "
         "[z; s] at every level. Only the merge of the outputs changes: every rule merges the experts' key and "
         "value proposals into the level's cache by the sqrt-sum, and the router never sees them. Everything "
-        "else is the sweep's run, which is the sqrt-sum bar. Bars: validation cross-entropy at the run's "
+        "else is the sweep's run, which is the sqrt-sum point. Points: validation cross-entropy at the run's "
         "window (lower is better). The reference run (our choice; the paper names none) is the small "
         "budget's (2, 8, 768) at W = 128, whose sqrt-sum value (≈ 3.51, §5.2) is drawn beside ours where this "
         "config runs the same configuration."),
@@ -48,7 +48,7 @@ PAGES = {
         "The recurrent Transformer at one allocation, trained twice: with one rolling key/value cache per depth "
         "level that all its experts read, their key and value proposals merged into one entry by the sqrt-sum "
         "(`level`: the paper's model and the sweep's run), and with one cache per expert that holds only its "
-        "own proposals (`expert`). Everything else is the sweep's run. Bars: validation cross-entropy at the "
+        "own proposals (`expert`). Everything else is the sweep's run. Points: validation cross-entropy at the "
         "run's window (lower is better). The paper states no run for this pair, only its effect."),
 }
 NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a difference of a few hundredths of a "

@@ -34,7 +34,7 @@ PAGES = {
     "aggregation": ("Sokoban aggregation rules (Fig. 10, left)",
         "The recurrent ConvLSTM agent at one allocation, trained once per rule that merges the experts' "
         "outputs into the shared state (paper App. D; authors' PRE/recnanogpt/): sqrt-sum Σh/√E (the default), mean "
-        "Σh/E, routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²). Bars: mean final-five return ± 1 "
+        "Σh/E, routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²). Points: mean final-five return ± 1 "
         "standard error over seeds. The paper's run is the medium budget's (1, 4, 128) with 3 seeds; the "
         "authors' sqrt-sum value (13.738, their medium sweep's score of that allocation) is drawn beside ours"
         " where this config runs the same configuration. Routing for Sokoban is unspecified; ours gives one α"

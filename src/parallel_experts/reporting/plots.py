@@ -246,7 +246,8 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
 
 
 def _score_range(ax, means, errors, extra=()) -> None:
-    """A y-range that shows differences of a few standard errors between bars (not a baseline at 0)."""
+    """A y-range that shows differences of a few standard errors between settings (not a baseline at 0, which is
+    why the settings are points, not bars: a bar's length would read as its value)."""
     low = min([*(means - errors), *extra])
     high = max([*(means + errors), *extra])
     pad = 0.15 * (high - low) + 0.05
@@ -254,15 +255,16 @@ def _score_range(ax, means, errors, extra=()) -> None:
 
 
 def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
-    """Fig. 10 (left): mean final-five return ± 1 standard error over seeds for each aggregation rule; the
-    authors' sqrt-sum value, where comparable, as a hatched bar beside them."""
+    """Fig. 10 (left): mean final-five return ± 1 standard error over seeds for each aggregation rule, the
+    default (sqrt-sum) black; the authors' sqrt-sum value, where comparable, as a red cross beside them."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     errors = scores["stderr"].fillna(0)
     colours = ["k" if rule == "sqrt_sum" else "0.6" for rule in scores["aggregation"]]
-    ax.bar(scores["aggregation"], scores["mean"], yerr=errors, color=colours, capsize=4, label="ours")
+    ax.errorbar(scores["aggregation"], scores["mean"], yerr=errors, fmt="none", ecolor="k", capsize=4)
+    ax.scatter(scores["aggregation"], scores["mean"], c=colours, s=40, zorder=3, label="ours")
     if paper is not None:
-        ax.bar(["paper:\nsqrt_sum"], [paper], color="white", edgecolor="tab:red", hatch="//",
-               label=f"paper, sqrt-sum ({paper:.3f})")
+        ax.scatter(["paper:\nsqrt_sum"], [paper], marker="x", s=60, color="tab:red", zorder=3,
+                   label=f"paper, sqrt-sum ({paper:.3f})")
     _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
     ax.set_ylabel("mean return (final five logs)")
     ax.set_xlabel(f"aggregation rule (seeds per bar: {', '.join(map(str, scores['seeds']))})")
@@ -293,14 +295,14 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
 
 def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float | None, title: str) -> plt.Figure:
     """Fig. 10 (right): validation loss for each value of an LM ablation's `setting`, the `default` (the sweep's
-    run) black; the paper's value of the default, where comparable, as a hatched bar beside them."""
+    run) black; the paper's value of the default, where comparable, as a red cross beside them."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     losses = scores["validation_loss"]
     colours = ["k" if value == default else "0.6" for value in scores[setting]]
-    ax.bar(scores[setting].astype(str), losses, color=colours, label="ours")
+    ax.scatter(scores[setting].astype(str), losses, c=colours, s=40, zorder=3, label="ours")
     if paper is not None:
-        ax.bar([f"paper:\n{default}"], [paper], color="white", edgecolor="tab:red", hatch="//",
-               label=f"paper, {default} (≈ {paper:.2f})")
+        ax.scatter([f"paper:\n{default}"], [paper], marker="x", s=60, color="tab:red", zorder=3,
+                   label=f"paper, {default} (≈ {paper:.2f})")
     _score_range(ax, losses, 0 * losses, [] if paper is None else [paper])
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_xlabel(f"{setting} (one run each; lower is better)")
