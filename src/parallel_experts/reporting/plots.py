@@ -267,7 +267,8 @@ def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) 
                    label=f"paper, sqrt-sum ({paper:.3f})")
     _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
     ax.set_ylabel("mean return (final five logs)")
-    ax.set_xlabel(f"aggregation rule (seeds per bar: {', '.join(map(str, scores['seeds']))})")
+    ax.set_xlabel(f"aggregation rule (seeds per rule: {', '.join(map(str, scores['seeds']))})")
+    ax.margins(x=0.2)
     ax.legend(frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
@@ -306,6 +307,7 @@ def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float |
     _score_range(ax, losses, 0 * losses, [] if paper is None else [paper])
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_xlabel(f"{setting} (one run each; lower is better)")
+    ax.margins(x=0.2)
     ax.legend(frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
