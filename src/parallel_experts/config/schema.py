@@ -86,7 +86,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(allowed))
         expected = f"expected one of: {', '.join(allowed)}" if allowed else "no other keys are allowed"
-        return f"{where}: unknown key {', '.join(map(quote_key, unknown))} ({expected})"
+        more = f" and {len(unknown) - 5:,} more" if len(unknown) > 5 else ""
+        return f"{where}: unknown key {', '.join(map(quote_key, unknown[:5]))}{more} ({expected})"
     if kind == "required":
         return f"{where}: missing key {error.message.split()[0]}"
     if kind == "oneOf" and error.schema.get("oneOf") == [{"required": ["allocations"]}, {"required": ["enumerate"]}]:
