@@ -128,7 +128,7 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if not isinstance(key, str):
-                raise yaml.MarkedYAMLError(problem=f"key {quote_key(key)} is not a string (quote it)",
+                raise yaml.MarkedYAMLError(problem=f"key {quote_key(key)} is not a string (quote it: '{key}')",
                                            problem_mark=key_node.start_mark)
             if key in seen:
                 raise yaml.MarkedYAMLError(problem=f"duplicate key {quote_key(key)} (first at line {seen[key]})",
