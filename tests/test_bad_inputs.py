@@ -394,3 +394,10 @@ def test_a_config_the_workflow_cannot_use_is_one_line_naming_its_place(tmp_path,
     assert (str(path) in errors[0]) == (not extra), errors[0]  # the file where it holds the fault, else --config
     assert len(errors[0]) <= len(str(path)) + LONG_LINE
     assert {p: b for p, b in snapshot(tmp_path).items() if ".snakemake" not in p.parts} == before
+
+
+def test_a_character_outside_the_bmp_as_json_escapes_it_is_read_as_itself(tmp_path):
+    """The surrogate check refuses a lone surrogate, not the pair JSON writes for 😀 (results/config.json)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"description": "caf\u00e9 \U0001F600"}))  # "\ud83d\ude00": two escapes
+    assert files.read(path) == json.loads(path.read_text()) == {"description": "café 😀"}

@@ -112,13 +112,15 @@ class _StrictLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_scalar(self, node):
+        # YAML leaves the escapes "\ud83d\ude00" (JSON's for 😀, as the workflow's config.json writes it) two
+        # surrogates: joined here into the character they encode; a surrogate without its pair encodes none.
         value = super().construct_scalar(node)
         try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise yaml.MarkedYAMLError(problem=f"{quote(error.object[error.start:error.end])} is not a Unicode "
-                                       "character (a lone surrogate)", problem_mark=node.start_mark) from None
-        return value
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError as error:
+            lone = error.object[error.start:error.end].decode("utf-16-le", "surrogatepass")
+            raise yaml.MarkedYAMLError(problem=f"{quote(lone)} is not a Unicode character (a lone surrogate)",
+                                       problem_mark=node.start_mark) from None
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
