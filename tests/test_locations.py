@@ -93,7 +93,7 @@ def test_the_cli_refuses_a_path_outside_in_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "parallel_experts", "check-config", str(config)], cwd=REPO,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
-    assert str(config) in run.stderr and "compile_cache: '/tmp/elsewhere'" in run.stderr
+    assert str(config) in run.stderr and 'compile_cache: "/tmp/elsewhere"' in run.stderr
 
 
 TREE = {"w": jnp.arange(6.0).reshape(2, 3)}

@@ -210,9 +210,9 @@ def config_run(args, runs_by_id):
 
 
 def load_config(paths: Sequence[str]) -> dict:
+    loaded = files.load(paths)  # before the domains are imported (seconds): a file that is not a config fails fast
     from parallel_experts import study
 
-    loaded = files.load(paths)
     try:
         study.check(loaded)
     except ConfigError as error:

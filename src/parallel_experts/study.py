@@ -9,9 +9,9 @@ workflow calls it once when it starts; the CLI calls it for a command a user run
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from parallel_experts.config import locations, schema
+from parallel_experts.config import files, locations, schema
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import by_id
@@ -33,6 +33,28 @@ def check(config: Mapping) -> None:
     sokoban_experiment.expert_count_runs(config)
     sokoban_experiment.ablation_runs(config)
     _check_lm(config)
+
+
+def check_given(config: Mapping, paths: Sequence[str], overrides: Mapping) -> None:
+    """`check` for a workflow's `config`: the files `paths`, which are read again strictly here (Snakemake reads
+    them leniently: a duplicate key's last value wins), with command-line `overrides` (Snakemake's --config) on
+    top. A problem is named by the files where they alone have it, else by `--config`."""
+    loaded = files.load(paths)
+    named = " + ".join(map(str, paths)) or "config"
+    try:
+        check(config)
+    except ConfigError as error:
+        if overrides and _problem(loaded) != str(error):
+            raise ConfigError(f"--config: {error}") from None
+        raise ConfigError(f"{named}: {error}") from None
+
+
+def _problem(config: Mapping) -> str | None:
+    try:
+        check(config)
+    except ConfigError as error:
+        return str(error)
+    return None
 
 
 def _check_lm(config: Mapping) -> None:

@@ -24,7 +24,6 @@ _python_first = (
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import study
-from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
@@ -35,14 +34,11 @@ from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
-    # Snakemake has read the files already, but leniently (a duplicate key: the last wins); read them strictly.
-    files.load(workflow.configfiles)
+    # Snakemake has read the files already, but leniently; read strictly, and a problem blamed on the file or the
+    # --config that holds it.
+    study.check_given(config, workflow.configfiles, workflow.config_settings.config)
 except ConfigError as error:
     sys.exit(f"config error: {error}")
-try:
-    study.check(config)
-except ConfigError as error:
-    sys.exit(f"config error: {' + '.join(map(str, workflow.configfiles)) or 'config'}: {error}")
 
 # The effective configuration (files plus any --config overrides), which every job reads: written when a real run
 # starts (the onstart hook, results.snapshot), never while the Snakefile is read. Where it changed, no rule writes

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.errors import ConfigError, quote
 
 # every config key that names a file or folder (a list: each of its items)
 PATH_KEYS = ("compile_cache", "sokoban.boxoban.root", "sokoban.boxoban.cache", "lm.corpus.files", "lm.corpus.cache_dir")
@@ -30,7 +30,7 @@ def check(config: Mapping, project: str | Path | None = None) -> None:
     allowed = [project, *(project / folder for folder in config.get("external", []))]
     for key, value in _paths(config):
         if not any(inside(project / value, folder) for folder in allowed):
-            raise ConfigError(f"{key}: {str(value)[:200]!r} resolves to {(project / value).resolve()}, outside the "
+            raise ConfigError(f"{key}: {quote(value)} resolves to {(project / value).resolve()}, outside the "
                               f"project {project.resolve()}; list it, or a folder above it, in the config's `external` "
                               "to use it")
 

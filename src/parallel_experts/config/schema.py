@@ -7,7 +7,6 @@ expected, never a traceback. What needs the domains (every budget's grid, every 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from functools import cache
@@ -16,9 +15,23 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from parallel_experts.config.errors import ConfigError, key_path
+from parallel_experts.config.errors import ConfigError, key_path, quote, quote_key
 
 SCHEMA_PATH = Path(__file__).with_name("schema.yaml")
+# Every integer of a config fits JAX's int32 (config/README.md, "Limits"): counts become array shapes, step counters
+# and time limits inside compiled programs, where a larger one overflows or wraps.
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+def _is_integer(checker, value) -> bool:
+    # JSON Schema counts 16.0 as an integer; a config means what it wrote, and a float count crashes or misnames
+    # a run later (a window of 16.0 in a run id), so only a written integer is one.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
 @cache
@@ -28,19 +41,22 @@ def schema() -> dict:
 
 def validate(config: Mapping) -> None:
     """Check `config` against the schema; raise ConfigError naming the first problem."""
-    _check_finite(config, [])
-    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(config), key=_error_rank)
+    _check_numbers(config, [])
+    errors = sorted(_Validator(schema()).iter_errors(config), key=_error_rank)
     if errors:
         raise ConfigError(_describe(errors[0]))
 
 
-def _check_finite(value, path: list) -> None:
-    """NaN passes every bound of the schema (all its comparisons are false), so it is refused here, as is ±inf."""
+def _check_numbers(value, path: list) -> None:
+    """NaN passes every bound of the schema (all its comparisons are false), so it is refused here, as is ±inf; and
+    so is an integer outside int32, wherever it is (the schema's bounds are lower bounds mostly)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{key_path(path)}: expected a finite number, got {value}")
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        raise ConfigError(f"{key_path(path)}: expected an integer from -2^31 to 2^31 - 1 (int32), got {quote(value)}")
     items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        _check_finite(item, [*path, key])
+        _check_numbers(item, [*path, key])
 
 
 def check_references(config: Mapping) -> None:
@@ -70,7 +86,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         allowed = sorted(error.schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(allowed))
         expected = f"expected one of: {', '.join(allowed)}" if allowed else "no other keys are allowed"
-        return f"{where}: unknown key {', '.join(map(repr, unknown))} ({expected})"
+        more = f" and {len(unknown) - 5:,} more" if len(unknown) > 5 else ""
+        return f"{where}: unknown key {', '.join(map(quote_key, unknown[:5]))}{more} ({expected})"
     if kind == "required":
         return f"{where}: missing key {error.message.split()[0]}"
     if kind == "oneOf" and error.schema.get("oneOf") == [{"required": ["allocations"]}, {"required": ["enumerate"]}]:
@@ -78,13 +95,18 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if kind == "oneOf" and isinstance(error.instance, Mapping):
         return _describe_form(error, where)
     if kind == "type":
-        return f"{where}: expected {detail}, got {json.dumps(error.instance)}"
+        written = detail == "integer" and isinstance(error.instance, float)
+        hint = " (an integer is written without a point)" if written else ""
+        return f"{where}: expected {detail}, got {quote(error.instance)}{hint}"
     if kind == "enum":
-        return f"{where}: expected one of {', '.join(map(str, detail))}, got {json.dumps(error.instance)}"
+        return f"{where}: expected one of {', '.join(map(str, detail))}, got {quote(error.instance)}"
     if kind in ("minimum", "maximum"):
         bound = ">=" if kind == "minimum" else "<="
-        return f"{where}: expected a value {bound} {detail}, got {json.dumps(error.instance)}"
-    return f"{where}: {error.message}"
+        return f"{where}: expected a value {bound} {detail}, got {quote(error.instance)}"
+    if kind == "pattern":
+        return f"{where}: expected a match of {detail}, got {quote(error.instance)}"
+    # jsonschema's other messages open with the instance's repr, which may be any length
+    return f"{where}: {error.message.replace(repr(error.instance), quote(error.instance), 1)}"
 
 
 def _describe_form(error: jsonschema.ValidationError, where: str) -> str:
@@ -97,4 +119,5 @@ def _describe_form(error: jsonschema.ValidationError, where: str) -> str:
         if inside:
             return _describe(inside[0])
     listed = ", ".join("{" + ", ".join(keys) + "}" for keys in forms)
-    return f"{where}: expected one of the forms {listed}, got the keys {', '.join(map(repr, error.instance))}"
+    keys = ", ".join(map(quote_key, list(error.instance)[:10]))
+    return f"{where}: expected one of the forms {listed}, got the keys {keys}"

@@ -7,7 +7,7 @@ import dataclasses
 import typing
 from collections.abc import Iterable, Mapping
 
-from parallel_experts.config.errors import PipelineError
+from parallel_experts.config.errors import ConfigError, quote
 
 # The two families of every sweep: the name shown in reports for each value of `recurrent`, recurrent first.
 FAMILIES = {True: "recurrent", False: "non-recurrent"}
@@ -48,6 +48,20 @@ def by_id(groups: Iterable[Iterable[Definition]]) -> dict[str, Definition]:
     found: dict[str, Definition] = {}
     for run in (run for group in groups for run in group):
         if found.setdefault(run.id, run) != run:
-            raise PipelineError(f"run id {run.id} names two different runs: {found[run.id]} and {run}; "
-                                "a setting that varies must appear in the run id (its experiment's variant_id)")
+            (key, first, second), *others = _differences(found[run.id].to_dict(), run.to_dict())
+            more = f" and {len(others)} more settings" if others else ""
+            raise ConfigError(f"run id {run.id} names two different runs, with {key} {quote(first)} and "
+                              f"{quote(second)}{more}; a setting that varies must appear in the run id")
+    return found
+
+
+def _differences(first: Mapping, second: Mapping, prefix: str = "") -> list[tuple[str, object, object]]:
+    """(dotted key, first value, second value) of every setting in which two definitions differ."""
+    found = []
+    for key in first:
+        a, b = first[key], second[key]
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            found += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append((f"{prefix}{key}", a, b))
     return found
