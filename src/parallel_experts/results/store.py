@@ -40,22 +40,35 @@ def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
         ds.to_netcdf(temporary, engine="h5netcdf")
 
 
-def open_dataset(path: str | Path) -> xr.Dataset:
-    """A result file, loaded into memory; a missing, truncated or foreign file is one line naming it."""
+def open_dataset(path: str | Path, variables: Sequence[str] = (), attrs: Sequence[str] = ()) -> xr.Dataset:
+    """A result file, loaded into memory, with the `variables` and `attrs` its reader uses; a missing, truncated,
+    foreign or differently shaped file is one line naming it."""
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
-            return ds.load()
+            ds = ds.load()
     except (OSError, ValueError) as error:  # h5py: OSError for a truncated file; xarray: ValueError
         advice = "; delete it to recompute it" if Path(path).is_file() else ""
         raise PipelineError(f"{path}: not a readable netCDF result ({reason(error)}){advice}") from None
+    for kind, names, present in (("variable", variables, ds.variables), ("attribute", attrs, ds.attrs)):
+        missing = [name for name in names if name not in present]
+        if missing:
+            raise PipelineError(f"{path}: not the expected result: no {kind} {missing[0]!r}; delete it to recompute it")
+    return ds
 
 
-def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str]
+def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str],
+                curve_variables: Sequence[str] = (), eval_variables: Sequence[str] = ()
                 ) -> Iterator[tuple[Definition, xr.Dataset, xr.Dataset]]:
-    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together."""
+    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together and to
+    hold the variables the sweep reads."""
     for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
-        curve, evaluation = open_dataset(curve_path), open_dataset(eval_path)
-        run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        curve = open_dataset(curve_path, curve_variables, ["run_config"])
+        evaluation = open_dataset(eval_path, eval_variables, ["run"])
+        try:
+            run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise PipelineError(f"{curve_path}: attribute 'run_config' is not a run's definition ({reason(error)})"
+                                ) from None
         if evaluation.attrs["run"] != run.id:
             raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
         yield run, curve, evaluation
