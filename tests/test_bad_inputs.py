@@ -236,7 +236,7 @@ def run_cli(*args, env: dict | None = None, limit_file_size: int | None = None) 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
 
     return subprocess.run([sys.executable, "-m", "parallel_experts", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, env=os.environ | (env or {}), preexec_fn=limited if limit_file_size else None)
+                          timeout=300, env=os.environ | (env or {}), preexec_fn=limited if limit_file_size else None)
 
 
 def checksums(folder: Path) -> dict:

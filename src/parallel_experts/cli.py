@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = atomic.refusal(error)
         if refused is None:
             raise
-        print(f"error: {refused.filename or 'a file'}: cannot write ({refused.strerror})", file=sys.stderr)
+        print(f"error: {refused.filename or 'a file'}: cannot write ({os.strerror(refused.errno)})", file=sys.stderr)
         return 1
 
 

@@ -58,7 +58,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         refused = refusal(error)
         if refused is None or isinstance(error, PipelineError):
             raise
-        raise WriteError(f"{path}: cannot write ({refused.strerror}); nothing already written was changed") from None
+        raise WriteError(f"{path}: cannot write ({os.strerror(refused.errno)}); nothing already written was changed"
+                         ) from None
     finally:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)

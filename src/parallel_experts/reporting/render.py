@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 import papermill
-from papermill.exceptions import PapermillExecutionError
 from nbconvert import HTMLExporter
+from papermill.exceptions import PapermillExecutionError
 
 from parallel_experts.analysis import comparison
 from parallel_experts.config.errors import PipelineError, reason

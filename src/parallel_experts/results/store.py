@@ -3,6 +3,7 @@ the configuration snapshot every job reads, and the runs of a sweep read back wi
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ import xarray as xr
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.config.files import digest
-from parallel_experts.core.atomic import atomic_path
+from parallel_experts.core.atomic import atomic_open
 from parallel_experts.core.definitions import Definition
 
 
@@ -35,9 +36,13 @@ def with_provenance(ds: xr.Dataset, config: Mapping) -> xr.Dataset:
 
 
 def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
-    """Write atomically, so a killed job never leaves a half-written result that looks finished."""
-    with atomic_path(path) as temporary:
-        ds.to_netcdf(temporary, engine="h5netcdf")
+    """Write atomically, so a killed job never leaves a half-written result that looks finished. HDF5 builds the
+    file in memory and Python writes it: a disk that refuses the write is then one OSError, not HDF5's tracebacks
+    from the destructors of a half-written file."""
+    built = io.BytesIO()
+    ds.to_netcdf(built, engine="h5netcdf")
+    with atomic_open(path) as file:
+        file.write(built.getbuffer())
 
 
 def open_dataset(path: str | Path, variables: Sequence[str] = (), attrs: Sequence[str] = ()) -> xr.Dataset:
