@@ -487,11 +487,9 @@ def refusing(request, tmp_path):
     try:
         (folder / "result").write_bytes(b"already computed")
         if request.param == "full tmpfs":
-            with open(folder / "filler", "wb") as filler:
-                with contextlib.suppress(OSError):
-                    while True:
-                        filler.write(b"\0" * 4096)
-                        filler.flush()
+            with contextlib.suppress(OSError), open(folder / "filler", "wb", buffering=0) as filler:
+                while True:
+                    filler.write(b"\0" * 4096)
             yield folder, None, "No space left on device"
         else:
             subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
@@ -523,3 +521,18 @@ def test_a_write_the_disk_refuses_is_one_line_naming_the_file(tmp_path, smoke, r
     result = run_cli(*args, limit_file_size=limit)
     assert_clean_failure(result, out, words, before)
     assert not out.exists() and not list(folder.glob(".*.tmp*")), "a partial or temporary file was left"
+
+
+def test_a_checkpoint_the_disk_refuses_is_one_error_naming_it(tmp_path, refusing):
+    """Equinox wraps the file system's refusal in its own TreePathError; it is still the one-line WriteError."""
+    folder, limit, words = refusing
+    script = ("import sys, numpy as np\nfrom parallel_experts.core import atomic, checkpoint\n"
+              "try:\n    checkpoint.save_weights(sys.argv[1], {'w': np.zeros(100_000)})\n"
+              "except atomic.WriteError as error:\n    sys.exit(f'error: {error}')\n")
+    before = checksums(tmp_path)
+    result = subprocess.run([sys.executable, "-c", script, str(folder / "weights.eqx")], capture_output=True,
+                            text=True, timeout=300, preexec_fn=(lambda: (
+                                signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+                                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
+    assert_clean_failure(result, folder / "weights.eqx", words, before)
+    assert not list(folder.glob("*weights*"))

@@ -26,7 +26,15 @@ class NonFiniteLossError(PipelineError, FloatingPointError):
 def save_weights(path: str | Path, tree) -> None:
     """The array leaves of `tree` (trained parameters, or a whole training carry), written atomically."""
     with atomic.atomic_open(path) as file:
-        eqx.tree_serialise_leaves(file, tree)
+        eqx.tree_serialise_leaves(_Writes(file), tree)
+
+
+class _Writes:
+    """A file seen only through its `write`. numpy writes a real file with `tofile`, whose short write on a full
+    disk is an OSError without errno; through `write` it writes in chunks, and the OS's refusal is what it raises."""
+
+    def __init__(self, file):
+        self.write = file.write
 
 
 def load_weights(path: str | Path, like, what: str):
