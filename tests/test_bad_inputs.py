@@ -377,7 +377,7 @@ def test_the_undamaged_sweep_inputs_are_collected(tmp_path, smoke):
     result = run_cli("sokoban-sweep", "--out", tmp_path / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
                      tmp_path / "eval.nc")
     assert result.returncode == 0, result.stderr
-    assert store.open_dataset(tmp_path / "sweep.nc")["solve_rate"].values.tolist() == [[1.0]]
+    assert store.open_dataset(tmp_path / "sweep.nc")["solve_rate"].sel(mode="greedy").values.tolist() == [[1.0]]
 
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -391,8 +391,8 @@ BENCHMARKS = {
     "negative seconds": (HEADER + ROW.replace("12.5", "-3", 1), "expected a positive number of seconds, got -3.0"),
     "NaN seconds": (HEADER + ROW.replace("12.5", "NaN", 1), "expected a positive number of seconds, got nan"),
     "infinite seconds": (HEADER + ROW.replace("12.5", "inf", 1), "expected a positive number of seconds, got inf"),
-    "truncated": (HEADER + ROW[:20], "line 2: 3 fields, expected 10"),
-    "not text": (b"\xff\xfe\x00s".decode("latin-1"), "no column 's'"),
+    "truncated": (HEADER + ROW[:20], "line 2: 4 fields, expected 10"),
+    "not text": (b"\xff\xfe\x00s".decode("latin-1"), "not UTF-8 text"),
 }
 
 
@@ -457,14 +457,14 @@ def notebook(cells: list[str]) -> str:
 
 def test_a_failing_notebook_is_one_line_and_the_last_report_stays(tmp_path, smoke):
     config, _ = smoke
-    (tmp_path / "report.ipynb").write_text(notebook(["config_path = ''", "x = 1", "raise KeyError('runs')"]))
+    (tmp_path / "report.ipynb").write_text(notebook(["config_path = scale = description = ''", "x = 1", "raise KeyError('runs')"]))
     outputs = {name: tmp_path / name for name in ("report.html", "executed.ipynb", "report.json")}
     for name, path in outputs.items():
         path.write_text(f"the previous {name}")
     before = checksums(tmp_path)
     result = run_cli("report", "--config", config, "--notebook", tmp_path / "report.ipynb", "--html",
                      outputs["report.html"], "--executed", outputs["executed.ipynb"], "--meta", outputs["report.json"])
-    assert_clean_failure(result, tmp_path / "report.ipynb", "cell 3 raised KeyError: 'runs'", before)
+    assert_clean_failure(result, tmp_path / "report.ipynb", "raised KeyError: 'runs'", before)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["report.ipynb", *outputs])  # no temporary left
 
 

@@ -9,11 +9,14 @@ it are data, never code.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import nbformat
@@ -52,13 +55,14 @@ def render(
     # Executed into a temporary file: a notebook that fails leaves the last good executed copy as it was.
     with atomic.atomic_path(executed_path) as executing:
         try:
-            papermill.execute_notebook(
-                str(notebook), str(executing), parameters=dict(parameters), kernel_name="python3",
-                progress_bar=False, cwd=str(Path.cwd()), log_output=False,
-            )
+            with kernel_log():
+                papermill.execute_notebook(
+                    str(notebook), str(executing), parameters=dict(parameters), kernel_name="python3",
+                    progress_bar=False, cwd=str(Path.cwd()), log_output=False,
+                )
         except PapermillExecutionError as error:
-            raise PipelineError(f"{notebook}: cell {error.exec_count} raised {error.ename}: "
-                                f"{reason(Exception(error.evalue))}") from None
+            raise PipelineError(f"{notebook}: raised {error.ename}: {reason(Exception(error.evalue))} (cell "
+                                f"[{error.exec_count}] of the executed notebook, its parameters first)") from None
         executed = safe_outputs(nbformat.read(executing, as_version=4))
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
@@ -67,6 +71,24 @@ def render(
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
             "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
+
+
+@contextlib.contextmanager
+def kernel_log() -> Iterator[None]:
+    """Hold what the kernel process writes to stderr (its start-up warnings, its shutdown): passed on if the
+    notebook ran, dropped if it failed, whose error is then the one line that the caller prints."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)  # the kernel is a child process: only the descriptor reaches it
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        held.seek(0)
+        sys.stderr.write(held.read().decode(errors="replace"))
 
 
 def safe_outputs(notebook):
