@@ -6,9 +6,13 @@ test_config.py; here each class of input is tried through the door a user would 
 """
 
 import codecs
+import contextlib
+import hashlib
 import json
 import os
+import resource
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +21,13 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from helpers import REPO, independent_shard_bytes, snakemake
+from helpers import BOXOBAN, REPO, independent_shard_bytes, snakemake
 
 from parallel_experts.config import files
+from parallel_experts.core import run_folder
 from parallel_experts.results import store
-from parallel_experts.sokoban import experiment
+from parallel_experts.sokoban import boxoban, experiment
+from parallel_experts.sokoban.levels import LevelSet, pad_to
 
 SMOKE = REPO / "config/smoke.yaml"
 
@@ -401,3 +407,321 @@ def test_a_character_outside_the_bmp_as_json_escapes_it_is_read_as_itself(tmp_pa
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"description": "caf\u00e9 \U0001F600"}))  # "\ud83d\ude00": two escapes
     assert files.read(path) == json.loads(path.read_text()) == {"description": "café 😀"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Damaged files: each case damages one file the pipeline wrote (or was given) and runs the command that reads
+# it. The command must fail in one line naming that file, and every file that existed before must be unchanged.
+
+LONGEST = 400  # characters of a one-line error: a message quotes a bounded part of what it read
+
+
+def run_cli(*args, env: dict | None = None, limit_file_size: int | None = None) -> subprocess.CompletedProcess:
+    """`cli`, with extra environment variables, or with writes past `limit_file_size` bytes refused (EFBIG), as a
+    full disk refuses them, for users who cannot mount a small file system."""
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+
+    return subprocess.run([sys.executable, "-m", "parallel_experts", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=os.environ | (env or {}), preexec_fn=limited if limit_file_size else None)
+
+
+def checksums(folder: Path) -> dict:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_clean_failure(run: subprocess.CompletedProcess, blamed: Path, expected: str, before: dict) -> None:
+    """One short line naming `blamed` and saying `expected`, a non-zero exit, and every file of `before` as it was."""
+    assert_one_line(run, blamed, expected)
+    assert len(run.stderr.strip()) <= LONGEST, run.stderr
+    for path, digest in before.items():
+        assert path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} changed"
+
+
+def boxoban_levels(count: int = 3) -> LevelSet:
+    """The first `count` levels of Boxoban unfiltered/test, as a saved level set holds them."""
+    levels = pad_to(boxoban.read_levels(BOXOBAN / "unfiltered/test/000.txt")[:count])
+    return LevelSet(levels, "Boxoban unfiltered/test (first levels)", ("unfiltered/test/000.txt",),
+                    np.zeros(count, np.int32), np.arange(count, dtype=np.int32))
+
+
+# Level sets with a cell code that Jumanji's encoding lacks: (level, row, col, channel, code).
+CELLS = {"variable code 7": (0, 2, 3, 0, 7), "variable code 1 (a wall in the wrong grid)": (1, 4, 4, 0, 1),
+         "fixed code 3": (2, 9, 9, 1, 3), "fixed code 255": (0, 0, 0, 1, 255)}
+
+
+@pytest.mark.parametrize("case", CELLS)
+def test_a_level_set_with_an_unknown_cell_code_stops_training_before_it_starts(tmp_path, smoke, case):
+    config, run = smoke
+    level, row, col, channel, code = CELLS[case]
+    found = boxoban_levels()
+    found.levels[level, row, col, channel] = code
+    found.save(tmp_path / "train.npz")
+    before = checksums(tmp_path)
+    result = run_cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
+                     "--run-dir", tmp_path / "run")
+    assert_clean_failure(result, tmp_path / "train.npz", f"level {level}, row {row}, column {col}: cell code {code}",
+                         before)
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+def swapped_test_split(root: Path, case: str) -> Path:
+    """A Boxoban copy whose unfiltered/test is not the published one; the file to blame."""
+    test = root / "unfiltered/test"
+    test.mkdir(parents=True)
+    published = (BOXOBAN / "unfiltered/test/000.txt").read_text()
+    blocks = published.split("\n\n")
+    text = {"another split's file": (BOXOBAN / "hard/000.txt").read_text(),
+            "one level edited": published.replace("$", " ", 1).replace(".", " ", 1),  # still a valid level
+            "levels missing": "\n\n".join(blocks[:500]) + "\n\n",
+            "a second file": published}[case]
+    (test / "000.txt").write_text(text)
+    if case == "a second file":
+        (test / "001.txt").write_text("\n\n".join(blocks[:5]) + "\n\n")
+        return test / "001.txt"
+    return test / "000.txt"
+
+
+@pytest.mark.parametrize("case", ["another split's file", "one level edited", "levels missing", "a second file"])
+def test_a_swapped_boxoban_test_split_is_refused(tmp_path, case):
+    blamed = swapped_test_split(tmp_path / "boxoban", case)
+    out = tmp_path / "test.npz"
+    out.write_bytes(b"the previous test levels")
+    before = checksums(tmp_path)
+    result = run_cli("sokoban-levels", "--source", '{"boxoban": "unfiltered/test"}', "--boxoban",
+                     json.dumps({"root": str(tmp_path / "boxoban"), "cache": str(tmp_path / "cache")}), "--out", out)
+    assert_clean_failure(result, blamed, "Boxoban unfiltered/test", before)
+
+
+def test_the_published_boxoban_test_split_is_accepted(tmp_path):
+    """The pin's other side: the real file passes, so the digest above is the published test set's."""
+    found = boxoban.load_split("unfiltered/test", BOXOBAN, cache_dir=tmp_path)
+    assert len(found) == boxoban.SPLIT_LEVELS["unfiltered/test"]
+
+
+# A checkpoint's host state of the wrong shape, beside weights that were never read: the JSON is checked first.
+HOSTS = {"a list": "[2]", "no update": '{"log": {}}', "no log": '{"update": 2}',
+         "update as text": '{"update": "2", "log": {}}', "truncated": '{"update": 2, "lo', "empty": ""}
+
+
+@pytest.mark.parametrize("case", HOSTS)
+def test_a_checkpoint_state_of_the_wrong_shape_is_one_line_and_kept(tmp_path, smoke, case):
+    config, run = smoke
+    boxoban_levels().save(tmp_path / "train.npz")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(run_folder._text(run.to_dict()))
+    (run_dir / "latest").write_text("checkpoint-000000002")
+    (run_dir / "checkpoint-000000002.eqx").write_bytes(b"weights")
+    (run_dir / "checkpoint-000000002.json").write_text(HOSTS[case])
+    before = checksums(tmp_path)
+    result = run_cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
+                     "--run-dir", run_dir)
+    assert_clean_failure(result, run_dir / "checkpoint-000000002.json", "training state of update 2", before)
+
+
+def sweep_inputs(folder: Path, run) -> tuple[xr.Dataset, xr.Dataset]:
+    """A learning curve and an evaluation of `run` as the sweep reads them."""
+    curve = xr.Dataset({"final_five": ("seed", [0.5]), "episodic_return": (("seed", "point"), [[0.1, 0.5]])},
+                       attrs={"run_config": json.dumps(run.to_dict())})
+    evaluation = xr.Dataset({name: (("seed", "mode", "level"), np.ones((1, 2, 3))) for name in
+                             ("solved", "episode_return", "episode_length")},
+                            coords={"mode": ["greedy", "sampled"]}, attrs={"run": run.id})
+    return curve, evaluation
+
+
+# netCDF results of the wrong shape: (which file, how it is damaged, what the message says)
+SHAPES = {
+    "curve without its run": ("curve", lambda c: c.drop_attrs(), "no attribute 'run_config'"),
+    "curve without final_five": ("curve", lambda c: c.drop_vars("final_five"), "no variable 'final_five'"),
+    "curve naming no run": ("curve", lambda c: c.assign_attrs(run_config="[1, 2]"), "not a run's definition"),
+    "evaluation without its run": ("eval", lambda e: e.drop_attrs(), "no attribute 'run'"),
+    "evaluation without solved": ("eval", lambda e: e.drop_vars("solved"), "no variable 'solved'"),
+}
+
+
+@pytest.mark.parametrize("case", SHAPES)
+def test_a_result_of_the_wrong_shape_is_one_line_naming_it(tmp_path, smoke, case):
+    _, run = smoke
+    which, damage, expected = SHAPES[case]
+    curve, evaluation = sweep_inputs(tmp_path, run)
+    paths = {"curve": tmp_path / "curve.nc", "eval": tmp_path / "eval.nc"}
+    store.write_netcdf(damage(curve) if which == "curve" else curve, paths["curve"])
+    store.write_netcdf(damage(evaluation) if which == "eval" else evaluation, paths["eval"])
+    out = tmp_path / "sweep.nc"
+    out.write_bytes(b"the previous dataset")
+    before = checksums(tmp_path)
+    result = run_cli("sokoban-sweep", "--out", out, "--curves", paths["curve"], "--evals", paths["eval"])
+    assert_clean_failure(result, paths[which], expected, before)
+
+
+def test_the_undamaged_sweep_inputs_are_collected(tmp_path, smoke):
+    """The other side of the table above: its inputs, undamaged, make a dataset."""
+    _, run = smoke
+    curve, evaluation = sweep_inputs(tmp_path, run)
+    store.write_netcdf(curve, tmp_path / "curve.nc")
+    store.write_netcdf(evaluation, tmp_path / "eval.nc")
+    result = run_cli("sokoban-sweep", "--out", tmp_path / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
+                     tmp_path / "eval.nc")
+    assert result.returncode == 0, result.stderr
+    assert store.open_dataset(tmp_path / "sweep.nc")["solve_rate"].sel(mode="greedy").values.tolist() == [[1.0]]
+
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+ROW = "12.5\t0:00:12\t100.1\t200.2\t50.0\t60.0\t0.0\t1.0\t90.0\t11.0\n"
+# Snakemake benchmark files damaged six ways: (text, what the message says)
+BENCHMARKS = {
+    "empty": ("", "no column 's' in line 1"),
+    "header only": (HEADER, "no timing after the header"),
+    "wrong columns": ("seconds\tmemory\n12.5\t100\n", "no column 's' in line 1"),
+    "not a number": (HEADER + ROW.replace("12.5", "twelve", 1), "line 2, column 's': expected seconds, got 'twelve'"),
+    "negative seconds": (HEADER + ROW.replace("12.5", "-3", 1), "expected a positive number of seconds, got -3.0"),
+    "NaN seconds": (HEADER + ROW.replace("12.5", "NaN", 1), "expected a positive number of seconds, got nan"),
+    "infinite seconds": (HEADER + ROW.replace("12.5", "inf", 1), "expected a positive number of seconds, got inf"),
+    "truncated": (HEADER + ROW[:20], "line 2: 4 fields, expected 10"),
+    "not text": (b"\xff\xfe\x00s".decode("latin-1"), "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", BENCHMARKS)
+def test_a_damaged_benchmark_file_is_one_line_from_plan(tmp_path, case):
+    text, expected = BENCHMARKS[case]
+    results = tmp_path / "results"
+    (results / "benchmarks/lm").mkdir(parents=True)
+    (results / "config.json").write_text(json.dumps({"accelerator": "cpu"}))  # a run on this accelerator
+    benchmark = results / "benchmarks/lm/latency.tsv"
+    benchmark.write_text(text, encoding="latin-1")
+    before = checksums(tmp_path)
+    result = run_cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "table5")
+    assert_clean_failure(result, benchmark, expected, before)
+
+
+def test_an_undamaged_benchmark_file_prices_its_job(tmp_path):
+    (tmp_path / "results/benchmarks/lm").mkdir(parents=True)
+    (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": "cpu"}))
+    (tmp_path / "results/benchmarks/lm/latency.tsv").write_text(HEADER + ROW)
+    result = run_cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "--jobs", "table5")
+    assert result.returncode == 0, result.stderr
+    assert "measured" in result.stdout, result.stdout
+
+
+GOOD_META = {"html": "reports/x.html", "title": "X", "scale": "smoke", "config_files": ["config/smoke.yaml"],
+             "config_digest": "abc", "rendered": "2026-01-01T00:00:00+00:00", "notebook": "x.ipynb", "paper": ""}
+# Report sidecars damaged: (bytes, what the message says)
+METAS = {
+    "empty": (b"", "not JSON"),
+    "truncated": (json.dumps(GOOD_META).encode()[:40], "not JSON"),
+    "not UTF-8": (b'{"html": "caf\xe9"}', "not JSON"),
+    "a list": (b"[1, 2]", "expected a JSON object, got list"),
+    "no html": (json.dumps(GOOD_META | {"html": None}).replace('"html": null, ', "").encode(), "no key 'html'"),
+    "title a number": (json.dumps(GOOD_META | {"title": 7}).encode(), "key 'title' should be str, got 7"),
+    "config files a string": (json.dumps(GOOD_META | {"config_files": "x" * 5000}).encode(),
+                              "key 'config_files' should be list"),
+}
+
+
+@pytest.mark.parametrize("case", METAS)
+def test_a_damaged_report_sidecar_is_one_line_from_the_index(tmp_path, smoke, case):
+    config, _ = smoke
+    text, expected = METAS[case]
+    (tmp_path / "good.json").write_text(json.dumps(GOOD_META))
+    (tmp_path / "bad.json").write_bytes(text)
+    (tmp_path / "index.html").write_text("the previous index")
+    before = checksums(tmp_path)
+    result = run_cli("index", "--config", config, "--out", tmp_path / "index.html", tmp_path / "good.json",
+                     tmp_path / "bad.json")
+    assert_clean_failure(result, tmp_path / "bad.json", expected, before)
+
+
+def notebook(cells: list[str]) -> str:
+    import nbformat
+
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    book.cells[0].metadata["tags"] = ["parameters"]
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nbformat.writes(book)
+
+
+def test_a_failing_notebook_is_one_line_and_the_last_report_stays(tmp_path, smoke):
+    config, _ = smoke
+    (tmp_path / "report.ipynb").write_text(notebook(["config_path = scale = description = ''", "x = 1", "raise KeyError('runs')"]))
+    outputs = {name: tmp_path / name for name in ("report.html", "executed.ipynb", "report.json")}
+    for name, path in outputs.items():
+        path.write_text(f"the previous {name}")
+    before = checksums(tmp_path)
+    result = run_cli("report", "--config", config, "--notebook", tmp_path / "report.ipynb", "--html",
+                     outputs["report.html"], "--executed", outputs["executed.ipynb"], "--meta", outputs["report.json"])
+    assert_clean_failure(result, tmp_path / "report.ipynb", "raised KeyError: 'runs'", before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["report.ipynb", *outputs])  # no temporary left
+
+
+# --------------------------------------------------------------------------------------------------
+# Disk full and read-only: the output's folder refuses the write. A small tmpfs (filled) and a read-only mount
+# need root; a file-size limit (RLIMIT_FSIZE: the write fails with EFBIG) does not, so every user runs one kind.
+
+
+@pytest.fixture(params=["full tmpfs", "read-only mount", "file-size limit"])
+def refusing(request, tmp_path):
+    """(a folder whose writes fail, the file-size limit to run under or None, the OS's words for the refusal)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if request.param == "file-size limit":
+        yield folder, 512, "File too large"
+        return
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        (folder / "result").write_bytes(b"already computed")
+        if request.param == "full tmpfs":
+            with contextlib.suppress(OSError), open(folder / "filler", "wb", buffering=0) as filler:
+                while True:
+                    filler.write(b"\0" * 4096)
+            yield folder, None, "No space left on device"
+        else:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+            yield folder, None, "Read-only file system"
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def writers(tmp_path: Path, smoke, out: Path) -> dict[str, list]:
+    """Commands that write one result to `out`, with their inputs made here."""
+    config, run = smoke
+    curve, evaluation = sweep_inputs(tmp_path, run)
+    store.write_netcdf(curve, tmp_path / "curve.nc")
+    store.write_netcdf(evaluation, tmp_path / "eval.nc")
+    (tmp_path / "meta.json").write_text(json.dumps(GOOD_META))
+    levels = json.dumps({"generate": {"count": 20, "room_size": 5, "boxes": 1, "seed": 1}})
+    return {"sokoban-sweep": ["sokoban-sweep", "--out", out / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
+                              tmp_path / "eval.nc"],
+            "index": ["index", "--config", config, "--out", out / "index.html", tmp_path / "meta.json"],
+            "sokoban-levels": ["sokoban-levels", "--source", levels, "--out", out / "levels.npz"]}
+
+
+@pytest.mark.parametrize("command", ["sokoban-sweep", "index", "sokoban-levels"])
+def test_a_write_the_disk_refuses_is_one_line_naming_the_file(tmp_path, smoke, refusing, command):
+    folder, limit, words = refusing
+    args = writers(tmp_path, smoke, folder)[command]
+    out = Path(args[args.index("--out") + 1])
+    before = checksums(tmp_path)
+    result = run_cli(*args, limit_file_size=limit)
+    assert_clean_failure(result, out, words, before)
+    assert not out.exists() and not list(folder.glob(".*.tmp*")), "a partial or temporary file was left"
+
+
+def test_a_checkpoint_the_disk_refuses_is_one_error_naming_it(tmp_path, refusing):
+    """Equinox wraps the file system's refusal in its own TreePathError; it is still the one-line WriteError."""
+    folder, limit, words = refusing
+    script = ("import sys, numpy as np\nfrom parallel_experts.core import atomic, checkpoint\n"
+              "try:\n    checkpoint.save_weights(sys.argv[1], {'w': np.zeros(100_000)})\n"
+              "except atomic.WriteError as error:\n    sys.exit(f'error: {error}')\n")
+    before = checksums(tmp_path)
+    result = subprocess.run([sys.executable, "-c", script, str(folder / "weights.eqx")], capture_output=True,
+                            text=True, timeout=300, preexec_fn=(lambda: (
+                                signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+                                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
+    assert_clean_failure(result, folder / "weights.eqx", words, before)
+    assert not list(folder.glob("*weights*"))

@@ -190,10 +190,13 @@ def test_undecodable_bytes_and_empty_files(tmp_path):
 
 @pytest.fixture
 def boxoban_root(tmp_path):
-    """A Boxoban layout with the real test file and a two-file `hard` split of 3 + 2 levels."""
+    """A Boxoban layout with the real test file (also as `unfiltered/valid`) and a two-file `hard` split of 3 + 2
+    levels."""
     root = tmp_path / "boxoban"
     (root / "unfiltered/test").mkdir(parents=True)
     shutil.copy(TEST_FILE, root / "unfiltered/test/000.txt")
+    (root / "unfiltered/valid").mkdir()  # a split whose files are not pinned (boxoban.PINNED), free to edit
+    shutil.copy(TEST_FILE, root / "unfiltered/valid/000.txt")
     (root / "hard").mkdir()
     blocks = TEST_FILE.read_text().split("\n\n")
     (root / "hard/001.txt").write_text("\n\n".join(blocks[:2]) + "\n\n")
@@ -216,16 +219,16 @@ class CountingReader:
 def test_split_is_cached_and_rebuilt_when_a_file_changes(boxoban_root, tmp_path, monkeypatch):
     cache_dir = tmp_path / "cache"
     reader = CountingReader(monkeypatch)
-    first = boxoban.load_split("unfiltered/test", boxoban_root, cache_dir=cache_dir)
+    first = boxoban.load_split("unfiltered/valid", boxoban_root, cache_dir=cache_dir)
     assert reader.calls == ["000.txt"]
     (cache,) = (cache_dir / "levels").glob("*.npz")
     np.testing.assert_array_equal(first.levels, reader.real(TEST_FILE))
-    assert first.files == ("unfiltered/test/000.txt",)
+    assert first.files == ("unfiltered/valid/000.txt",)
     assert first.file.tolist() == [0] * 1000 and first.index.tolist() == list(range(1000))
-    assert first.name(17) == "unfiltered/test/000.txt level 17" and len(first) == 1000
+    assert first.name(17) == "unfiltered/valid/000.txt level 17" and len(first) == 1000
 
     began = time.perf_counter()
-    second = boxoban.load_split("unfiltered/test", boxoban_root, cache_dir=cache_dir)
+    second = boxoban.load_split("unfiltered/valid", boxoban_root, cache_dir=cache_dir)
     elapsed = time.perf_counter() - began
     assert reader.calls == ["000.txt"], "the second load parsed the file again instead of reading the cache"
     assert elapsed < 0.5, f"cached load took {elapsed:.3f} s"
@@ -233,21 +236,21 @@ def test_split_is_cached_and_rebuilt_when_a_file_changes(boxoban_root, tmp_path,
         np.testing.assert_array_equal(getattr(second, name), getattr(first, name))
     assert second.files == first.files
 
-    source = boxoban_root / "unfiltered/test/000.txt"
+    source = boxoban_root / "unfiltered/valid/000.txt"
     stat = source.stat()
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))  # touched, same content
     inode = cache.stat().st_ino
-    third = boxoban.load_split("unfiltered/test", boxoban_root, cache_dir=cache_dir)
+    third = boxoban.load_split("unfiltered/valid", boxoban_root, cache_dir=cache_dir)
     assert reader.calls == ["000.txt", "000.txt"]
     np.testing.assert_array_equal(third.levels, first.levels)
     assert cache.stat().st_ino != inode, "the cache was not replaced"
 
     source.write_text("\n\n".join(source.read_text().split("\n\n")[:5]) + "\n\n")  # now 5 levels
-    assert len(boxoban.load_split("unfiltered/test", boxoban_root, cache_dir=cache_dir)) == 5
+    assert len(boxoban.load_split("unfiltered/valid", boxoban_root, cache_dir=cache_dir)) == 5
     assert list((cache_dir / "levels").iterdir()) == [cache], "a temporary file was left behind"
 
     cache.write_bytes(b"not an npz")  # a damaged cache is rebuilt, not trusted
-    assert len(boxoban.load_split("unfiltered/test", boxoban_root, cache_dir=cache_dir)) == 5
+    assert len(boxoban.load_split("unfiltered/valid", boxoban_root, cache_dir=cache_dir)) == 5
     assert reader.calls == ["000.txt"] * 4
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
-from parallel_experts.core import budget, compile_cache
+from parallel_experts.core import atomic, budget, compile_cache
 from parallel_experts.results import paths as results_paths
 from parallel_experts.results import snapshot
 
@@ -179,6 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PipelineError as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)  # a trainer stopped before its time limit: RESUBMIT
+    except Exception as error:  # a write outside atomic_path (a library's own file) refused by the file system
+        refused = atomic.refusal(error)
+        if refused is None:
+            raise
+        print(f"error: {refused.filename or 'a file'}: cannot write ({os.strerror(refused.errno)})", file=sys.stderr)
+        return 1
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:

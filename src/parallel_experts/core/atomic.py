@@ -29,6 +29,18 @@ class WriteError(PipelineError, OSError):
     """The file system refused a write: disk full, read-only or not permitted."""
 
 
+def refusal(error: BaseException) -> OSError | None:
+    """The file system's refusal behind `error`, if any: libraries wrap it (Equinox in a TreePathError, h5py and
+    xarray in their own errors), so the whole chain of causes is searched."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in REFUSED:
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to: renamed onto `path` if the block succeeds, removed if not."""
@@ -36,15 +48,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # Ends like the target: writers that choose a format or warn by extension (papermill) see the real one.
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
         os.close(handle)
         yield Path(temporary)
         os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp's file is private; the result is as readable as any
         os.replace(temporary, path)
-    except OSError as error:
-        if error.errno not in REFUSED:
+    except Exception as error:
+        refused = refusal(error)
+        if refused is None or isinstance(error, PipelineError):
             raise
-        raise WriteError(f"{path}: cannot write ({error.strerror}); nothing already written was changed") from None
+        raise WriteError(f"{path}: cannot write ({os.strerror(refused.errno)}); nothing already written was changed"
+                         ) from None
     finally:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)

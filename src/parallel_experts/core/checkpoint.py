@@ -8,12 +8,14 @@ moment leaves the previous checkpoint usable. A trainer holds `run_lock` on its 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import equinox as eqx
 
-from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic
+from parallel_experts.config.errors import PipelineError, reason
+from parallel_experts.core import atomic, records
 from parallel_experts.core.run_folder import CheckpointError, latest, member
 
 
@@ -24,7 +26,15 @@ class NonFiniteLossError(PipelineError, FloatingPointError):
 def save_weights(path: str | Path, tree) -> None:
     """The array leaves of `tree` (trained parameters, or a whole training carry), written atomically."""
     with atomic.atomic_open(path) as file:
-        eqx.tree_serialise_leaves(file, tree)
+        eqx.tree_serialise_leaves(_Writes(file), tree)
+
+
+class _Writes:
+    """A file seen only through its `write`. numpy writes a real file with `tofile`, whose short write on a full
+    disk is an OSError without errno; through `write` it writes in chunks, and the OS's refusal is what it raises."""
+
+    def __init__(self, file):
+        self.write = file.write
 
 
 def load_weights(path: str | Path, like, what: str):
@@ -51,22 +61,24 @@ def checkpoint_update(run_dir: Path) -> int | None:
     return found and found[1]
 
 
-def load_checkpoint(run_dir: Path, like):
-    """(carry, host state) of the latest checkpoint, deserialised like `like`; None when there is none."""
+def load_checkpoint(run_dir: Path, like, fields: Mapping[str, type] = MappingProxyType({"update": int})):
+    """(carry, host state) of the latest checkpoint, deserialised like `like`; None when there is none. The host
+    state must hold every key of `fields` (the trainer's), of its type."""
     found = latest(run_dir)
     if found is None:
         return None
     name, update = found
     leaves, state = member(run_dir, f"{name}.eqx"), member(run_dir, f"{name}.json")
+    try:  # the small JSON first: a damaged one is named before any weights are read
+        host = records.read_json(state, fields, f"the training state of update {update}")
+    except PipelineError as error:
+        raise CheckpointError(f"{error}; delete {run_dir} to start over") from None
+    if host["update"] != update:
+        raise CheckpointError(f"{state}: expected the training state of update {update}, got update "
+                              f"{host['update']}; delete {run_dir} to start over")
     try:
         carry = eqx.tree_deserialise_leaves(leaves, like)
-        host = json.loads(state.read_text(encoding="utf-8"))
     except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{run_dir / name}: unreadable checkpoint ({error}); delete {run_dir} to start "
-                              "over") from None
-    if not isinstance(host, dict) or host.get("update") != update:
-        raise CheckpointError(f"{run_dir / name}.json: expected the training state of update {update}, got "
-                              f"{json.dumps(host)[:60]}; delete {run_dir} to start over")
+        raise CheckpointError(f"{run_dir / name}.eqx: unreadable checkpoint ({reason(error)}); delete {run_dir} to "
+                              "start over") from None
     return carry, host
-
-

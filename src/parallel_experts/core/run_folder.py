@@ -87,7 +87,19 @@ def attempts(run_dir: str | Path) -> list[dict]:
     """The run's training attempts with a deadline, in order (`ATTEMPTS`): each start (update, seconds left) and
     clean stop (update, seconds it ran). Kept here, because Snakemake empties a job's log before each attempt."""
     path = Path(run_dir) / ATTEMPTS
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    if not path.exists():
+        return []
+    found = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
+            raise PipelineError(f"{path}, line {number}: expected a JSON object with an 'event', got {line[:60]!r}; "
+                                "delete the line to go on")
+        found.append(entry)
+    return found
 
 
 def records(run_dir: str | Path, definition: Mapping) -> bool:

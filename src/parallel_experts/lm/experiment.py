@@ -164,16 +164,19 @@ def evaluation(config: Mapping) -> dict:
     return EVALUATION_DEFAULTS | config["lm"].get("evaluation", {})
 
 
+CURVE_VARIABLES, EVAL_VARIABLES = ("train_loss", "train_ce_loss"), ("validation_loss", "scored_tokens")
+
+
 def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
 
     With `ablations` ({setting: run ids in the order of its values}, see ablation_runs), the dataset is the
     ablations' and names each one's runs (results.with_ablations)."""
     per_run = []
-    for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths):
+    for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths, CURVE_VARIABLES, EVAL_VARIABLES):
         m = run.model
-        ds = xr.Dataset({name: curve[name] for name in ("train_loss", "train_ce_loss")}
-                        | {name: evaluation_[name] for name in ("validation_loss", "scored_tokens")})
+        ds = xr.Dataset({name: curve[name] for name in CURVE_VARIABLES}
+                        | {name: evaluation_[name] for name in EVAL_VARIABLES})
         per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
             recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
             depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),

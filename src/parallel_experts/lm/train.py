@@ -176,7 +176,7 @@ def train(trainer: Trainer, shards: Sequence[np.ndarray], run_dir: str | Path,
     """
     run_dir, config = Path(run_dir), trainer.config
     carry, host = trainer.init(), {"update": 0, "position": [0, 0, 0], "curve": []}
-    restored = load_checkpoint(run_dir, carry)
+    restored = load_checkpoint(run_dir, carry, {"update": int, "position": list, "curve": list})
     if restored:
         carry, host = restored
         carry = carry._replace(states=trainer.shard(carry.states))

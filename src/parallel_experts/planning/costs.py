@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ import pandas as pd
 from parallel_experts import study
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.definitions import family
+from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
@@ -219,7 +219,7 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
     attempts before it that stopped at their time limit), of the run's present definition."""
     root = Path(results)
     snapshot = root / "config.json"
-    if not snapshot.exists() or json.loads(snapshot.read_text()).get("accelerator") != accelerator:
+    if not snapshot.exists() or read_json(snapshot, {}, "a config snapshot").get("accelerator") != accelerator:
         return {}
     found = {}
     for job in jobs:
@@ -228,7 +228,7 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
         if path.exists() and (job.run is None or records(run_dir, job.run.to_dict())):
             # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder.
             earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if run_dir else 0
-            found[job] = float(pd.read_csv(path, sep="\t")["s"].iloc[-1]) + earlier
+            found[job] = benchmark_seconds(path) + earlier
     return found
 
 

@@ -9,20 +9,24 @@ it are data, never code.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import nbformat
 import papermill
 from nbconvert import HTMLExporter
+from papermill.exceptions import PapermillExecutionError
 
 from parallel_experts.analysis import comparison
-from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic
+from parallel_experts.config.errors import PipelineError, reason
+from parallel_experts.core import atomic, records
 from parallel_experts.reporting import catalogue, markup
 
 SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
@@ -33,6 +37,8 @@ REMOTE = re.compile(r"""<(?!a\s)[a-z][^>]*?\b(?:src|href)=["'](https?://[^"']+)"
 # The outputs a page may show: text, raster images (embedded as data: URIs by the template), and HTML or Markdown
 # after `markup`; the others (JavaScript, SVG, widgets, LaTeX) are dropped, their text/plain form stays.
 SHOWN = {"text/plain", "image/png", "image/jpeg"}
+# What the index reads of each report's sidecar JSON (written by `render`).
+META = {"html": str, "title": str, "scale": str, "config_files": list, "config_digest": str, "rendered": str}
 
 
 def render(
@@ -46,11 +52,18 @@ def render(
     """Execute `notebook` with `parameters`, write the executed copy, the HTML page and its sidecar JSON."""
     for path in (html_path, executed_path, meta_path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(
-        str(notebook), str(executed_path), parameters=dict(parameters), kernel_name="python3",
-        progress_bar=False, cwd=str(Path.cwd()),
-    )
-    executed = safe_outputs(nbformat.read(executed_path, as_version=4))
+    # Executed into a temporary file: a notebook that fails leaves the last good executed copy as it was.
+    with atomic.atomic_path(executed_path) as executing:
+        try:
+            with kernel_log():
+                papermill.execute_notebook(
+                    str(notebook), str(executing), parameters=dict(parameters), kernel_name="python3",
+                    progress_bar=False, cwd=str(Path.cwd()), log_output=False,
+                )
+        except PapermillExecutionError as error:
+            raise PipelineError(f"{notebook}: raised {error.ename}: {reason(Exception(error.evalue))} (cell "
+                                f"[{error.exec_count}] of the executed notebook, its parameters first)") from None
+        executed = safe_outputs(nbformat.read(executing, as_version=4))
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(executed)
@@ -58,6 +71,24 @@ def render(
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
             "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
+
+
+@contextlib.contextmanager
+def kernel_log() -> Iterator[None]:
+    """Hold what the kernel process writes to stderr (its start-up warnings, its shutdown): passed on if the
+    notebook ran, dropped if it failed, whose error is then the one line that the caller prints."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)  # the kernel is a child process: only the descriptor reaches it
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        held.seek(0)
+        sys.stderr.write(held.read().decode(errors="replace"))
 
 
 def safe_outputs(notebook):
@@ -99,7 +130,7 @@ def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config
     """reports/index.html, by paper item (catalogue.index_items): its target, its report with the scale, config
     and date that rendered it, or why it is missing (the config lacks what the item needs, or it did not render)."""
     index_path = Path(index_path)
-    metas = {Path(m["html"]).stem: m for m in (json.loads(Path(p).read_text()) for p in meta_paths)}
+    metas = {Path(m["html"]).stem: m for m in (records.read_json(p, META, "a report's sidecar") for p in meta_paths)}
     rows = []
     for item, found in catalogue.index_items(config):
         cells = [markup.text(item.paper), f"<code>{markup.text(item.target)}</code>" if item.target else ""]

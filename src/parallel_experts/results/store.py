@@ -3,6 +3,7 @@ the configuration snapshot every job reads, and the runs of a sweep read back wi
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ import xarray as xr
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.config.files import digest
-from parallel_experts.core.atomic import atomic_path
+from parallel_experts.core.atomic import atomic_open
 from parallel_experts.core.definitions import Definition
 
 
@@ -35,27 +36,44 @@ def with_provenance(ds: xr.Dataset, config: Mapping) -> xr.Dataset:
 
 
 def write_netcdf(ds: xr.Dataset, path: str | Path) -> None:
-    """Write atomically, so a killed job never leaves a half-written result that looks finished."""
-    with atomic_path(path) as temporary:
-        ds.to_netcdf(temporary, engine="h5netcdf")
+    """Write atomically, so a killed job never leaves a half-written result that looks finished. HDF5 builds the
+    file in memory and Python writes it: a disk that refuses the write is then one OSError, not HDF5's tracebacks
+    from the destructors of a half-written file."""
+    built = io.BytesIO()
+    ds.to_netcdf(built, engine="h5netcdf")
+    with atomic_open(path) as file:
+        file.write(built.getbuffer())
 
 
-def open_dataset(path: str | Path) -> xr.Dataset:
-    """A result file, loaded into memory; a missing, truncated or foreign file is one line naming it."""
+def open_dataset(path: str | Path, variables: Sequence[str] = (), attrs: Sequence[str] = ()) -> xr.Dataset:
+    """A result file, loaded into memory, with the `variables` and `attrs` its reader uses; a missing, truncated,
+    foreign or differently shaped file is one line naming it."""
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
-            return ds.load()
+            ds = ds.load()
     except (OSError, ValueError) as error:  # h5py: OSError for a truncated file; xarray: ValueError
         advice = "; delete it to recompute it" if Path(path).is_file() else ""
         raise PipelineError(f"{path}: not a readable netCDF result ({reason(error)}){advice}") from None
+    for kind, names, present in (("variable", variables, ds.variables), ("attribute", attrs, ds.attrs)):
+        missing = [name for name in names if name not in present]
+        if missing:
+            raise PipelineError(f"{path}: not the expected result: no {kind} {missing[0]!r}; delete it to recompute it")
+    return ds
 
 
-def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str]
+def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str],
+                curve_variables: Sequence[str] = (), eval_variables: Sequence[str] = ()
                 ) -> Iterator[tuple[Definition, xr.Dataset, xr.Dataset]]:
-    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together."""
+    """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together and to
+    hold the variables the sweep reads."""
     for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):
-        curve, evaluation = open_dataset(curve_path), open_dataset(eval_path)
-        run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        curve = open_dataset(curve_path, curve_variables, ["run_config"])
+        evaluation = open_dataset(eval_path, eval_variables, ["run"])
+        try:
+            run = run_type.from_dict(json.loads(curve.attrs["run_config"]))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise PipelineError(f"{curve_path}: attribute 'run_config' is not a run's definition ({reason(error)})"
+                                ) from None
         if evaluation.attrs["run"] != run.id:
             raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
         yield run, curve, evaluation

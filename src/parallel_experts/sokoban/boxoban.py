@@ -194,6 +194,10 @@ SPLIT_LEVELS = {"unfiltered/train": 900_000, "unfiltered/valid": 100_000, "unfil
 SPLITS = tuple(SPLIT_LEVELS)
 LAYOUT = "ROOT/unfiltered/{train,valid,test}, ROOT/medium/{train,valid} and ROOT/hard, each holding NNN.txt files"
 BOXOBAN_URL = "https://github.com/google-deepmind/boxoban-levels/archive/refs/heads/master.zip"
+# What the test set is: the SHA-256 of each file of the splits that results are reported on, from
+# google-deepmind/boxoban-levels (master). A copy that differs (another split's file, an edited level, a file
+# added or missing) is refused, never scored as the test set.
+PINNED = {"unfiltered/test": {"000.txt": "272928a4e7c185fdf84daa523b298750b6ff08703cb0c20d3be7eff93acc5256"}}
 CACHE_VERSION = 1  # bump when the parser or the cache layout changes, so old caches are rebuilt
 
 
@@ -231,6 +235,8 @@ def load_split(
     if not paths:
         raise LevelError(f"{folder}: no *.txt level files; {expected}")
 
+    if split in PINNED:
+        check_pinned(split, paths)
     folder = folder.resolve()
     stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
     key = json.dumps({"version": CACHE_VERSION, "folder": str(folder), "size": size, "files": stats})
@@ -243,6 +249,22 @@ def load_split(
     files = tuple(f"{split}/{p.name}" for p in paths)
     source = f"Boxoban {split}: {len(arrays['levels'])} levels in {len(paths)} files of {folder}"
     return LevelSet(arrays["levels"], source, files, arrays["file"], arrays["index"])
+
+
+def check_pinned(split: str, paths: list[Path]) -> None:
+    """Refuse a copy of `split` whose files are not the published ones (`PINNED`), naming the first that differs."""
+    pinned = PINNED[split]
+    names = sorted(p.name for p in paths)
+    if names != sorted(pinned):
+        extra, missing = sorted(set(names) - set(pinned)), sorted(set(pinned) - set(names))
+        at = paths[0].parent
+        raise LevelError(f"{at / (extra or missing)[0]}: {'not a file' if extra else 'missing'} of Boxoban {split}, "
+                         f"which is exactly {', '.join(sorted(pinned))} (google-deepmind/boxoban-levels)")
+    for path in paths:
+        found = hashlib.sha256(path.read_bytes()).hexdigest()
+        if found != pinned[path.name]:
+            raise LevelError(f"{path}: SHA-256 {found[:16]}…, expected {pinned[path.name][:16]}… (Boxoban {split} "
+                             "as published in google-deepmind/boxoban-levels); refusing another file in its place")
 
 
 def _read_split(paths: list[Path], size: int) -> dict[str, np.ndarray]:

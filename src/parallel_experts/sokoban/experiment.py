@@ -257,6 +257,9 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
         raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
+CURVE_VARIABLES, EVAL_VARIABLES = ("final_five", "episodic_return"), ("solved", "episode_return", "episode_length")
+
+
 def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None,
             family: str | None = None):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
@@ -267,8 +270,8 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     With `family` (EXPERT_COUNT), every run is labelled a run of that sweep without a budget, as the family's
     dataset is read, though some of its runs are the budget sweeps' (`shared`)."""
     per_run = []
-    for run, curve, evaluation in run_results(Run, curve_paths, eval_paths):
-        per_level = evaluation[["solved", "episode_return", "episode_length"]].astype(float).mean("level")
+    for run, curve, evaluation in run_results(Run, curve_paths, eval_paths, CURVE_VARIABLES, EVAL_VARIABLES):
+        per_level = evaluation[list(EVAL_VARIABLES)].astype(float).mean("level")
         ds = xr.Dataset({
             "final_five": curve["final_five"],
             "episodic_return": curve["episodic_return"],

@@ -25,6 +25,8 @@ from parallel_experts.core.atomic import atomic_open
 EMPTY, WALL, TARGET, AGENT, BOX = 0, 1, 2, 3, 4
 VARIABLE, FIXED = 0, 1
 GRID_SIZE = 10  # Jumanji's Sokoban only runs 10×10 grids (constants.GRID_SIZE)
+# The codes each channel may hold: anything else is a damaged or foreign level file.
+CELL_CODES = {VARIABLE: [EMPTY, AGENT, BOX], FIXED: [EMPTY, WALL, TARGET]}
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))  # action (up, right, down, left) → (row, col) change: constants.MOVES
 
 
@@ -95,4 +97,11 @@ class LevelSet:
                 or not (len(found.file) == len(found.index) == len(levels)):
             raise LevelError(f"{path}: expected (n, {GRID_SIZE}, {GRID_SIZE}, 2) uint8 levels with n provenance "
                              f"entries, got {levels.dtype} {levels.shape} with {len(found.file)}")
+        for channel, allowed in CELL_CODES.items():  # a code Jumanji does not know would train without a word
+            wrong = np.argwhere(~np.isin(levels[..., channel], allowed))
+            if len(wrong):
+                level, row, col = wrong[0]
+                raise LevelError(f"{path}: level {level}, row {row}, column {col}: cell code "
+                                 f"{levels[level, row, col, channel]} in the {('variable', 'fixed')[channel]} grid; "
+                                 f"expected one of {allowed} (Jumanji's encoding)")
         return found

@@ -300,7 +300,7 @@ def train(
     carry = trainer.init(seeds)
     log = EpisodeLog(config.episode_window, len(seeds))
     update = 0
-    restored = load_checkpoint(run_dir, carry)
+    restored = load_checkpoint(run_dir, carry, {"update": int, "log": dict})
     if restored:
         carry, host = restored
         update = host["update"]
