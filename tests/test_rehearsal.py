@@ -13,7 +13,7 @@ import yaml
 
 import helpers
 from helpers import REPO, snakemake
-from parallel_experts import rehearsal
+from parallel_experts import rehearsal, rehearsal_updates
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.lm import flops as lm_flops
@@ -70,6 +70,14 @@ def test_the_paper_training_updates_are_compiled_for_the_gpus_their_job_splits_t
         found.setdefault((program.rule, split), set()).add(program.devices)
     assert found == {("lm_train", True): {4}, ("lm_throughput", True): {4}, ("lm_evaluate", False): {1},
                      ("lm_latency", False): {1}}
+
+
+def test_a_real_update_trains_the_seeds_this_machine_holds():
+    """By hand: 9 seeds planned at 23.5 GB on 14.4 GB train 5 (9 × 14.4 / 23.5 = 5.5); a run that fits trains all;
+    one that a seed alone overfills still trains one."""
+    assert rehearsal_updates.seeds_that_fit(23.5e9, 9, 14.4e9) == 5
+    assert rehearsal_updates.seeds_that_fit(14.4e9, 9, 14.4e9) == 9
+    assert rehearsal_updates.seeds_that_fit(400e9, 3, 14.4e9) == 1
 
 
 def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):

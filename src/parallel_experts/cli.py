@@ -75,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", help="the Sokoban training level set (sokoban-levels): also run training updates for "
                    "real at the config's shapes (rehearsal_updates)")
     p.add_argument("--run-dir", help="where those runs checkpoint")
-    p.add_argument("--seeds", type=int, help="train this many of each run's seeds (default: all)")
+    p.add_argument("--seeds", type=int, help="train this many of each run's seeds (default: all of them, or as "
+                   "many as fit this machine)")
 
     p = command("index", index, "write reports/index.html from the reports' sidecar JSON")
     add_config(p)

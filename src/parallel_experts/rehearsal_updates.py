@@ -5,14 +5,16 @@ predicts the most memory for trains `updates` updates for real (the paper: two);
 predicted the least memory trains one. Each checks a finite loss and a checkpoint written and read back at that
 shape (`sokoban.train.train(..., stop_after=1)`, `core.checkpoint`). The training levels are the config's; a
 table with fewer levels than the config's source holds (a partial local copy) is tiled to the source's count, so
-that the table has its exact shape. `seeds` (default: the run's own) trains fewer seeds under the same vmap, the
-per-seed shapes unchanged, where the machine cannot hold them all.
+that the table has its exact shape. A run whose predicted peak would not leave this machine a margin trains as many
+of its seeds as fit (`seeds_that_fit`; the per-seed shapes unchanged, under the same vmap), and says so; `seeds`
+sets that number for every run instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,14 +28,35 @@ from parallel_experts.core.budget import budgets, sokoban_work
 from parallel_experts.sokoban import experiment, train
 
 
-def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:
-    """(run, updates to train) of every budget and expert kind as the module says, from the rehearsal's records."""
+HOST_SHARE = 0.6  # of this machine's memory, what one rehearsed update may plan: the OS, the workflow and XLA's
+# own allocations beside the plan take the rest (a medium update planned at 23.5 GB was killed on a 24 GB machine)
+
+
+def predicted_peaks(records: Sequence[Mapping]) -> dict[str, int]:
+    """Each Sokoban run's largest predicted training peak (bytes) in the rehearsal's records."""
     peak = {}
     for record in records:
         if record["rule"] == "sokoban_train" and "peak_bytes" in record:
             for _, wildcards in record["jobs"]:
                 run_id = wildcards.removeprefix("run=")
                 peak[run_id] = max(peak.get(run_id, 0), record["peak_bytes"])
+    return peak
+
+
+def seeds_that_fit(peak: float, seeds: int, memory: float) -> int:
+    """How many of a run's `seeds` one update can train in `memory` bytes when all of them plan `peak` bytes: the
+    whole run where it fits, else the seeds' share of it (the vmapped seeds hold almost all of the peak), at least
+    one."""
+    return seeds if peak <= memory else max(1, min(seeds, math.floor(seeds * memory / peak)))
+
+
+def host_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:
+    """(run, updates to train) of every budget and expert kind as the module says, from the rehearsal's records."""
+    peak = predicted_peaks(records)
     sweep = [run for run in experiment.runs(config) if run.id in peak]
     channels = config["sokoban"]["encoder_channels"]
     names = [b.name for b in sorted(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))]
@@ -74,9 +97,14 @@ def run_all(config: Mapping, records: Sequence[Mapping], levels: np.ndarray, fol
             seeds: int | None = None, progress: Callable[[str], None] = print) -> list[dict]:
     """`train_for_real` for every run `chosen_runs` picks, each in its own folder under `folder`."""
     count = experiment.level_count(config["sokoban"]["levels"]["train"])
+    peak, memory = predicted_peaks(records), HOST_SHARE * host_memory()
     found = []
     for run, updates in chosen_runs(config, records):
-        result = train_for_real(run, levels, count, updates, Path(folder) / run.id, seeds)
+        fit = seeds or seeds_that_fit(peak[run.id], len(run.seeds), memory)
+        if fit < len(run.seeds):
+            progress(f"{run.id}: {fit} of its {len(run.seeds)} seeds (the whole update plans "
+                     f"{peak[run.id] / 1e9:.1f} GB, this machine holds {memory / 1e9:.1f} GB for it)")
+        result = train_for_real(run, levels, count, updates, Path(folder) / run.id, fit)
         found.append(result)
         progress(f"{run.id}: {updates} updates of {result['seeds']} seeds in {result['seconds']:.0f} s, loss "
                  f"{result['loss']}, checkpoint at update {result['checkpoint_update']} read back "
