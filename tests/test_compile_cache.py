@@ -43,7 +43,7 @@ def fresh_environment(monkeypatch):
 
 def config_with(tmp_path: Path, text: str) -> list[str]:
     override = tmp_path / "override.yaml"
-    override.write_text(text)
+    override.write_text(f"external: [{tmp_path}]\n{text}")  # a cache here is outside the project, named on purpose
     return [SMOKE, str(override)]
 
 

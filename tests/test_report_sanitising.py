@@ -154,7 +154,7 @@ def write_plan(config, folder, wildcards):
     table = pd.DataFrame([{"target": "fig2", "rule": job.rule, "wildcards": job.wildcards, "group": job.group,
                            "shown": True, "flops": job.flops, "flops_per_s": rate.flops_per_s, "source": rate.source,
                            "seconds": seconds, "devices": 1, "measured_seconds": float("nan"), "seeds": 1,
-                           "budget": "small", "runtime_s": 600, "resubmissions": 0, "device_hours": seconds / 3600,
+                           "budget": "small", "remat": False, "runtime_s": 600, "resubmissions": 0, "device_hours": seconds / 3600,
                            "attempts": 2, "finishes": False}])
     table.attrs["targets"] = ["fig2"]
     check = pd.DataFrame({"rule": [job.rule], "wildcards": [wildcards], "measured_seconds": [60.0],
