@@ -576,7 +576,7 @@ BENCHMARKS = {
     "empty": ("", "no column 's' in line 1"),
     "header only": (HEADER, "no timing after the header"),
     "wrong columns": ("seconds\tmemory\n12.5\t100\n", "no column 's' in line 1"),
-    "not a number": (HEADER + ROW.replace("12.5", "twelve", 1), "line 2, column 's': expected seconds, got 'twelve'"),
+    "not a number": (HEADER + ROW.replace("12.5", "twelve", 1), "line 2, column 's': expected seconds, got \"twelve\""),
     "negative seconds": (HEADER + ROW.replace("12.5", "-3", 1), "expected a positive number of seconds, got -3.0"),
     "NaN seconds": (HEADER + ROW.replace("12.5", "NaN", 1), "expected a positive number of seconds, got nan"),
     "infinite seconds": (HEADER + ROW.replace("12.5", "inf", 1), "expected a positive number of seconds, got inf"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from parallel_experts.core.benchmarking import host_memory
 from parallel_experts.core.checkpoint import load_checkpoint
 from parallel_experts.core.budget import budgets, sokoban_work
 from parallel_experts.sokoban import experiment, train
@@ -48,10 +48,6 @@ def seeds_that_fit(peak: float, seeds: int, memory: float) -> int:
     whole run where it fits, else the seeds' share of it (the vmapped seeds hold almost all of the peak), at least
     one."""
     return seeds if peak <= memory else max(1, min(seeds, math.floor(seeds * memory / peak)))
-
-
-def host_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:

@@ -11,14 +11,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from parallel_experts.config.errors import PipelineError, reason
-
-SHOWN = 60  # characters of a damaged value quoted in an error: enough to recognise it, never the whole file
-
-
-def _quote(value) -> str:
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[:SHOWN] + "…"
+from parallel_experts.config.errors import PipelineError, quote, reason
 
 
 def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], what: str) -> dict:
@@ -38,7 +31,7 @@ def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], w
         value = found[key]
         if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
             names = " or ".join(t.__name__ for t in _types(kind))
-            raise PipelineError(f"{path}: not {what}: key {key!r} should be {names}, got {_quote(value)}")
+            raise PipelineError(f"{path}: not {what}: key {key!r} should be {names}, got {quote(value)}")
     return found
 
 
@@ -69,7 +62,7 @@ def benchmark_seconds(path: str | Path) -> float:
     try:
         seconds = float(last[column])
     except ValueError:
-        raise PipelineError(f"{path}, line {line}, column 's': expected seconds, got {_quote(last[column])}") from None
+        raise PipelineError(f"{path}, line {line}, column 's': expected seconds, got {quote(last[column])}") from None
     if not math.isfinite(seconds) or seconds <= 0:
         raise PipelineError(f"{path}, line {line}, column 's': expected a positive number of seconds, got {seconds}")
     return seconds

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from parallel_experts.config import locations
-from parallel_experts.config.errors import PipelineError, reason
+from parallel_experts.config.errors import PipelineError, quote, reason
 from parallel_experts.core import atomic
 
 
@@ -49,7 +49,7 @@ def latest(run_dir: Path) -> tuple[str, int] | None:
     match = CHECKPOINT_NAME.fullmatch(text)
     if match is None:  # also refuses any path, so a pointer never leads outside its run folder
         raise CheckpointError(f"{latest}: expected a checkpoint name such as checkpoint-000000200, got "
-                              f"{text[:60]!r}; delete {run_dir} to start over")
+                              f"{quote(text)}; delete {run_dir} to start over")
     return text, int(match.group(1))
 
 
@@ -96,7 +96,7 @@ def attempts(run_dir: str | Path) -> list[dict]:
         except ValueError:
             entry = None
         if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
-            raise PipelineError(f"{path}, line {number}: expected a JSON object with an 'event', got {line[:60]!r}; "
+            raise PipelineError(f"{path}, line {number}: expected a JSON object with an 'event', got {quote(line)}; "
                                 "delete the line to go on")
         found.append(entry)
     return found

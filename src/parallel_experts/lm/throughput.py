@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-import os
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +31,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from parallel_experts.core.benchmarking import flops_of, machine_info, matmul_peak, unrolled_scans
+from parallel_experts.core.benchmarking import flops_of, host_memory, machine_info, matmul_peak, unrolled_scans
 from parallel_experts.core.tables import fmt
 from parallel_experts.lm import shards as shard_io
 from parallel_experts.lm import systems
@@ -71,7 +70,7 @@ def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int
 def device_memory() -> int:
     """What one device can hold: its allocator's limit where it reports one (GPUs), else the host's RAM."""
     stats = jax.devices()[0].memory_stats() or {}
-    return int(stats.get("bytes_limit") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return int(stats.get("bytes_limit") or host_memory())
 
 
 def planned_bytes(compiled) -> int:
