@@ -64,7 +64,7 @@ def test_a_cell_is_timed_with_its_flops_or_reported_oom_without_running(shards):
 TWO_DEVICES = """
 import json, sys
 import jax, numpy as np
-from parallel_experts.lm import systems, throughput
+from parallel_experts.lm import experiment, throughput
 from parallel_experts.lm.settings import ModelConfig
 assert len(jax.devices()) == 2
 config, folder = ModelConfig(2, 1, 16, 2, 1, vocab=64, recurrent=True, dtype="float32"), sys.argv[1]
@@ -74,8 +74,8 @@ _, inputs, _, _ = next(job.batches([np.arange(2000, dtype=np.uint16) % 64], (0, 
 found = {d: throughput.measure(config, 16, spec, folder, 2**40, devices=d) for d in (1, 2)}
 print(json.dumps({"inputs_on": len(inputs.sharding.device_set), "planned": {d: f["planned_bytes"] for d, f in
                   found.items()}, "timed": {d: len(f["seconds"]) for d, f in found.items()},
-                  "configured": systems.throughput_devices({"resources": {"default": {"gpus": 0},
-                                                                          "bench": {"gpus": 2}}})}))
+                  "configured": experiment.devices({"resources": {"default": {"gpus": 0}, "bench": {"gpus": 2}}},
+                                                   "bench")}))
 """
 
 

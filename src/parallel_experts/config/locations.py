@@ -3,7 +3,7 @@
 The rule: every path a config gives (`PATH_KEYS`), and every default it implies, resolves inside the project
 (the working directory the workflow and its jobs run in) or inside one of the folders listed in the config's
 `external`, after symbolic links are followed, so a link cannot lead out either. A run folder's checkpoint and
-weights are read only from files that resolve inside that folder (`inside`, core/checkpoint.py). Paths that a
+weights are read only from files that resolve inside that folder (`inside`, core/run_folder.member). Paths that a
 user types on the command line (`--tokens`, `--out`, `--boxoban`) are named on purpose and are not checked.
 """
 
@@ -36,13 +36,14 @@ def check(config: Mapping, project: str | Path | None = None) -> None:
 
 
 def _paths(config: Mapping) -> Iterator[tuple[str, str]]:
+    """(key, path) of every path `config` gives; it has passed the schema, so every block on the way is a mapping."""
     for key in PATH_KEYS:
         *parents, name = key.split(".")
         block = config
         for parent in parents:
-            block = block.get(parent, {}) if isinstance(block, Mapping) else {}
-        value = block.get(name) if isinstance(block, Mapping) else None
-        if isinstance(value, str):
+            block = block.get(parent, {})
+        value = block.get(name)
+        if isinstance(value, str):  # compile_cache may be false
             yield key, value
         elif isinstance(value, list):
-            yield from ((f"{key}[{i}]", item) for i, item in enumerate(value) if isinstance(item, str))
+            yield from ((f"{key}[{i}]", item) for i, item in enumerate(value))

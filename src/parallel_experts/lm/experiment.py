@@ -90,11 +90,12 @@ def train_config(config: Mapping, model: ModelConfig, window: int) -> TrainConfi
     return cache_bounded(train, model, training["microbatch_cache_gb"], devices(config))
 
 
-def devices(config: Mapping) -> int:
-    """The devices a training job splits its streams over: the GPUs of its resources family (`lm_train`, as
-    planning.resources.FAMILY names it), one where it has none."""
+def devices(config: Mapping, family: str = "lm_train") -> int:
+    """The devices a job of a resources family (as planning.resources.FAMILY names them) splits its streams over:
+    the family's GPUs, one where it has none. `lm_train`: a training job; `bench`: Table 6, as the paper's four
+    H100s split theirs."""
     resources = config["resources"]
-    return max(1, resources.get("lm_train", resources["default"])["gpus"])
+    return max(1, resources.get(family, resources["default"])["gpus"])
 
 
 def cache_bytes(model: ModelConfig, memory: int) -> int:

@@ -46,7 +46,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
                     for program in decoding(model, context, batch, spec["steps"]):
                         yield program, ("lm_latency", "")
     if "throughput" in config["lm"]:
-        spec, devices = systems.throughput_settings(config), systems.throughput_devices(config)
+        spec, devices = systems.throughput_settings(config), experiment.devices(config, "bench")
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:

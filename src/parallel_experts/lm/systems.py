@@ -78,13 +78,6 @@ THROUGHPUT_DEFAULTS = {"steps": 6, "flops_up_to": 0}  # updates 2-5 are timed, a
 SKIPPED = 2  # the first updates, excluded from the median (compilation, first touch of memory)
 
 
-def throughput_devices(config: Mapping) -> int:
-    """The devices Table 6 splits each update's streams over, as the paper's four H100s split theirs: the GPUs of the
-    bench family (`resources.bench`, as planning.resources.FAMILY names it), one where it has none."""
-    resources = config["resources"]
-    return max(1, resources.get("bench", resources["default"])["gpus"])
-
-
 def throughput_settings(config: Mapping) -> dict:
     """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
     spec = settings(config, "throughput", THROUGHPUT_DEFAULTS)

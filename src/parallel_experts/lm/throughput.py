@@ -33,8 +33,8 @@ import xarray as xr
 
 from parallel_experts.core.benchmarking import flops_of, host_memory, machine_info, matmul_peak, unrolled_scans
 from parallel_experts.core.tables import fmt
+from parallel_experts.lm import experiment, systems
 from parallel_experts.lm import shards as shard_io
-from parallel_experts.lm import systems
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.train import Trainer, device_mesh
 
@@ -119,7 +119,7 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
         table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
         config = {**config, "lm": {**config["lm"], "throughput": table}}
     spec = systems.throughput_settings(config)
-    devices = devices or systems.throughput_devices(config)
+    devices = devices or experiment.devices(config, "bench")
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
     contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
