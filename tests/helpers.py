@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
@@ -20,6 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 # The Boxoban files of the team's shared folder, which lies beside the checkout (CI gets a copy there too);
 # tests that need them skip where it is missing.
 BOXOBAN = REPO.parent / "shared/data/boxoban"
+needs_boxoban = pytest.mark.skipif(not (BOXOBAN / "unfiltered/test/000.txt").exists(),
+                                   reason=f"needs the Boxoban files at {BOXOBAN}")
 
 
 def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -5,6 +5,7 @@ and every output that existed before unchanged. Config cases whose message is ch
 test_config.py; here each class of input is tried through the door a user would use.
 """
 
+import atexit
 import codecs
 import contextlib
 import hashlib
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from helpers import BOXOBAN, REPO, independent_shard_bytes, snakemake
+from helpers import BOXOBAN, REPO, independent_shard_bytes, needs_boxoban, snakemake
 
 from parallel_experts.config import files
 from parallel_experts.core import run_folder
@@ -32,9 +33,36 @@ from parallel_experts.sokoban.levels import LevelSet, pad_to
 SMOKE = REPO / "config/smoke.yaml"
 
 
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "parallel_experts", *map(str, args)], capture_output=True,
-                          text=True, timeout=600)
+class Cli:
+    """`python -m parallel_experts ARGS` as a user runs it, for some hundred cases: each runs in one interpreter
+    that stays up between them (cli_server.py), which spares a start-up of the library per case. A case that kills
+    that interpreter (a crash) reports its status, and the next case starts a new one."""
+
+    def __init__(self):
+        self.server = None
+
+    def __call__(self, *args, cwd: Path | None = None, file_size_limit: int | None = None):
+        if self.server is None:
+            self.server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_server.py"))],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        case = {"args": list(map(str, args)), "cwd": str(cwd or Path.cwd()), "file_size_limit": file_size_limit}
+        self.server.stdin.write(json.dumps(case) + "\n")
+        self.server.stdin.flush()
+        reply = self.server.stdout.readline()
+        if not reply:
+            status, self.server = self.server.wait(), None
+            return subprocess.CompletedProcess(case["args"], status, "", f"the command died with status {status}")
+        outcome = json.loads(reply)
+        return subprocess.CompletedProcess(case["args"], outcome["status"], outcome["stdout"], outcome["stderr"])
+
+    def close(self):
+        if self.server is not None:
+            self.server.stdin.close()
+            self.server.wait(timeout=60)
+
+
+cli = Cli()
+atexit.register(cli.close)
 
 
 def assert_one_line(run: subprocess.CompletedProcess, *names) -> None:
@@ -218,32 +246,9 @@ def test_a_run_the_config_does_not_define_is_one_line(tmp_path, smoke):
 
 # --------------------------------------------------------------------------------------------------
 # Config files that would hang or crash a reader (issue 24, item 4): the YAML itself, then sizes and limits.
-# Each table runs in one subprocess that executes `python -m parallel_experts check-config FILE` once per file
-# (runpy, as `-m` does), so the interpreter and the library load once per table; an alarm per case turns a hang
-# into that case's failure. config/README.md states the limits; these cases lie on both sides of them.
+# Each case runs `python -m parallel_experts check-config FILE` (`cli`: an alarm turns a hang into that case's
+# failure). config/README.md states the limits; these cases lie on both sides of them.
 
-CHECK_EACH = """
-import contextlib, io, json, os, runpy, signal, sys
-import parallel_experts.cli, parallel_experts.study  # loaded once, outside every case's time
-def hang(*_):
-    raise TimeoutError("no answer within the case's time")
-signal.signal(signal.SIGALRM, hang)
-for path in sys.argv[1:]:
-    stderr = io.StringIO()
-    sys.argv = ["parallel_experts", "check-config", path]
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        signal.alarm(20)
-        try:
-            runpy.run_module("parallel_experts", run_name="__main__")
-            status = 0
-        except SystemExit as exit:
-            status = exit.code
-        except BaseException as error:  # what a user would see as a traceback
-            status = "Traceback"
-            stderr.write(f"Traceback: {type(error).__name__}: {str(error)[:300]}")
-        signal.alarm(0)
-    print(json.dumps({"path": path, "status": status, "stderr": stderr.getvalue()}), flush=True)
-"""
 LONG_LINE = len("config error: ") + 700  # a message is at most 500 characters (config.errors), its file name aside
 
 
@@ -339,9 +344,9 @@ LIMIT_FILES = {
 }
 
 
-def check_each(folder: Path, table: dict) -> dict[str, dict]:
+def check_each(folder: Path, table: dict) -> dict[str, subprocess.CompletedProcess]:
     """Write each case of `table` into `folder` (beside a results file a failure must not touch), run check-config
-    on every one in one process, and return its outcome by case; every file in `folder` must be as it was."""
+    on every one there, and return its outcome by case; every file in `folder` must be as it was."""
     (folder / "folder").mkdir()
     os.mkfifo(folder / "fifo")
     (folder / "results").mkdir()
@@ -354,13 +359,9 @@ def check_each(folder: Path, table: dict) -> dict[str, dict]:
             paths[name] = folder / f"case-{index}.yaml"
             paths[name].write_bytes(content)
     before = snapshot(folder)
-    run = subprocess.run([sys.executable, "-c", CHECK_EACH, *map(str, paths.values())], cwd=folder,
-                         capture_output=True, text=True, timeout=60 + 20 * len(table))
-    assert run.returncode == 0, run.stderr[-2000:]
+    outcomes = {name: cli("check-config", path, cwd=folder) for name, path in paths.items()}
     assert snapshot(folder) == before
-    outcomes = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [outcome["path"] for outcome in outcomes] == list(map(str, paths.values()))
-    return dict(zip(paths, outcomes))
+    return outcomes
 
 
 @pytest.mark.parametrize("table", [YAML_FILES, LIMIT_FILES], ids=["YAML", "sizes and limits"])
@@ -369,11 +370,11 @@ def test_a_config_file_that_would_hang_or_crash_a_reader_is_one_line(tmp_path, t
     not_clean = {}
     for name, (_, expected) in table.items():
         outcome = outcomes[name]
-        lines = outcome["stderr"].strip().splitlines()
-        clean = (outcome["status"] == 2 and len(lines) == 1 and outcome["path"] in lines[0]
-                 and expected in lines[0] and len(lines[0]) <= len(outcome["path"]) + LONG_LINE)
+        path, lines = outcome.args[-1], outcome.stderr.strip().splitlines()
+        clean = (outcome.returncode == 2 and len(lines) == 1 and path in lines[0] and expected in lines[0]
+                 and len(lines[0]) <= len(path) + LONG_LINE)
         if not clean:
-            not_clean[name] = (outcome["status"], outcome["stderr"][:400])
+            not_clean[name] = (outcome.returncode, outcome.stderr[:400])
     assert not not_clean, not_clean
 
 
@@ -416,18 +417,6 @@ def test_a_character_outside_the_bmp_as_json_escapes_it_is_read_as_itself(tmp_pa
 LONGEST = 400  # characters of a one-line error: a message quotes a bounded part of what it read
 
 
-def run_cli(*args, env: dict | None = None, limit_file_size: int | None = None) -> subprocess.CompletedProcess:
-    """`cli`, with extra environment variables, or with writes past `limit_file_size` bytes refused (EFBIG), as a
-    full disk refuses them, for users who cannot mount a small file system."""
-
-    def limited():
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
-
-    return subprocess.run([sys.executable, "-m", "parallel_experts", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=os.environ | (env or {}), preexec_fn=limited if limit_file_size else None)
-
-
 def checksums(folder: Path) -> dict:
     return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -452,6 +441,7 @@ CELLS = {"variable code 7": (0, 2, 3, 0, 7), "variable code 1 (a wall in the wro
          "fixed code 3": (2, 9, 9, 1, 3), "fixed code 255": (0, 0, 0, 1, 255)}
 
 
+@needs_boxoban
 @pytest.mark.parametrize("case", CELLS)
 def test_a_level_set_with_an_unknown_cell_code_stops_training_before_it_starts(tmp_path, smoke, case):
     config, run = smoke
@@ -460,7 +450,7 @@ def test_a_level_set_with_an_unknown_cell_code_stops_training_before_it_starts(t
     found.levels[level, row, col, channel] = code
     found.save(tmp_path / "train.npz")
     before = checksums(tmp_path)
-    result = run_cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
+    result = cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
                      "--run-dir", tmp_path / "run")
     assert_clean_failure(result, tmp_path / "train.npz", f"level {level}, row {row}, column {col}: cell code {code}",
                          before)
@@ -484,17 +474,19 @@ def swapped_test_split(root: Path, case: str) -> Path:
     return test / "000.txt"
 
 
+@needs_boxoban
 @pytest.mark.parametrize("case", ["another split's file", "one level edited", "levels missing", "a second file"])
 def test_a_swapped_boxoban_test_split_is_refused(tmp_path, case):
     blamed = swapped_test_split(tmp_path / "boxoban", case)
     out = tmp_path / "test.npz"
     out.write_bytes(b"the previous test levels")
     before = checksums(tmp_path)
-    result = run_cli("sokoban-levels", "--source", '{"boxoban": "unfiltered/test"}', "--boxoban",
+    result = cli("sokoban-levels", "--source", '{"boxoban": "unfiltered/test"}', "--boxoban",
                      json.dumps({"root": str(tmp_path / "boxoban"), "cache": str(tmp_path / "cache")}), "--out", out)
     assert_clean_failure(result, blamed, "Boxoban unfiltered/test", before)
 
 
+@needs_boxoban
 def test_the_published_boxoban_test_split_is_accepted(tmp_path):
     """The pin's other side: the real file passes, so the digest above is the published test set's."""
     found = boxoban.load_split("unfiltered/test", BOXOBAN, cache_dir=tmp_path)
@@ -506,6 +498,7 @@ HOSTS = {"a list": "[2]", "no update": '{"log": {}}', "no log": '{"update": 2}',
          "update as text": '{"update": "2", "log": {}}', "truncated": '{"update": 2, "lo', "empty": ""}
 
 
+@needs_boxoban
 @pytest.mark.parametrize("case", HOSTS)
 def test_a_checkpoint_state_of_the_wrong_shape_is_one_line_and_kept(tmp_path, smoke, case):
     config, run = smoke
@@ -517,7 +510,7 @@ def test_a_checkpoint_state_of_the_wrong_shape_is_one_line_and_kept(tmp_path, sm
     (run_dir / "checkpoint-000000002.eqx").write_bytes(b"weights")
     (run_dir / "checkpoint-000000002.json").write_text(HOSTS[case])
     before = checksums(tmp_path)
-    result = run_cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
+    result = cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
                      "--run-dir", run_dir)
     assert_clean_failure(result, run_dir / "checkpoint-000000002.json", "training state of update 2", before)
 
@@ -553,7 +546,7 @@ def test_a_result_of_the_wrong_shape_is_one_line_naming_it(tmp_path, smoke, case
     out = tmp_path / "sweep.nc"
     out.write_bytes(b"the previous dataset")
     before = checksums(tmp_path)
-    result = run_cli("sokoban-sweep", "--out", out, "--curves", paths["curve"], "--evals", paths["eval"])
+    result = cli("sokoban-sweep", "--out", out, "--curves", paths["curve"], "--evals", paths["eval"])
     assert_clean_failure(result, paths[which], expected, before)
 
 
@@ -563,7 +556,7 @@ def test_the_undamaged_sweep_inputs_are_collected(tmp_path, smoke):
     curve, evaluation = sweep_inputs(tmp_path, run)
     store.write_netcdf(curve, tmp_path / "curve.nc")
     store.write_netcdf(evaluation, tmp_path / "eval.nc")
-    result = run_cli("sokoban-sweep", "--out", tmp_path / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
+    result = cli("sokoban-sweep", "--out", tmp_path / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
                      tmp_path / "eval.nc")
     assert result.returncode == 0, result.stderr
     assert store.open_dataset(tmp_path / "sweep.nc")["solve_rate"].sel(mode="greedy").values.tolist() == [[1.0]]
@@ -594,7 +587,7 @@ def test_a_damaged_benchmark_file_is_one_line_from_plan(tmp_path, case):
     benchmark = results / "benchmarks/lm/latency.tsv"
     benchmark.write_text(text, encoding="latin-1")
     before = checksums(tmp_path)
-    result = run_cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "table5")
+    result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "table5")
     assert_clean_failure(result, benchmark, expected, before)
 
 
@@ -602,7 +595,7 @@ def test_an_undamaged_benchmark_file_prices_its_job(tmp_path):
     (tmp_path / "results/benchmarks/lm").mkdir(parents=True)
     (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": "cpu"}))
     (tmp_path / "results/benchmarks/lm/latency.tsv").write_text(HEADER + ROW)
-    result = run_cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "--jobs", "table5")
+    result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "--jobs", "table5")
     assert result.returncode == 0, result.stderr
     assert "measured" in result.stdout, result.stdout
 
@@ -630,7 +623,7 @@ def test_a_damaged_report_sidecar_is_one_line_from_the_index(tmp_path, smoke, ca
     (tmp_path / "bad.json").write_bytes(text)
     (tmp_path / "index.html").write_text("the previous index")
     before = checksums(tmp_path)
-    result = run_cli("index", "--config", config, "--out", tmp_path / "index.html", tmp_path / "good.json",
+    result = cli("index", "--config", config, "--out", tmp_path / "index.html", tmp_path / "good.json",
                      tmp_path / "bad.json")
     assert_clean_failure(result, tmp_path / "bad.json", expected, before)
 
@@ -651,7 +644,7 @@ def test_a_failing_notebook_is_one_line_and_the_last_report_stays(tmp_path, smok
     for name, path in outputs.items():
         path.write_text(f"the previous {name}")
     before = checksums(tmp_path)
-    result = run_cli("report", "--config", config, "--notebook", tmp_path / "report.ipynb", "--html",
+    result = cli("report", "--config", config, "--notebook", tmp_path / "report.ipynb", "--html",
                      outputs["report.html"], "--executed", outputs["executed.ipynb"], "--meta", outputs["report.json"])
     assert_clean_failure(result, tmp_path / "report.ipynb", "raised KeyError: 'runs'", before)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["report.ipynb", *outputs])  # no temporary left
@@ -707,7 +700,7 @@ def test_a_write_the_disk_refuses_is_one_line_naming_the_file(tmp_path, smoke, r
     args = writers(tmp_path, smoke, folder)[command]
     out = Path(args[args.index("--out") + 1])
     before = checksums(tmp_path)
-    result = run_cli(*args, limit_file_size=limit)
+    result = cli(*args, file_size_limit=limit)
     assert_clean_failure(result, out, words, before)
     assert not out.exists() and not list(folder.glob(".*.tmp*")), "a partial or temporary file was left"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import BOXOBAN
+from helpers import BOXOBAN, needs_boxoban
 from jumanji.environments.routing.sokoban.generator import convert_level_to_array
 
 from parallel_experts.sokoban import boxoban
@@ -16,7 +16,6 @@ from parallel_experts.sokoban.boxoban import LevelFormatError
 from parallel_experts.sokoban.levels import LevelError
 
 TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"
-needs_boxoban = pytest.mark.skipif(not TEST_FILE.exists(), reason=f"{TEST_FILE} not present")
 
 # Level 0 of unfiltered/test/000.txt, copied from the file, and its two grids decoded by hand:
 # fixed 1 wall, 2 target; variable 3 agent, 4 box (Jumanji's constants.py).

@@ -3,14 +3,13 @@
 import jax
 import numpy as np
 import pytest
-from helpers import BOXOBAN
+from helpers import BOXOBAN, needs_boxoban
 from jumanji.environments import Sokoban
 from jumanji_referee import FixedLevel, hand_level, replay_in_jumanji
 
 from parallel_experts.sokoban import boxoban, solver
 
 TEST_FILE = BOXOBAN / "unfiltered/test/000.txt"
-needs_boxoban = pytest.mark.skipif(not TEST_FILE.exists(), reason=f"{TEST_FILE} not present")
 
 
 def test_solver_on_hand_made_levels():
