@@ -1,6 +1,6 @@
 """Runs `python -m parallel_experts ...` commands one after another in one interpreter, each as `-m` runs it
 (runpy), for the tables of bad inputs (test_bad_inputs.py): the interpreter and the library load once per test
-worker, not once per case (a third of that file's time).
+worker, not once per case (two thirds of that file's time went to start-ups).
 
 Protocol: one JSON case per line on stdin ({"args": [...], "cwd": folder, "file_size_limit": bytes or null}),
 one JSON outcome per line on stdout ({"status": ..., "stdout": ..., "stderr": ...}). A case's output is what the
