@@ -15,12 +15,6 @@ from slurm_cluster import LocalSlurmCluster, slurm_available
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="parallel-experts-xla-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-# The tests' programs are small and run a few steps, so compiling is most of their time: XLA:CPU's LLVM
-# optimisation level 0 instead of the default 2 took 37 % off compile-bound tests side by side (test_lm_models'
-# gradient checks 85 -> 54 s; two test_sokoban_train tests and test_lm_decode 250 -> 158 s). It holds for every
-# test and the jobs they start; `make reports` and every real run keep the default; a level the caller set is kept.
-if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
 
 
 def pytest_collection_modifyitems(items):
