@@ -57,10 +57,11 @@ def run(args: list[str], cwd: str, file_size_limit: int | None) -> dict:
     try:
         runpy.run_module("parallel_experts", run_name="__main__")
         status = 0
-    except SystemExit as exit:  # as the interpreter turns it into a status
-        status = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-        if exit.code is not None and not isinstance(exit.code, int):
-            print(exit.code, file=sys.stderr)
+    except SystemExit as exit:  # as the interpreter turns it into a status: a message is printed, status 1
+        status = exit.code or 0
+        if not isinstance(status, int):
+            print(status, file=sys.stderr)
+            status = 1
     except BaseException:  # what a user would see as a traceback
         traceback.print_exc()
         status = 1

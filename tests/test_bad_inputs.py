@@ -451,7 +451,7 @@ def test_a_level_set_with_an_unknown_cell_code_stops_training_before_it_starts(t
     found.save(tmp_path / "train.npz")
     before = checksums(tmp_path)
     result = cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
-                     "--run-dir", tmp_path / "run")
+                  "--run-dir", tmp_path / "run")
     assert_clean_failure(result, tmp_path / "train.npz", f"level {level}, row {row}, column {col}: cell code {code}",
                          before)
     assert not list((tmp_path / "run").glob("checkpoint-*"))
@@ -482,7 +482,7 @@ def test_a_swapped_boxoban_test_split_is_refused(tmp_path, case):
     out.write_bytes(b"the previous test levels")
     before = checksums(tmp_path)
     result = cli("sokoban-levels", "--source", '{"boxoban": "unfiltered/test"}', "--boxoban",
-                     json.dumps({"root": str(tmp_path / "boxoban"), "cache": str(tmp_path / "cache")}), "--out", out)
+                  json.dumps({"root": str(tmp_path / "boxoban"), "cache": str(tmp_path / "cache")}), "--out", out)
     assert_clean_failure(result, blamed, "Boxoban unfiltered/test", before)
 
 
@@ -511,7 +511,7 @@ def test_a_checkpoint_state_of_the_wrong_shape_is_one_line_and_kept(tmp_path, sm
     (run_dir / "checkpoint-000000002.json").write_text(HOSTS[case])
     before = checksums(tmp_path)
     result = cli("sokoban-train", "--config", config, "--run", run.id, "--levels", tmp_path / "train.npz",
-                     "--run-dir", run_dir)
+                  "--run-dir", run_dir)
     assert_clean_failure(result, run_dir / "checkpoint-000000002.json", "training state of update 2", before)
 
 
@@ -557,7 +557,7 @@ def test_the_undamaged_sweep_inputs_are_collected(tmp_path, smoke):
     store.write_netcdf(curve, tmp_path / "curve.nc")
     store.write_netcdf(evaluation, tmp_path / "eval.nc")
     result = cli("sokoban-sweep", "--out", tmp_path / "sweep.nc", "--curves", tmp_path / "curve.nc", "--evals",
-                     tmp_path / "eval.nc")
+                  tmp_path / "eval.nc")
     assert result.returncode == 0, result.stderr
     assert store.open_dataset(tmp_path / "sweep.nc")["solve_rate"].sel(mode="greedy").values.tolist() == [[1.0]]
 
@@ -624,7 +624,7 @@ def test_a_damaged_report_sidecar_is_one_line_from_the_index(tmp_path, smoke, ca
     (tmp_path / "index.html").write_text("the previous index")
     before = checksums(tmp_path)
     result = cli("index", "--config", config, "--out", tmp_path / "index.html", tmp_path / "good.json",
-                     tmp_path / "bad.json")
+                  tmp_path / "bad.json")
     assert_clean_failure(result, tmp_path / "bad.json", expected, before)
 
 
@@ -645,7 +645,7 @@ def test_a_failing_notebook_is_one_line_and_the_last_report_stays(tmp_path, smok
         path.write_text(f"the previous {name}")
     before = checksums(tmp_path)
     result = cli("report", "--config", config, "--notebook", tmp_path / "report.ipynb", "--html",
-                     outputs["report.html"], "--executed", outputs["executed.ipynb"], "--meta", outputs["report.json"])
+                  outputs["report.html"], "--executed", outputs["executed.ipynb"], "--meta", outputs["report.json"])
     assert_clean_failure(result, tmp_path / "report.ipynb", "raised KeyError: 'runs'", before)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["report.ipynb", *outputs])  # no temporary left
 

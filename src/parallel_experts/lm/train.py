@@ -53,10 +53,14 @@ class Carry(NamedTuple):
     states: RecurrentState | None  # recurrent only: leaves (G, microbatch, ...)
 
 
+# The scans over microbatch groups carry every stream's state (leaves with a leading group axis) and read and
+# write one group's in place: as the scan's input and output instead, XLA would hold a second copy of all of them
+# (28 GB per device for the paper's recurrent L32 E1 d768 at W = 1,024).
+def read(states, index):
+    return jax.tree.map(lambda s: s[index], states)
+
+
 def written(states, index, state):
-    """`states` (leaves with a leading group axis) with group `index` replaced by `state`. The scans over groups
-    carry every stream's state and write each group's back in place: as the scan's output instead, XLA would hold a
-    second copy of all of them (28 GB per device for the paper's recurrent L32 E1 d768 at W = 1,024)."""
     return jax.tree.map(lambda s, new: lax.dynamic_update_index_in_dim(s, new, index, 0), states, state)
 
 
@@ -130,7 +134,7 @@ class Trainer:
         def group(scanned, xs):
             grad_sum, states = scanned
             index, *batch = xs
-            state = jax.tree.map(lambda s: s[index], states)
+            state = read(states, index)
             (loss, (ce, state)), grads = jax.value_and_grad(self._group, has_aux=True)(carry.params, state, *batch)
             grad_sum = jax.tree.map(lambda total, g: total + g.astype(jnp.float32), grad_sum, grads)
             return (grad_sum, written(states, index, lax.stop_gradient(state))), (loss, ce)
@@ -150,11 +154,12 @@ class Trainer:
 
         def group(states, xs):
             index, tokens, flags = xs
-            state = jax.vmap(RecurrentState.reset_where)(jax.tree.map(lambda s: s[index], states), flags)
+            state = jax.vmap(RecurrentState.reset_where)(read(states, index), flags)
             state = eqx.filter_vmap(lambda st, t: model.segment(st, t, self.config.memory)[1])(state, tokens)
             return written(states, index, state), None
 
-        states, _ = lax.scan(group, carry.states, (jnp.arange(self.config.groups), inputs, reset))
+        groups = jnp.arange(self.config.groups)
+        states, _ = lax.scan(group, carry.states, (groups, inputs, reset))
         return carry._replace(states=states)
 
     def batches(self, shards: Sequence[np.ndarray], position: Sequence[int]) -> Iterator:
