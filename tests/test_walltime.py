@@ -64,3 +64,15 @@ def test_seconds_spent_compiling_do_not_count_as_a_log_interval():
         monitoring.record_event_duration_secs("/jax/core/compile/backend_compile_duration", 2.9)
         assert deadline.should_stop() is None  # 2 s left > 1.5 x 0.1 s (not 1.5 x 3 s)
         assert deadline.slowest < 0.5
+
+
+def test_attempts_with_the_same_limit_are_compared_whole_however_long_they_set_up(tmp_path):
+    """The first attempt of a job compiles its setting up, the next may find it compiled: the second must still see
+    that it has no more time than the first, which a hard kill ended before its first checkpoint."""
+    first = Deadline(seconds=6.0)
+    time.sleep(0.8)  # setting up: more than a tenth of the limit
+    walltime.begin(tmp_path, 0, first)
+    with pytest.raises(walltime.NoProgress, match="also started from update 0, with 6 s"):
+        walltime.begin(tmp_path, 0, Deadline(seconds=6.0))
+    walltime.begin(tmp_path, 0, Deadline(seconds=60.0))  # ten times the time: a fair new try
+    assert [entry["seconds"] for entry in walltime.attempts(tmp_path)] == [6.0, 60.0]

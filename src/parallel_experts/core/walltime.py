@@ -85,6 +85,7 @@ class Deadline:
 
     def __init__(self, seconds: float | None = None):
         left, self.source = (seconds, "--time-limit") if seconds is not None else slurm_time_left()
+        self.allowed = left  # the attempt's whole time, setting up included
         self.end = None if left is None else time.monotonic() + left
         self.signal: str | None = None
         self.started = self.last = time.monotonic()
@@ -128,16 +129,16 @@ class Deadline:
 def begin(run_dir: Path, update: int, deadline: Deadline | None) -> None:
     """Note in the run folder's history that an attempt with a deadline starts from the checkpoint at `update`.
     Refuse to start when the previous attempt started from the same checkpoint with at least about as much time
-    (it reached no checkpoint: neither will this one)."""
+    (it reached no checkpoint: neither will this one). Attempts compare their whole time, not what setting up left
+    of it, which varies with what the process had compiled before."""
     if deadline is None or deadline.end is None:
         return
-    left = deadline.end - time.monotonic()
     starts = [entry for entry in attempts(run_dir) if entry["event"] == "start"]
-    if starts and starts[-1]["update"] == update and starts[-1]["seconds"] >= 0.9 * left:
+    if starts and starts[-1]["update"] == update and starts[-1]["seconds"] >= 0.9 * deadline.allowed:
         raise NoProgress(f"{run_dir}: the previous attempt also started from update {update}, with "
                          f"{starts[-1]['seconds']:.0f} s, and ended before its next checkpoint; give the rule a longer "
                          f"runtime or checkpoint more often, or delete {Path(run_dir) / ATTEMPTS} to try again")
-    _note(run_dir, {"event": "start", "update": update, "seconds": round(left, 1)})
+    _note(run_dir, {"event": "start", "update": update, "seconds": round(deadline.allowed, 1)})
     deadline.restart()
 
 
