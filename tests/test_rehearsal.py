@@ -194,9 +194,9 @@ def test_a_paper_sokoban_update_compiles_at_its_exact_shape():
 
 
 def test_a_paper_lm_program_compiles_at_its_exact_shape():
-    """The Transformer L16 E1 d768 of the small budget evaluated at W = 128 in blocks of 256 streams: its
+    """The Transformer L16 E1 d768 of the small budget evaluated at W = 128 in blocks of 128 streams: its
     parameters are GPT-2's block count at the paper's vocabulary (untied head, 4 KV heads of 96, no norm weights)."""
-    key = "lm_evaluate/transformer-L16-E1-d768-h8x4-V50304-bfloat16-sqrt_sum-kv_level/W128/lanes256"
+    key = "lm_evaluate/transformer-L16-E1-d768-h8x4-V50304-bfloat16-sqrt_sum-kv_level/W128/lanes128"
     [program] = [p for p in lm_programs.programs(files.load([PAPER])) if p.key == key]
     record = rehearsal.compile_program(program)
     d, vocab, kv = 768, 50304, 4 * 96

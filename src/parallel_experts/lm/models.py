@@ -41,6 +41,7 @@ NORM_EPS = 1e-5
 ROPE_BASE = 1e4
 SOFTCAP = 15.0
 MASKED = -1e30  # a finite "minus infinity" keeps fully padded rows free of NaN
+QUERY_BLOCK = 256  # queries whose scores `attend` holds at once
 
 
 # --------------------------------------------------------------------------------------------------
@@ -66,8 +67,24 @@ def rope(x: Array, positions: Array) -> Array:
 def attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     """Softmax attention with grouped queries: q (T, H, hd), keys/values (S, K, hd), mask (T, S).
 
-    Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them.
+    Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them. Longer than
+    QUERY_BLOCK, the queries go in blocks, each rematerialised in the backward pass (as a fused attention kernel
+    does): the T × S scores of every expert and stream are never held at once, nor kept for the backward pass,
+    at the cost of computing them twice. The same result up to float32 rounding; the same FLOPs forward.
     """
+    length = q.shape[0]
+    block = largest_divisor(length, QUERY_BLOCK)
+    if block == length:
+        return _attend(q, keys, values, mask)
+
+    def one(carry, xs):
+        return carry, jax.checkpoint(_attend)(xs[0], keys, values, xs[1])
+
+    _, out = lax.scan(one, None, (q.reshape(-1, block, *q.shape[1:]), mask.reshape(-1, block, mask.shape[1])))
+    return out.reshape(q.shape)
+
+
+def _attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     length, heads, hd = q.shape
     grouped = q.reshape(length, keys.shape[1], heads // keys.shape[1], hd)
     scores = jnp.einsum("tkgh,skh->kgts", grouped, keys, preferred_element_type=jnp.float32) / math.sqrt(hd)
@@ -362,7 +379,11 @@ def checkpoint_block(length: int) -> int:
     The backward pass keeps the ring (L·M entries) once per block, T/b copies, and re-runs one block at a time
     with every token step's activations saved (each about a ring's size), b copies: T/b + b is smallest at
     b = √T. Each token step runs forward twice, as with checkpointing every step."""
-    return max(b for b in range(1, math.isqrt(length) + 1) if length % b == 0)
+    return largest_divisor(length, math.isqrt(length))
+
+
+def largest_divisor(n: int, at_most: int) -> int:
+    return max(b for b in range(1, min(n, at_most) + 1) if n % b == 0)
 
 
 def _merge(proposals: Array) -> Array:
