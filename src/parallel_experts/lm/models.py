@@ -67,8 +67,8 @@ def rope(x: Array, positions: Array) -> Array:
 def attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     """Softmax attention with grouped queries: q (T, H, hd), keys/values (S, K, hd), mask (T, S).
 
-    Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them. Longer than
-    QUERY_BLOCK, the queries go in blocks, each rematerialised in the backward pass (as a fused attention kernel
+    Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them. With more than
+    QUERY_BLOCK queries, they go in blocks (the largest divisor of T up to it), each rematerialised in the backward pass (as a fused attention kernel
     does): the T × S scores of every expert and stream are never held at once, nor kept for the backward pass,
     at the cost of computing them twice. The same result up to float32 rounding; the same FLOPs forward.
     """
