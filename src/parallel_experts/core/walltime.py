@@ -131,7 +131,7 @@ def begin(run_dir: Path, update: int, deadline: Deadline | None) -> None:
     Refuse to start when the previous attempt started from the same checkpoint with at least about as much time
     (it reached no checkpoint: neither will this one). Attempts compare their whole time, not what setting up left
     of it, which varies with what the process had compiled before."""
-    if deadline is None or deadline.end is None:
+    if deadline is None or deadline.allowed is None:
         return
     starts = [entry for entry in attempts(run_dir) if entry["event"] == "start"]
     if starts and starts[-1]["update"] == update and starts[-1]["seconds"] >= 0.9 * deadline.allowed:

@@ -68,9 +68,9 @@ def attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     """Softmax attention with grouped queries: q (T, H, hd), keys/values (S, K, hd), mask (T, S).
 
     Query head m reads KV head ⌊m / (H/K)⌋, as `jax.nn.dot_product_attention` groups them. With more than
-    QUERY_BLOCK queries, they go in blocks (the largest divisor of T up to it), each rematerialised in the backward pass (as a fused attention kernel
-    does): the T × S scores of every expert and stream are never held at once, nor kept for the backward pass,
-    at the cost of computing them twice. The same result up to float32 rounding; the same FLOPs forward.
+    QUERY_BLOCK queries, they go in blocks (the largest divisor of T up to it), each recomputed in the backward
+    pass, as a fused attention kernel does: the T × S scores of every expert and stream are never held at once,
+    nor kept for the backward pass. The same result up to float32 rounding; the same FLOPs forward.
     """
     length = q.shape[0]
     block = largest_divisor(length, QUERY_BLOCK)
@@ -78,7 +78,7 @@ def attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
         return _attend(q, keys, values, mask)
 
     def one(carry, xs):
-        return carry, jax.checkpoint(_attend)(xs[0], keys, values, xs[1])
+        return carry, _attend_again(xs[0], keys, values, xs[1])
 
     _, out = lax.scan(one, None, (q.reshape(-1, block, *q.shape[1:]), mask.reshape(-1, block, mask.shape[1])))
     return out.reshape(q.shape)
@@ -90,6 +90,9 @@ def _attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
     scores = jnp.einsum("tkgh,skh->kgts", grouped, keys, preferred_element_type=jnp.float32) / math.sqrt(hd)
     weights = jax.nn.softmax(jnp.where(mask, scores, MASKED), axis=-1).astype(values.dtype)
     return jnp.einsum("kgts,skh->tkgh", weights, values).reshape(length, heads, hd)
+
+
+_attend_again = jax.checkpoint(_attend)  # keeps only its inputs; the backward pass runs it again
 
 
 def window_mask(query_positions: Array, key_positions: Array, key_valid: Array, window: int) -> Array:
