@@ -75,3 +75,37 @@ def test_invalid_allocations_name_their_position(allocations, tolerance, message
     with pytest.raises(ConfigError, match=message):
         budget.budgets(lm_config(allocations, tolerance), "lm")
 
+
+
+def sokoban_config(family_allocations, tolerance=0.05):
+    return {"sokoban": {"encoder_channels": 32, "budgets": {"large": {
+        "anchor": [1, 1, 1024], "tolerance": tolerance, "allocations": [[1, 1, 1024], [8, 2, 256]],
+        "family_allocations": family_allocations}}}}
+
+
+def test_allocations_only_one_family_trains_follow_the_budgets_own():
+    # L·E·d·(32 + 2d): 16·1·256·544 = 2,228,224 and 16·13·64·160 = 2,129,920; the anchor's 1024·2080 = 2,129,920
+    (large,) = budget.budgets(sokoban_config({"nonrecurrent": [[16, 1, 256], [16, 13, 64]]}), "sokoban")
+    deep = (Allocation(16, 1, 256), Allocation(16, 13, 64))
+    assert large.family_only == {False: deep}
+    assert large.allocations_of(False) == large.allocations + deep and large.allocations_of(True) == large.allocations
+    assert budget.sokoban_work(deep[1]) == budget.sokoban_work(large.anchor) == 2_129_920
+
+
+@pytest.mark.parametrize("family_allocations, message", [
+    ({"nonrecurrent": [[16, 4, 128]]}, r"sokoban\.budgets\.large\.family_allocations\.nonrecurrent\[0\] = \[16, 4, "
+                                        r"128\]: work 1\.11× the anchor \[1, 1, 1024\], outside tolerance 0\.05"),
+    ({"recurrent": [[8, 2, 256]]}, r"family_allocations\.recurrent\[0\] = \[8, 2, 256\]: already in "
+                                   r"sokoban\.budgets\.large\.allocations, which both families train"),
+    ({"nonrecurrent": [[16, 1, 256], [16, 1, 256]]}, r"nonrecurrent\[1\] = \[16, 1, 256\]: listed twice"),
+])
+def test_invalid_family_allocations_name_their_position(family_allocations, message):
+    with pytest.raises(ConfigError, match=message):
+        budget.budgets(sokoban_config(family_allocations), "sokoban")
+
+
+def test_an_lm_budget_refuses_family_allocations():
+    config = lm_config([[2, 2, 64]])
+    config["lm"]["budgets"]["small"]["family_allocations"] = {"nonrecurrent": [[1, 4, 64]]}
+    with pytest.raises(ConfigError, match=r"lm\.budgets\.small\.family_allocations\.nonrecurrent: Sokoban only"):
+        budget.budgets(config, "lm")

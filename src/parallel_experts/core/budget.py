@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from parallel_experts.config.errors import ConfigError, key_path
+from parallel_experts.core.definitions import FAMILIES, family_id
 
 DOMAINS = ("sokoban", "lm")
 
@@ -68,7 +69,13 @@ class Budget:
     name: str
     anchor: Allocation
     tolerance: float
-    allocations: tuple[Allocation, ...]
+    allocations: tuple[Allocation, ...]  # both families train these
+    # Allocations only one family trains (recurrent -> allocations), where the paper's grids differ by family.
+    family_only: Mapping[bool, tuple[Allocation, ...]] = field(default_factory=dict)
+
+    def allocations_of(self, recurrent: bool) -> tuple[Allocation, ...]:
+        """The allocations the family trains: the budget's, then those only it trains."""
+        return self.allocations + self.family_only.get(recurrent, ())
 
 
 def budgets(config: Mapping, domain: str) -> list[Budget]:
@@ -88,28 +95,41 @@ def _budget(domain: str, name: str, spec: Mapping, domain_config: Mapping, where
     def ratio(a: Allocation) -> np.ndarray:
         return work(domain, a, domain_config) / anchor_work
 
-    if "enumerate" in spec:
-        allocations = enumerate_allocations(
-            lambda L, E, d: _parse(domain, [L, E, d], domain_config, f"{where}.enumerate"),
-            ratio, spec["enumerate"]["depths"], spec["enumerate"]["widths"], tolerance,
-        )
-        if not allocations:
-            raise ConfigError(f"{where}.enumerate: no allocation within tolerance {tolerance} of the anchor")
-    else:
-        allocations = []
-        for index, item in enumerate(spec["allocations"]):
-            at = f"{where}.allocations[{index}] = {item}"
-            a = _parse(domain, item, domain_config, at)
+    def listed(items: Sequence, at: str, taken: Sequence[Allocation] = ()) -> tuple[Allocation, ...]:
+        """The allocations `items` of config key `at`, each within tolerance, none twice nor among `taken`."""
+        found = []
+        for index, item in enumerate(items):
+            here = f"{at}[{index}] = {item}"
+            a = _parse(domain, item, domain_config, here)
             if np.abs(ratio(a) - 1).max() > tolerance + 1e-12:
                 shown = "/".join(f"{r:.3g}" for r in ratio(a))
                 raise ConfigError(
-                    f"{at}: work {shown}× the anchor {spec['anchor']}, "
+                    f"{here}: work {shown}× the anchor {spec['anchor']}, "
                     f"outside tolerance {tolerance} (raise {where}.tolerance or change the allocation)"
                 )
-            if a in allocations:
-                raise ConfigError(f"{at}: listed twice")
-            allocations.append(a)
-    return Budget(domain, name, anchor, tolerance, tuple(allocations))
+            if a in found:
+                raise ConfigError(f"{here}: listed twice")
+            if a in taken:
+                raise ConfigError(f"{here}: already in {where}.allocations, which both families train")
+            found.append(a)
+        return tuple(found)
+
+    if "enumerate" in spec:
+        allocations = tuple(enumerate_allocations(
+            lambda L, E, d: _parse(domain, [L, E, d], domain_config, f"{where}.enumerate"),
+            ratio, spec["enumerate"]["depths"], spec["enumerate"]["widths"], tolerance,
+        ))
+        if not allocations:
+            raise ConfigError(f"{where}.enumerate: no allocation within tolerance {tolerance} of the anchor")
+    else:
+        allocations = listed(spec["allocations"], f"{where}.allocations")
+    family_only = {}
+    for family, items in spec.get("family_allocations", {}).items():
+        at = f"{where}.family_allocations.{family}"
+        if domain != "sokoban":
+            raise ConfigError(f"{at}: Sokoban only (an LM budget trains both families at every allocation)")
+        family_only[next(r for r in FAMILIES if family_id(r) == family)] = listed(items, at, allocations)
+    return Budget(domain, name, anchor, tolerance, allocations, family_only)
 
 
 def enumerate_allocations(

@@ -31,16 +31,20 @@ def allocation_dataset(config: Mapping, domain: str, step_flops: Callable[[budge
                        flops_per: str | None = None) -> xr.Dataset:
     """Every allocation of every budget of `domain`, with its work relative to the budget's anchor, and the
     FLOPs that `step_flops` measures for one step of the real model (NaN without it), `flops_per` saying of what
-    (default: one step of the domain)."""
+    (default: one step of the domain). Where a budget has allocations only one family trains, a coordinate
+    `only_family` names it ("" where both train it)."""
     domain_config = config[domain]
     proxy = work_proxy(domain, domain_config)
-    rows, works, anchors = [], [], []
+    rows, works, anchors, only = [], [], [], []
     for b in budget.budgets(config, domain):
         anchor_work = budget.work(domain, b.anchor, domain_config)
         anchors.append(anchor_work)
-        for a in b.allocations:
+        trained = [(a, "") for a in b.allocations]
+        trained += [(a, family_id(recurrent)) for recurrent, extra in b.family_only.items() for a in extra]
+        for a, family in trained:
             rows.append((b.name, a, a == b.anchor))
             works.append(budget.work(domain, a, domain_config))
+            only.append(family)
     names = [name for name, _, _ in rows]
     anchor_by_name = dict(zip(domain_config["budgets"], anchors))
     work = np.array(works)
@@ -55,6 +59,8 @@ def allocation_dataset(config: Mapping, domain: str, step_flops: Callable[[budge
         "experts": ("allocation", [a.experts for _, a, _ in rows]),
         "width": ("allocation", [a.width for _, a, _ in rows]),
     }
+    if any(only):
+        coords["only_family"] = ("allocation", only, {"long_name": "the one family that trains it (empty: both)"})
     if domain == "lm":
         coords |= {
             "q_heads": ("allocation", [a.q_heads for _, a, _ in rows]),
@@ -94,6 +100,8 @@ def allocation_table(ds: xr.Dataset) -> pd.DataFrame:
     else:
         table["work ratio"] = ratio.values
     table["anchor"] = ds["is_anchor"].values
+    if "only_family" in ds.coords:
+        table["only"] = ds["only_family"].values
     flops = ds["measured_flops"]
     if "window" in flops.dims:
         for window in flops["window"].values:

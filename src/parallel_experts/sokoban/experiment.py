@@ -82,8 +82,9 @@ def shared(run: Run, sweep_runs: list[Run]) -> Run:
 
 def runs(config: Mapping) -> list[Run]:
     """Every run of every Sokoban budget sweep (`sokoban.sweeps`) in a validated config, in a stable order: each
-    allocation of each budget, each recurrence. The expert-count sweep and the ablations have their own lists
-    (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
+    budget, each recurrence, each allocation the family trains there (`Budget.allocations_of`), with the seeds the
+    sweep gives the family at that budget (`sweep_seeds`). The expert-count sweep and the ablations have their own
+    lists (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
     sokoban = config["sokoban"]
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
     found = []
@@ -91,14 +92,41 @@ def runs(config: Mapping) -> list[Run]:
         if name in RESERVED:  # run ids begin with the sweep name, so these would collide
             raise ConfigError(f"sokoban.sweeps.{name}: the name is taken by the runs of {RESERVED[name]}; "
                               "rename this sweep")
+        _check_sweep_seeds(name, sweep)
         for budget_name in sweep["budgets"]:
-            b = by_name[budget_name]
-            seeds = _seeds(config, budget_name)
-            train = budget_train_config(config, budget_name, seeds, f"sokoban.sweeps.{name}")
             for recurrent in sweep["recurrent"]:
-                for a in b.allocations:
+                seeds = sweep_seeds(config, name, recurrent, budget_name)
+                train = budget_train_config(config, budget_name, seeds, f"sokoban.sweeps.{name}")
+                for a in by_name[budget_name].allocations_of(recurrent):
                     found.append(Run(name, budget_name, _agent(sokoban, sweep, a, recurrent), train, seeds))
     return found
+
+
+def sweep_seeds(config: Mapping, sweep_name: str, recurrent: bool, budget_name: str) -> tuple[int, ...]:
+    """The seeds of one family's runs of a sweep at one budget: `sokoban.sweeps.<name>.seeds` where it gives them
+    (one list for the whole sweep, or by family: a list, or by budget), else the budget's (`_seeds`)."""
+    given = config["sokoban"]["sweeps"][sweep_name].get("seeds")
+    if isinstance(given, Mapping):
+        given = given.get(family_id(recurrent))
+    if isinstance(given, Mapping):
+        given = given.get(budget_name)
+    return _seeds(config, budget_name) if given is None else tuple(given)
+
+
+def _check_sweep_seeds(name: str, sweep: Mapping) -> None:
+    """A sweep's seeds by family and budget name only families and budgets that the sweep trains."""
+    given, where = sweep.get("seeds"), f"sokoban.sweeps.{name}.seeds"
+    if not isinstance(given, Mapping):
+        return
+    families = [family_id(recurrent) for recurrent in sweep["recurrent"]]
+    for family, per_budget in given.items():
+        if family not in families:
+            raise ConfigError(f"{where}.{family}: the sweep trains no {family} runs (its families: "
+                              f"{', '.join(families)})")
+        for budget_name in per_budget if isinstance(per_budget, Mapping) else ():
+            if budget_name not in sweep["budgets"]:
+                raise ConfigError(f"{where}.{family}.{budget_name}: not a budget of the sweep (its budgets: "
+                                  f"{', '.join(sweep['budgets'])})")
 
 
 def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
