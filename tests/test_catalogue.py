@@ -12,6 +12,7 @@ from helpers import REPO
 from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.reporting import catalogue
+from parallel_experts.sokoban import experiment as sokoban_experiment
 
 
 def load(name):
@@ -50,16 +51,43 @@ def test_demo_reports_and_targets():
     with_convglu = load("config.yaml")
     with_convglu["sokoban"]["sweeps"]["convglu"] = {"expert": "convglu", "recurrent": [True], "budgets": ["small"]}
     convglu = next(r for r in catalogue.reports(with_convglu) if r.name == "sokoban_convglu_small")
-    assert convglu.target == "fig18_20_small" and convglu.params == {"sweep_name": "convglu", "budget": "small"}
+    assert convglu.target == "fig19" and convglu.params == {"sweep_name": "convglu", "budget": "small"}
 
 
 def test_paper_scale_has_every_figure_target():
     targets = catalogue.targets(catalogue.reports(load("paper.yaml")))
     assert targets["fig5"] == ["lm_small_W128"]
     assert targets["fig14_15"] == ["lm_small_W1024", "lm_medium_W128", "lm_medium_W1024"]
-    assert {"fig2", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large", "fig3_left",
+    assert {"fig2", "fig16", "fig17", "fig18", "fig19", "fig20", "fig3_left",
             "tables_1_7", "fig3_right", "allocations", "fig6", "table2", "fig10_left", "fig11",
             "fig10_right", "table5", "table6"} <= set(targets)
+
+
+def test_app_k_is_the_convglu_expert_counts_and_its_small_and_medium_sweeps():
+    """Fig. 18: the expert-count page of the ConvGLU sweep's runs alone; Figs. 19 and 20: its small and medium
+    sweeps. The paper has no large ConvGLU sweep: one added by config has a page and no target."""
+    paper = load("paper.yaml")
+    reports = {r.name: r for r in catalogue.reports(paper)}
+    fig18 = reports["expert_count_convglu"]
+    assert (fig18.target, fig18.notebook) == ("fig18", "expert_count")
+    assert fig18.inputs == catalogue.SOKOBAN_SWEEP and fig18.params == {"sweep_name": "convglu"}
+    assert (reports["sokoban_convglu_small"].target, reports["sokoban_convglu_medium"].target) == ("fig19", "fig20")
+    assert "sokoban_convglu_large" not in reports and reports["expert_count"].target == "fig6"
+    paper["sokoban"]["sweeps"]["convglu"]["budgets"].append("large")
+    large = {r.name: r for r in catalogue.reports(paper)}["sokoban_convglu_large"]
+    assert large.target is None and large.paper == "Sokoban allocation sweep: convglu, large budget"
+    runs = {run.sweep: run for run in sokoban_experiment.runs(paper)}
+    assert catalogue.shows(fig18, runs["convglu"], paper) and not catalogue.shows(fig18, runs["convlstm"], paper)
+
+
+def test_fig18_needs_a_convglu_family_with_two_expert_counts():
+    demo = load("config.yaml")
+    demo["sokoban"]["sweeps"]["convglu"] = {"expert": "convglu", "recurrent": [True], "budgets": ["small"]}
+    assert "fig18" not in catalogue.targets(catalogue.reports(demo))  # the small grid alone holds no (L, d) family
+    small = demo["sokoban"]["budgets"]["small"]
+    small["tolerance"], small["family_allocations"] = 0.5, {"recurrent": [[1, 2, 8]]}  # half the work of L1 E4 d8
+    study.check(demo)
+    assert catalogue.targets(catalogue.reports(demo))["fig18"] == ["expert_count_convglu"]
 
 
 def test_only_the_first_sweep_of_an_expert_and_budget_is_the_figure():
@@ -120,7 +148,7 @@ def test_the_index_lists_every_paper_item_and_every_report_once(name):
     if name == "paper.yaml":
         assert missing == set()  # the paper config has every figure and table
     if name == "config.yaml":
-        assert missing == {"fig14_15", "fig16", "fig17", "fig18_20_small", "fig18_20_medium", "fig18_20_large"}
+        assert missing == {"fig14_15", "fig16", "fig17", "fig18", "fig19", "fig20"}
 
 
 def readme_targets() -> set[str]:

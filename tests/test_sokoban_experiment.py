@@ -10,6 +10,7 @@ from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
+from parallel_experts.results import paper
 from parallel_experts.sokoban import experiment, generator, solver
 
 
@@ -99,4 +100,72 @@ def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
     demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
     with pytest.raises(ConfigError, match=r"sokoban\.budgets\.small\.seeds_at_once: 2 does not divide the 3 seeds "
                                           r"\[0, 1, 2\] of sokoban\.sweeps\.convlstm"):
+        experiment.runs(demo)
+
+
+def test_the_paper_sweeps_train_the_papers_seeds():
+    """config/paper.yaml's seeds per expert, family and budget are exactly the paper's (results/paper.py): 9 / 9 / 3
+    for the recurrent ConvLSTM, 3 for ConvGLU (small and medium only) and the non-recurrent ConvLSTM."""
+    config = files.load([REPO / "config/paper.yaml"])
+    counts = {}
+    for run in experiment.runs(config):
+        counts.setdefault((run.agent.expert, run.agent.recurrent), {}).setdefault(run.budget, set()).add(len(run.seeds))
+    assert counts == {key: {name: {count} for name, count in by_budget.items()}
+                      for key, by_budget in paper.SOKOBAN_SEEDS.items()}
+
+
+def test_the_paper_large_budget_adds_the_nonrecurrent_depth_16_runs():
+    """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
+    the budget code admits (one best E per width, within the tolerance), trained by the non-recurrent runs only."""
+    config = files.load([REPO / "config/paper.yaml"])
+    large = next(b for b in budget.budgets(config, "sokoban") if b.name == "large")
+    inferred = {family: tuple(budget.Allocation(*a) for a in by_budget["large"])
+                for family, by_budget in paper.SOKOBAN_FAMILY_ALLOCATIONS.items()}
+    assert large.family_only == inferred
+    anchor = budget.sokoban_work(large.anchor)
+    admitted = budget.enumerate_allocations(budget.Allocation, lambda a: np.array([budget.sokoban_work(a) / anchor]),
+                                            [16], sorted({a.width for a in large.allocations}), large.tolerance)
+    assert set(admitted) == set(inferred[False])
+    ids = set(experiment.runs_by_id(config))
+    assert {"convlstm/nonrecurrent/large/L16-E1-d256", "convlstm/nonrecurrent/large/L16-E13-d64"} <= ids
+    assert not any(run_id.startswith("convlstm/recurrent/large/L16") for run_id in ids)
+    assert not any(run_id.startswith("convglu/") and "/large/" in run_id for run_id in ids)  # App. K: no large
+
+
+@pytest.mark.parametrize("seeds, recurrent, nonrecurrent", [
+    ([5], (5,), (5,)),  # the whole sweep
+    ({"nonrecurrent": [3]}, (0, 1), (3,)),  # one family; the other takes the budget's (here the top-level) seeds
+    ({"recurrent": {"small": [2, 4]}, "nonrecurrent": [3]}, (2, 4), (3,)),  # by family and budget
+])
+def test_a_sweep_gives_its_seeds_by_family_and_budget_and_keeps_its_run_ids(seeds, recurrent, nonrecurrent):
+    demo = files.load([REPO / "config/config.yaml"])
+    before = [run.id for run in experiment.runs(demo)]
+    demo["sokoban"]["sweeps"]["convlstm"]["seeds"] = seeds
+    study.check(demo)
+    runs = experiment.runs(demo)
+    assert [run.id for run in runs] == before
+    assert {run.seeds for run in runs if run.agent.recurrent} == {recurrent}
+    assert {run.seeds for run in runs if not run.agent.recurrent} == {nonrecurrent}
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ({"recurrent": [True], "seeds": {"nonrecurrent": [3]}},
+     r"sokoban\.sweeps\.convlstm\.seeds\.nonrecurrent: the sweep trains no nonrecurrent runs"),
+    ({"seeds": {"recurrent": {"large": [3]}}},
+     r"sokoban\.sweeps\.convlstm\.seeds\.recurrent\.large: not a budget of the sweep \(its budgets: small\)"),
+    ({"seeds": {"recurrent": [3, 3]}}, r"sokoban\.sweeps\.convlstm\.seeds"),
+])
+def test_a_sweeps_seeds_name_only_its_families_and_budgets(sweep, message):
+    demo = files.load([REPO / "config/config.yaml"])
+    demo["sokoban"]["sweeps"]["convlstm"] |= sweep
+    with pytest.raises(ConfigError, match=message):
+        study.check(demo)
+
+
+def test_seeds_at_once_must_divide_a_sweeps_own_seeds():
+    demo = files.load([REPO / "config/config.yaml"])
+    demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
+    demo["sokoban"]["sweeps"]["convlstm"]["seeds"] = {"nonrecurrent": [0, 1, 2]}
+    with pytest.raises(ConfigError, match=r"seeds_at_once: 2 does not divide the 3 seeds \[0, 1, 2\] of "
+                                          r"sokoban\.sweeps\.convlstm"):
         experiment.runs(demo)

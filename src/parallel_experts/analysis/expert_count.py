@@ -1,4 +1,5 @@
-"""Fig. 6, the number of experts (paper §5.3): score against E at fixed depth L and width d.
+"""Fig. 6, the number of experts (paper §5.3): score against E at fixed depth L and width d; and App. K's Fig. 18,
+the same view of the ConvGLU sweep alone.
 
 A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
 ("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for the LM's
@@ -43,10 +44,13 @@ def lm_panel(window: int) -> str:
     return f"FineWeb, {window}-token window"
 
 
-def load(sokoban_paths: Iterable[str], lm_path: str, window: int) -> tuple[pd.DataFrame, set[str]]:
+def load(sokoban_paths: Iterable[str], lm_path: str, window: int,
+         sweep_name: str = "") -> tuple[pd.DataFrame, set[str]]:
     """The points of the result files a Fig. 6 report reads (empty paths are skipped), each opened once, and
-    the Sokoban panels at chance (chance_panels)."""
+    the Sokoban panels at chance (chance_panels); with `sweep_name`, of that Sokoban sweep's runs only (Fig. 18)."""
     sokoban = [store.open_dataset(p) for p in sokoban_paths if p]
+    if sweep_name:
+        sokoban = [ds.isel(run=(ds["sweep"] == sweep_name).values) for ds in sokoban]
     return points(sokoban, store.open_dataset(lm_path) if lm_path else None, window), chance_panels(sokoban)
 
 

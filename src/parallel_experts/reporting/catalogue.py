@@ -49,15 +49,18 @@ SOKOBAN_ABLATION_FIGURES = {
 # target is the first listed setting's that the config has.
 LM_ABLATION_FIGURES = {"aggregation": ("Fig. 10 (right): FineWeb aggregation rules", "fig10_right"),
                        "kv_cache": ("App. A.3: KV-cache sharing", "fig10_right")}  # one report, one target
-# The paper's figure and our named target for each (expert, budget) Sokoban sweep.
+# The paper's figure and our named target for each (expert, budget) Sokoban sweep. The paper has no large ConvGLU
+# sweep (App. K): a config that adds one gets its sweep page without a target.
 SOKOBAN_FIGURES = {
     ("convlstm", "small"): ("Fig. 2", "fig2"),
     ("convlstm", "medium"): ("Fig. 16", "fig16"),
     ("convlstm", "large"): ("Fig. 17", "fig17"),
-    ("convglu", "small"): ("Figs. 18-20", "fig18_20_small"),
-    ("convglu", "medium"): ("Figs. 18-20", "fig18_20_medium"),
-    ("convglu", "large"): ("Figs. 18-20", "fig18_20_large"),
+    ("convglu", "small"): ("Fig. 19", "fig19"),
+    ("convglu", "medium"): ("Fig. 20", "fig20"),
 }
+# App. K's Fig. 18: the ConvGLU runs' mean return across expert counts at fixed depths, the expert-count view (Fig.
+# 6's notebook) of the first ConvGLU sweep alone.
+CONVGLU_EXPERTS = ("convglu", "Fig. 18", "fig18")  # expert, the paper's figure, the target
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,11 @@ PAPER_ITEMS = (
          "an LM budget or window besides Fig. 5's"),
     Item("fig16", "Fig. 16: Sokoban allocation sweep, medium budget", "a ConvLSTM sweep at a budget named medium"),
     Item("fig17", "Fig. 17: Sokoban allocation sweep, large budget", "a ConvLSTM sweep at a budget named large"),
-    *[Item(f"fig18_20_{size}", f"Figs. 18-20: ConvGLU allocation sweep, {size} budget",
-           f"a ConvGLU sweep at a budget named {size}") for size in ("small", "medium", "large")],
+    Item("fig18", "Fig. 18: ConvGLU Sokoban score against the number of experts at fixed depth",
+         "a ConvGLU sweep with two values of E at one (L, d)"),
+    Item("fig19", "Fig. 19: ConvGLU Sokoban allocation sweep, small budget", "a ConvGLU sweep at a budget named small"),
+    Item("fig20", "Fig. 20: ConvGLU Sokoban allocation sweep, medium budget",
+         "a ConvGLU sweep at a budget named medium"),
     Item("tables_1_7", "Tables 1 and 7: Sokoban solve rates and final-five scores, depth tests", "a Sokoban sweep"),
     Item("table2", "Table 2: the best Sokoban agents beside earlier DRC agents", "a Sokoban sweep"),
     Item("table5", "Table 5: per-token decode latency", "lm.latency"),
@@ -164,6 +170,8 @@ def shows(report: Report, run, config: Mapping) -> bool:
         return (run.budget, run.window) == (params["budget"], params["window"])
     if report.notebook == "sokoban_ablation":
         return run in sokoban_experiment.ablation_runs(config)[params["setting"]]
+    if report.notebook == "expert_count" and "sweep_name" in params:  # Fig. 18: one sweep's runs
+        return run.sweep == params["sweep_name"]
     return True
 
 
@@ -285,33 +293,42 @@ def _lm_ablations(config: Mapping) -> list[Report]:
 
 def _expert_count(config: Mapping) -> list[Report]:
     """Fig. 6, where the config's runs hold a family (fixed L and d, at least two E): its inputs are exactly the
-    result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window)."""
+    result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window).
+    Fig. 18, where the first ConvGLU sweep's runs alone hold one: the same page of that sweep only."""
     sokoban, (_, window) = config["sokoban"], fig5_setting(config)  # Fig. 6 reads Fig. 5's window
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-    sweeps = [(expert_count.sokoban_panel(name), sweep["recurrent"], budget_name, by_name[budget_name].allocations)
-              for name, sweep in sokoban.get("sweeps", {}).items() for budget_name in sweep["budgets"]]
+    sweeps = {name: [(expert_count.sokoban_panel(name), recurrent, budget_name,
+                      by_name[budget_name].allocations_of(recurrent))
+                     for budget_name in sweep["budgets"] for recurrent in sweep["recurrent"]]
+              for name, sweep in sokoban.get("sweeps", {}).items()}
     dedicated = sokoban.get("expert_count")
     extra = [] if dedicated is None else [
-        (expert_count.sokoban_panel("expert_count"), dedicated["recurrent"], "",
+        (expert_count.sokoban_panel("expert_count"), recurrent, "",
          [budget.Allocation(L, E, d) for L in dedicated["depths"] for d in dedicated["widths"]
-          for E in dedicated["experts"]])]
+          for E in dedicated["experts"]]) for recurrent in dedicated["recurrent"]]
     # Every LM budget trains both families at every window (lm.experiment.runs).
-    lm = [(expert_count.lm_panel(window), [False, True], b.name, b.allocations) for b in budget.budgets(config, "lm")]
-    sources = {"sweep": (SOKOBAN_SWEEP["sweep"], sweeps), "expert_count": (EXPERT_COUNT, extra),
-               "lm_sweep": (LM_SWEEP["sweep"], lm)}
-    inputs = {name: path for name, (path, planned) in sources.items() if len(expert_count.families(_planned(planned)))}
-    if not inputs:
-        return []
-    return [Report("expert_count", "Fig. 6: score against the number of experts E at fixed depth and width",
-                   "expert_count", inputs, {"window": window}, target="fig6")]
+    lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in budget.budgets(config, "lm")
+          for recurrent in (False, True)]
+    sources = {"sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
+               "expert_count": (EXPERT_COUNT, extra), "lm_sweep": (LM_SWEEP["sweep"], lm)}
+    inputs = {name: path for name, (path, planned) in sources.items() if _has_family(planned)}
+    found = [Report("expert_count", "Fig. 6: score against the number of experts E at fixed depth and width",
+                    "expert_count", inputs, {"window": window}, target="fig6")] if inputs else []
+    expert, figure, target = CONVGLU_EXPERTS
+    name = next((name for name, sweep in sokoban.get("sweeps", {}).items() if sweep["expert"] == expert), None)
+    if name is not None and _has_family(sweeps[name]):
+        found.append(Report(f"expert_count_{name}", f"{figure}: {expert} Sokoban score against the number of "
+                            f"experts E at fixed depth and width ({name} sweep)", "expert_count", SOKOBAN_SWEEP,
+                            {"sweep_name": name}, target=target))
+    return found
 
 
-def _planned(planned: Iterable[tuple]) -> pd.DataFrame:
-    """The allocations a config will train, in the layout of `expert_count` points (without scores)."""
+def _has_family(planned: Iterable[tuple]) -> bool:
+    """Whether the allocations a config will train, (panel, recurrent, budget name, allocations) each, hold a
+    family: one panel, recurrence, L and d with two values of E."""
     rows = [{"panel": panel, "recurrent": recurrent, "budget": name, "depth": a.depth, "experts": a.experts,
-             "width": a.width} for panel, recurrences, name, allocations in planned
-            for recurrent in recurrences for a in allocations]
-    return pd.DataFrame(rows, columns=expert_count.POINT)
+             "width": a.width} for panel, recurrent, name, allocations in planned for a in allocations]
+    return len(expert_count.families(pd.DataFrame(rows, columns=expert_count.POINT))) > 0
 
 
 def _lm_systems(config: Mapping) -> list[Report]:

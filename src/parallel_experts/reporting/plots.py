@@ -45,7 +45,7 @@ def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | N
 
 
 def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
-    """Figs. 2, 16-20: mean final-five return of every allocation against depth L, recurrent vs not.
+    """Figs. 2, 16-17, 19-20: mean final-five return of every allocation against depth L, recurrent vs not.
 
     Points are allocations (colour: width d, size: experts E), bars one standard error over seeds; the
     authors' recurrent scores for the same budget, where published, are drawn as grey crosses."""
