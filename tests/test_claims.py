@@ -72,6 +72,27 @@ def test_fewer_layers_with_recurrence_needs_the_deeper_family_significantly_bett
         assert "non-recurrent L = 4 > its best at L ≤ 1: one-sided Welch p = 0.0" in found.test
 
 
+STILL_IMPROVING = {(True, 1): 14.0, (True, 8): 13.0, (False, 1): 8.0, (False, 8): 12.0}
+
+
+@pytest.mark.parametrize("deepest, verdict", [
+    (13.0, SUPPORTED),  # L = 16 beats its best at L ≤ 8 (12.0) by 1 (s.e. 0.24)
+    (11.0, CONTRADICTED),  # L = 16 below L = 8 by 1: no longer improving
+    (12.1, INCONCLUSIVE),  # within noise of L = 8
+])
+def test_the_nonrecurrent_family_must_still_improve_at_the_depth_only_it_trains(deepest, verdict):
+    """§5.1, the large budget: where the non-recurrent runs go deeper (L = 16) than every recurrent one (L ≤ 8), the
+    claim also tests its best at L = 16 against its best at L ≤ 8 (one-sided Welch over seeds)."""
+    found = claims.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING | {(False, 16): deepest}))
+    assert found.verdict == verdict
+    gap = deepest - 12.0
+    assert (f"still improving: non-recurrent at L = 16 {deepest:.3f} (E = 0, d = 8), its best at L ≤ 8 "
+            f"12.000 (L = 8; {gap:+.3f})") in found.measured
+    assert f"non-recurrent L = 16 {'>' if gap >= 0 else '<'} its best at L ≤ 8: one-sided Welch p = " in found.test
+    # Without the deeper runs, the same sweep has no such part.
+    assert "still improving" not in claims.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING)).measured
+
+
 def radius(means, seeds=3):
     """The radius ablation at E = 7: radii 0, 1 and 3 (full) with the given means."""
     return ablation_data("radius", [0, 1, 3], [[m + o for o in (NOISY if seeds == 3 else [0.0])] for m in means])

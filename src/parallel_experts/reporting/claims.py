@@ -120,27 +120,58 @@ def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFra
 def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
     non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
-    within the other family's depth (one-sided Welch over seeds)? Agents at chance decide nothing."""
+    within the other family's depth (one-sided Welch over seeds)? Where the non-recurrent family also trains
+    deeper than every recurrent run (the large budget's L = 16, §5.1's "still improving"), a second part: its best
+    at the deepest depth against its best within the recurrent depths (`_still_improving`). Agents at chance
+    decide nothing."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        best = {r: _best(group, r) for r in (True, False)}
-        rec, non = int(best[True]["depth"]), int(best[False]["depth"])
-        measured = (f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} "
-                    f"({best[False]['mean']:.3f})")
-        if rec == non:
-            return Finding(INCONCLUSIVE, measured + "; the same depth")
-        deeper = rec > non  # the family whose best is deeper: True for the recurrent one
-        shallow_depth = min(rec, non)
-        within = group[(group["recurrent"] == deeper) & (group["depth"] <= shallow_depth)]
-        if not len(within):
-            return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {shallow_depth}")
-        rival = within.loc[within["mean"].idxmax()]
-        p = welch_greater(sokoban_analysis.seed_scores(per_seed, best[deeper]), sokoban_analysis.seed_scores(per_seed, rival))
-        return Finding(_decided(1 if non > rec else -1, p), measured,
-                       f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
-                       f"{shallow_depth}: {welch_text(p)}", verdicts.WELCH)
+        found = _best_depths(group, per_seed)
+        deeper = _still_improving(group, per_seed)
+        return found if deeper is None else combine({"best depths": found, "still improving": deeper})
 
     return _per_comparison(sweep, judge)
+
+
+def _best_depths(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
+    best = {r: _best(group, r) for r in (True, False)}
+    rec, non = int(best[True]["depth"]), int(best[False]["depth"])
+    measured = (f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} "
+                f"({best[False]['mean']:.3f})")
+    if rec == non:
+        return Finding(INCONCLUSIVE, measured + "; the same depth")
+    deeper = rec > non  # the family whose best is deeper: True for the recurrent one
+    shallow_depth = min(rec, non)
+    within = group[(group["recurrent"] == deeper) & (group["depth"] <= shallow_depth)]
+    if not len(within):
+        return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {shallow_depth}")
+    rival = within.loc[within["mean"].idxmax()]
+    p = welch_greater(sokoban_analysis.seed_scores(per_seed, best[deeper]), sokoban_analysis.seed_scores(per_seed, rival))
+    return Finding(_decided(1 if non > rec else -1, p), measured,
+                   f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
+                   f"{shallow_depth}: {welch_text(p)}", verdicts.WELCH)
+
+
+def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | None:
+    """§5.1: the non-recurrent agents still improve at the deepest depth only they train (L = 16 at the large
+    budget). Its best configuration there against its best at the recurrent runs' depths (L ≤ 8), one-sided Welch
+    in the direction of the difference; None where the non-recurrent family trains no deeper than the recurrent."""
+    non = group[~group["recurrent"].astype(bool)]
+    shared = int(group.loc[group["recurrent"].astype(bool), "depth"].max())
+    deepest = int(non["depth"].max())
+    if deepest <= shared:
+        return None
+    deep, within = _best(non[non["depth"] == deepest], False), _best(non[non["depth"] <= shared], False)
+    gap = deep["mean"] - within["mean"]
+    ours, theirs = sokoban_analysis.seed_scores(per_seed, deep), sokoban_analysis.seed_scores(per_seed, within)
+    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    return Finding(_decided(1 if gap >= 0 else -1, p),
+                   f"non-recurrent at L = {deepest} {deep['mean']:.3f} (E = {int(deep['experts'])}, "
+                   f"d = {int(deep['width'])}), its best at L ≤ {shared} {within['mean']:.3f} (L = "
+                   f"{int(within['depth'])}; {gap:+.3f})",
+                   f"non-recurrent L = {deepest} {'>' if gap >= 0 else '<'} its best at L ≤ {shared}: "
+                   f"{welch_text(p)}",
+                   verdicts.WELCH)
 
 
 def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
