@@ -60,3 +60,11 @@ SOKOBAN_ABLATION_SEEDS = 3
 # Tables 1 and 7's depth tests: the one-sided Welch p of the recurrent ConvLSTM sweeps at the small / medium / large
 # budget, as the latest version of the authors' results gives them.
 DEPTH_TEST_P = {"L=4 > L=2": ("0.0150", "0.0060", "0.1005"), "L=2 > L=1": ("< 0.0001", "< 0.0001", "0.0745")}
+
+# ------------------------------------------------------------------------------ Sokoban planning probes (App. F)
+# App. F: a "fixed threshold per model calibrated to approximately 93% precision across predictions over the first
+# 20 steps", and recall and precision on "the 906 test levels solved by all four policies" (of the 1,000
+# unfiltered-test levels).
+PROBE_PRECISION = 0.93
+PROBE_CALIBRATION_STEPS = 20
+PROBE_SOLVED_LEVELS, PROBE_TEST_LEVELS = 906, 1000
