@@ -30,8 +30,8 @@ def test_no_verdict_on_depth_when_the_state_does_not_beat_its_controls():
 
 def test_the_pages_give_the_scored_levels_beside_the_papers_and_say_when_they_are_few_or_none():
     many = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=45))
-    assert many == ("Scored levels: the 45 of 100 test levels that all 2 probed runs solve in greedy play at the "
-                    "probed seed (the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
+    assert many == ("Scored levels: the 45 of 100 test levels that each of the 2 probed runs solves in greedy play at "
+                    "the probed seed (the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
     few = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=29))
     assert few.startswith("Scored levels: the 29 of 100") and "fewer than 30 levels: the intervals" in few
     none = probe_recall(np.full(STEPS, 0.6), np.full(STEPS, 0.3), scored_levels=0)

@@ -153,12 +153,12 @@ def scored_words(probes: xr.Dataset) -> str:
 def level_set_note(probes: xr.Dataset) -> str:
     """What the scored level set is, beside the paper's, and what it means for the page's numbers."""
     scored, runs = scored_levels(probes), probes.sizes["run"]
-    found = (f"Scored levels: the {scored:,} of {probes.attrs['test_levels']:,} test levels that all {runs} probed "
-             f"runs solve in greedy play at the probed seed (the paper: the {paper.PROBE_SOLVED_LEVELS:,} of "
+    found = (f"Scored levels: the {scored:,} of {probes.attrs['test_levels']:,} test levels that each of the {runs} "
+             f"probed runs solves in greedy play at the probed seed (the paper: the {paper.PROBE_SOLVED_LEVELS:,} of "
              f"{paper.PROBE_TEST_LEVELS:,} that all four of its probed policies solve, App. F).")
     if not scored:
-        return found + (" No test level is solved by every probed run, so there is nothing to score: the probes "
-                        "need agents that solve some of the same levels.")
+        return found + (" No test level is solved by every probed run, so there is nothing to score and this page "
+                        "shows no recall: the probes need agents that solve some of the same levels.")
     if scored < SMALL_LEVEL_SET:
         return found + (f" That is fewer than {SMALL_LEVEL_SET} levels: the intervals over levels are rough (in a "
                         "simulation of this bootstrap its 95 % interval covered the truth 90 % of the time over 10 "
