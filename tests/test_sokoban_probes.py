@@ -188,6 +188,8 @@ def test_the_scored_levels_are_those_every_probed_run_solves_greedily_at_its_pro
     assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": 0}, 6).tolist() == []
     with pytest.raises(PipelineError, match=r"test evaluation of a: 6 levels, but the probe data plays 7"):
         probe_scores.solved_by_all(evaluations, seeds, 7)
+    with pytest.raises(PipelineError, match=r"test evaluation of b: no probed seed 2 among its seeds \[0\]"):
+        probe_scores.solved_by_all(evaluations, seeds | {"b": 2}, 6)
 
 
 def test_scores_count_only_the_scored_levels_and_none_is_nan(linear_code):

@@ -90,6 +90,9 @@ def solved_by_all(evaluations: Sequence[xr.Dataset], seeds: Mapping[str, int], l
         if evaluation.sizes["level"] != levels:
             raise PipelineError(f"test evaluation of {run}: {evaluation.sizes['level']} levels, but the probe data "
                                 f"plays {levels}; evaluate the run on the probes' test levels")
+        if seeds.get(run) not in evaluation["seed"].values:
+            raise PipelineError(f"test evaluation of {run}: no probed seed {seeds.get(run)} among its seeds "
+                                f"{evaluation['seed'].values.tolist()}")
         solved &= evaluation["solved"].sel(mode="greedy", seed=seeds[run]).values.astype(bool)
     return np.flatnonzero(solved)
 

@@ -133,5 +133,5 @@ class ProbeConfig:
     weight_decay: float = 1e-3
     precision: float = paper.PROBE_PRECISION
     calibration_steps: int = paper.PROBE_CALIBRATION_STEPS  # the threshold reads the predictions of steps t < this
-    bootstrap: int = 1000  # resamples of the test levels
+    bootstrap: int = 1000  # resamples of the scored test levels
     interval: float = 0.95
