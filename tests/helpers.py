@@ -240,9 +240,9 @@ def ablation_data(setting, values, finals, experts=7, other_runs=0):
 STEPS = 12
 
 
-def probe_recall(state_deep, state_shallow, control=0.1, width=0.02):
+def probe_recall(state_deep, state_shallow, control=0.1, width=0.02, scored_levels=100):
     """Two recurrent runs (L4, L2) whose state recall follows the given curves and whose controls sit at `control`,
-    each with an interval of ± width."""
+    each with an interval of ± width, scored on `scored_levels` of 100 test levels."""
     recall = np.full((2, len(REPRESENTATIONS), len(TARGETS), STEPS), control)
     recall[0, 0], recall[1, 0] = state_deep, state_shallow
     bounds = np.stack([recall, recall - width, recall + width], axis=-1)
@@ -253,4 +253,5 @@ def probe_recall(state_deep, state_shallow, control=0.1, width=0.02):
          "macro_f1": (("run", "representation", "target"), np.arange(12.0).reshape(2, 3, 2) / 12)},
         coords={"run": ["deep", "shallow"], "representation": list(REPRESENTATIONS), "target": list(TARGETS),
                 "step": np.arange(STEPS), "estimate": ["value", "low", "high"], "depth": ("run", [4, 2]),
-                "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])})
+                "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])},
+        attrs={"test_levels": 100, "scored_levels": scored_levels})

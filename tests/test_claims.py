@@ -150,6 +150,14 @@ def test_deeper_agents_plan_earlier_only_where_the_probes_read_a_plan(deep, shal
     assert claims.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow").verdict == verdict
 
 
+def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_them():
+    caught_up = np.minimum(0.3 + 0.1 * STEPS, 0.6)
+    found = claims.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")
+    assert found.verdict == SUPPORTED and "on the 40 test levels every probed run solves (the paper: 906)" in found.measured
+    none = claims.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=0), "deep", "shallow")
+    assert none.verdict == INCONCLUSIVE and none.measured.startswith("no test level is solved by every probed run")
+
+
 # ------------------------------------------------------------------------------------------------ FineWeb
 
 

@@ -34,9 +34,13 @@ def check_outputs(workdir):
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
     probes = store.open_dataset(workdir / "results/sokoban/probes.nc")
     assert probes.sizes["run"] == 2 and probes.attrs["test_levels"] == 20
-    for run in probes["run"].values:  # the probes score every test level
+    solved = True
+    for run in probes["run"].values:  # the probe data plays every test level; the scores count those all runs solve
         test = store.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
+        evaluation = store.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
+        solved = solved & evaluation["solved"].sel(mode="greedy").isel(seed=0).values  # the probed seed: the first
+    assert probes["scored"].values.tolist() == solved.tolist() and probes.attrs["scored_levels"] == solved.sum()
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
                  "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth", "lm_ablations"):
         assert f'href="{name}.html"' in index

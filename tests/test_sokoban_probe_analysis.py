@@ -28,6 +28,19 @@ def test_no_verdict_on_depth_when_the_state_does_not_beat_its_controls():
     assert line.startswith("this run cannot test the paper's pattern")
 
 
+def test_the_pages_give_the_scored_levels_beside_the_papers_and_say_when_they_are_few_or_none():
+    many = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=45))
+    assert many == ("Scored levels: the 45 of 100 test levels that each of the 2 probed runs solves in greedy play at "
+                    "the probed seed (the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
+    few = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=29))
+    assert few.startswith("Scored levels: the 29 of 100") and "fewer than 30 levels: the intervals" in few
+    none = probe_recall(np.full(STEPS, 0.6), np.full(STEPS, 0.3), scored_levels=0)
+    assert "No test level is solved by every probed run, so there is nothing to score" in (
+        probe_analysis.level_set_note(none))
+    assert verdict(none) == ("this run cannot test the paper's pattern: no test level is solved by every probed run, "
+                             "so no probe was scored")
+
+
 def test_recall_table_reads_the_curves_at_the_chosen_steps():
     ds = probe_recall(np.linspace(0, 1, STEPS), np.zeros(STEPS))
     table = probe_analysis.recall_table(ds, ["deep"], steps=(0, 5, 11, 40))

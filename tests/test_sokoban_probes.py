@@ -1,5 +1,6 @@
 """Planning probes: labels of a hand-worked trajectory, probe data with every level exactly once, probes that
-find a linear code and none in noise, the precision threshold, EP's macro-F1 and the bootstrap interval."""
+find a linear code and none in noise, the precision threshold over the first 20 steps and the levels every probed
+run solves (App. F), both against hand computations, EP's macro-F1 and the bootstrap interval."""
 
 import equinox as eqx
 import jax
@@ -9,6 +10,7 @@ import pytest
 import xarray as xr
 from jumanji_referee import level
 
+from parallel_experts.config.errors import PipelineError
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
 from parallel_experts.sokoban.agent import Agent
@@ -111,7 +113,7 @@ def test_a_probe_recovers_a_linear_code_and_finds_nothing_in_noise(linear_code):
     test.attrs["levels"] = 50
     # A larger learning rate than EP's 1e-3 only to keep the test short: 4 epochs instead of many.
     config = probe_scores.ProbeConfig(seeds=2, epochs=4, learning_rate=3e-2)
-    result = probe_scores.score(train, calibration, test, config)
+    result = probe_scores.score(train, calibration, test, np.arange(50), config)
     code, noise = result.sel(representation="state", target="agent_onto"), result.sel(representation="state",
                                                                                        target="box_pushed")
     assert code["recall"].sel(estimate="value").min() > 0.85
@@ -142,6 +144,75 @@ def test_threshold_is_the_smallest_value_reaching_the_precision():
     assert probe_scores.threshold(confidence, correct, 0.81) == 0.9
     assert probe_scores.threshold(confidence, correct, 0.93) == 0.9
     assert probe_scores.threshold(confidence, correct, 1.01) == float("inf")
+
+
+def test_the_threshold_reaches_the_precision_over_the_first_20_steps_only():
+    # One probe seed, a 3×3 room whose one interior square is scored: each sample is one prediction. By step:
+    # steps 0-13 correct at p = 0.9, step 14 wrong at 0.8, step 19 correct at 0.7, steps 15-16 wrong at 0.6, and
+    # step 20 wrong at 0.95. Over steps < 20 the precision at τ = 0.9, 0.8, 0.7, 0.6 is 14/14, 14/15 = 0.933,
+    # 15/16 = 0.9375, 15/18 = 0.833: τ = 0.7, the smallest reaching 0.93, at precision 0.9375. Pooled with step 20
+    # it would be 0.9 (14/15 = 0.933; 14/16 at 0.8).
+    confidence = np.array([0.9] * 14 + [0.8, 0.7, 0.6, 0.6, 0.95])
+    step = np.array(list(range(14)) + [14, 19, 15, 16, 20])
+    correct = np.array([True] * 14 + [False, True, False, False, False])
+    truth = np.zeros((len(step), 3, 3), np.int8)
+    truth[:, 1, 1] = 1  # every label "up"; a correct prediction says up, a wrong one right
+    direction = np.where(correct, 1, 2).astype(np.int8)[None, :, None, None] * np.ones((1, 1, 3, 3), np.int8)
+    prediction = (direction, confidence[None, :, None, None] * np.ones((1, 1, 3, 3)), direction)
+    mask = probes.interior(3, 3)
+    config = probe_scores.ProbeConfig()
+    assert config.calibration_steps == 20 and config.precision == 0.93  # the paper's (App. F)
+    thresholds, reached = probe_scores.calibrate(prediction, truth, step, mask, config)
+    assert thresholds.tolist() == [0.7] and reached.tolist() == [15 / 16]
+    every_step = probe_scores.ProbeConfig(calibration_steps=21)
+    assert probe_scores.calibrate(prediction, truth, step, mask, every_step)[0].tolist() == [0.9]
+
+
+def evaluation(run: str, greedy: dict[int, list[int]]) -> xr.Dataset:
+    """A run's test evaluation as evaluate.evaluate_run writes it: `greedy` {seed: solved per level}; sampled play
+    solves every level (so that reading the wrong mode shows)."""
+    seeds = sorted(greedy)
+    solved = np.stack([np.array([greedy[seed] for seed in seeds], bool), np.ones((len(seeds), 6), bool)])
+    return xr.Dataset({"solved": (("mode", "seed", "level"), solved)},
+                      coords={"mode": ["greedy", "sampled"], "seed": seeds, "level": np.arange(6)}, attrs={"run": run})
+
+
+def test_the_scored_levels_are_those_every_probed_run_solves_greedily_at_its_probed_seed():
+    evaluations = [evaluation("a", {0: [0, 0, 0, 0, 0, 0], 1: [1, 1, 0, 1, 1, 0]}),  # probed at seed 1
+                   evaluation("b", {0: [1, 0, 0, 1, 1, 1]}),
+                   evaluation("c", {2: [1, 1, 1, 1, 0, 1]})]
+    seeds = {"a": 1, "b": 0, "c": 2}
+    # By hand: a ∩ b = levels 0, 3, 4; ∩ c = levels 0, 3.
+    assert probe_scores.solved_by_all(evaluations, seeds, 6).tolist() == [0, 3]
+    nobody = evaluation("d", {0: [0] * 6})
+    assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": 0}, 6).tolist() == []
+    with pytest.raises(PipelineError, match=r"test evaluation of a: 6 levels, but the probe data plays 7"):
+        probe_scores.solved_by_all(evaluations, seeds, 7)
+    with pytest.raises(PipelineError, match=r"test evaluation of b: no probed seed 2 among its seeds \[0\]"):
+        probe_scores.solved_by_all(evaluations, seeds | {"b": 2}, 6)
+
+
+def test_scores_count_only_the_scored_levels_and_none_is_nan(linear_code):
+    train, calibration, test = linear_code
+    test = test.assign_coords(level=test["level"] - 250)  # test levels 0..49, 10 steps each
+    test.attrs["levels"] = 50
+    config = probe_scores.ProbeConfig(seeds=1, epochs=1, learning_rate=3e-2, bootstrap=50)
+    chosen = [3, 17, 40]
+    found = probe_scores.score(train, calibration, test, chosen, config)
+    # The same levels as a test set of their own (renumbered 0..2): the same probes, so the same scores and intervals.
+    alone = test.isel(sample=np.isin(test["level"].values, chosen))
+    alone = alone.assign_coords(level=("sample", np.searchsorted(chosen, alone["level"].values)))
+    alone.attrs["levels"] = 3
+    expected = probe_scores.score(train, calibration, alone, np.arange(3), config)
+    for name in ("recall", "precision", "macro_f1", "threshold"):
+        np.testing.assert_array_equal(found[name].values, expected[name].values)
+    assert found["episodes"].values.tolist() == [3] * 10 and found.attrs["scored_levels"] == 3
+    assert np.flatnonzero(found["scored"].values).tolist() == chosen
+    none = probe_scores.score(train, calibration, test, [], config)
+    assert none.attrs["scored_levels"] == 0 and not none["scored"].any() and not none["episodes"].any()
+    assert np.isnan(none["recall"]).all() and np.isnan(none["macro_f1"]).all()
+    np.testing.assert_array_equal(none["threshold"].values, found["threshold"].values)  # calibrated all the same
+    assert none.sizes["picture_step"] == 3  # Fig. 13's picture does not depend on the scored levels
 
 
 def test_macro_f1_follows_sklearn():

@@ -114,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--train", required=True, help="probe data of the training levels")
     p.add_argument("--calibration", required=True, help="probe data of the calibration levels")
     p.add_argument("--test", required=True, help="probe data of the test levels")
+    p.add_argument("--solved", nargs="+", required=True,
+                   help="every probed run's test evaluation: only the levels all of them solve are scored")
+    p.add_argument("--seeds", required=True, help='JSON: {"run id": its probed seed} of every --solved run')
     p.add_argument("--fit", default="{}", help="JSON: the config's sokoban.probes.fit")
     p.add_argument("--picture", default="{}", help='JSON: {"level": test level, "steps": first steps} of Fig. 13')
     p.add_argument("--out", required=True)
@@ -391,12 +394,15 @@ def sokoban_probe_fit(args) -> int:
     from parallel_experts.sokoban import probe_scores
 
     picture = json.loads(args.picture)
-    scores = probe_scores.score(*(store.open_dataset(path) for path in (args.train, args.calibration, args.test)),
-                                probe_scores.ProbeConfig(**json.loads(args.fit)), picture.get("level", 0),
-                                picture.get("steps", 3))
+    train, calibration, test = (store.open_dataset(path) for path in (args.train, args.calibration, args.test))
+    scored = probe_scores.solved_by_all([store.open_dataset(path) for path in args.solved], json.loads(args.seeds),
+                                        int(test.attrs["levels"]))
+    scores = probe_scores.score(train, calibration, test, scored, probe_scores.ProbeConfig(**json.loads(args.fit)),
+                                picture.get("level", 0), picture.get("steps", 3))
     store.write_netcdf(scores, args.out)
     recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
-    print(f"{args.out}: C_A recall of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
+    print(f"{args.out}: {len(scored)} of {test.attrs['levels']} test levels solved by every probed run; C_A recall "
+          f"of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
     return 0
 
 

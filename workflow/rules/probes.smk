@@ -33,9 +33,11 @@ rule sokoban_probe_data:
 
 
 rule sokoban_probe_fit:
-    """Probes of every representation and target: fitted, calibrated to the precision, scored by step."""
+    """Probes of every representation and target: fitted, calibrated to the precision over the first steps, scored
+    by step on the test levels that every probed run solves (App. F; their test evaluations say which)."""
     input:
         **{split: paths.probe_data("{run}", split) for split in sokoban_experiment.PROBE_SPLITS},
+        solved=[paths.evaluation("sokoban", run) for run in PROBED_RUNS],
     output:
         paths.probe_scores("{run}"),
     log:
@@ -50,6 +52,7 @@ rule sokoban_probe_fit:
     resources:
         **resources("sokoban_probe_fit"),
     params:
+        seeds=json.dumps({run.id: sokoban_experiment.probe_seed(config, run) for run in PROBED_RUNS.values()}),
         fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
         picture=json.dumps(
             {k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},
@@ -57,7 +60,8 @@ rule sokoban_probe_fit:
         ),
     shell:
         "python -m parallel_experts sokoban-probe-fit --train {input.train:q} --calibration {input.calibration:q} "
-        "--test {input.test:q} --fit {params.fit:q} --picture {params.picture:q} --out {output:q} > {log:q} 2>&1"
+        "--test {input.test:q} --solved {input.solved:q} --seeds {params.seeds:q} --fit {params.fit:q} "
+        "--picture {params.picture:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_probes:

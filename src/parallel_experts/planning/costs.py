@@ -155,7 +155,7 @@ def _throughput_job(config: Mapping, counters: Counters) -> Job:
 def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] | None = None
                    ) -> dict[str, list[Job]]:
     """Each result file a report reads (or those of `results`) -> the timed jobs behind it: its runs' training and
-    evaluation, the probed runs' training and probes, a systems table's one job."""
+    evaluation, the probed runs' training, evaluation and probes, a systems table's one job."""
     runs = study.dataset_runs(config)
     probed = sokoban_experiment.probed_runs(config)
     if probed:
@@ -169,7 +169,8 @@ def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] |
     found = {}
     for path in wanted & set(runs):
         if path == paths.SOKOBAN_PROBES:
-            found[path] = [job for run in probed for job in [_sokoban_jobs(run, config, forward[run.id])[0],
+            # training, and the test evaluation that says which levels the probes score (App. F), then the probes
+            found[path] = [job for run in probed for job in [*_sokoban_jobs(run, config, forward[run.id]),
                                                              *_probe_jobs(run, config, forward[run.id])]]
         else:
             jobs = _sokoban_jobs if isinstance(runs[path][0], sokoban_experiment.Run) else _lm_jobs

@@ -265,12 +265,16 @@ def _comparable(worse_by: float) -> str:
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
-    """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis)."""
+    """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis), on the test
+    levels every probed run solves (App. F)."""
 
+    test, rule = "the recall's intervals, early and late steps", verdicts.BOOTSTRAP
+    if not probe_analysis.scored_levels(probes):
+        return Finding(INCONCLUSIVE, "no test level is solved by every probed run: no probe was scored", test, rule)
     found = probe_analysis.compare_pattern(probes, deeper, shallower)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
-                f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late")
-    test, rule = "the recall's intervals, early and late steps", verdicts.BOOTSTRAP
+                f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late, "
+                f"{probe_analysis.scored_words(probes)}")
     if not found["meaningful"]:
         return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",
                        test, rule)
@@ -442,8 +446,9 @@ CLAIMS = (
           "non-recurrent (L = 8)", "§5.1, Figs. 2–3", ("sokoban_tables",),
           _needs("sokoban_sweep", sokoban_recurrence_better, "the Sokoban sweeps")),
     Claim("Deeper recurrent agents plan earlier, and shallower ones catch up within a few steps.",
-          "L = 4 against L = 2, large budget: L = 4's recall higher at first, L = 2 catches up (thresholds at 93 % "
-          "precision)", "§5.1, Fig. 4", ("sokoban_probe_recall",), _plans),
+          "L = 4 against L = 2, large budget: L = 4's recall higher at first, L = 2 catches up "
+          f"({probe_analysis.PAPER_PROTOCOL})",
+          "§5.1, Fig. 4, App. F", ("sokoban_probe_recall",), _plans),
     Claim("The recurrent Transformer with two layers is comparable to the best non-recurrent allocation.",
           "validation loss ≈ 3.51 at L = 2 (small budget, W = 128), comparable to the best non-recurrent at L = 16",
           "§5.2, Fig. 5", ("lm_{budget}_W{window}", "lm_depth"), _fine_web),

@@ -77,3 +77,11 @@ SOKOBAN_SEEDS = {
 # authors' large grid (their PRE_RL/README.md, the recurrent runs') stops at L = 8. These are the L = 16 allocations
 # of that grid's widths within the large budget's tolerance (0.05) of the anchor's work: 1.046 and 1.000.
 SOKOBAN_FAMILY_ALLOCATIONS = {False: {"large": ((16, 1, 256), (16, 13, 64))}}
+
+# ------------------------------------------------------------------------------ Sokoban planning probes (App. F)
+# App. F: a "fixed threshold per model calibrated to approximately 93% precision across predictions over the first
+# 20 steps", and recall and precision on "the 906 test levels solved by all four policies" (of the 1,000
+# unfiltered-test levels).
+PROBE_PRECISION = 0.93
+PROBE_CALIBRATION_STEPS = 20
+PROBE_SOLVED_LEVELS, PROBE_TEST_LEVELS = 906, 1000

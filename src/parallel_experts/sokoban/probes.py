@@ -211,5 +211,5 @@ def predict(weights: np.ndarray, x: np.ndarray, kernel: int = 1, chunk: int = PR
     """Each probe seed's reading of representations x (n, H, W, C), three arrays (seeds, n, H, W): the most
     probable direction ĉ (1-4), its probability p_ĉ, and the most probable of all five classes (for EP's F1)."""
     parts = [jax.device_get(_predict(jnp.asarray(weights), jnp.asarray(x[i:i + chunk], jnp.float32), kernel))
-             for i in range(0, len(x), chunk)]
+             for i in range(0, max(len(x), 1), chunk)]  # one (empty) part where x is empty: arrays of n = 0
     return tuple(np.concatenate(arrays, axis=1) for arrays in zip(*parts))

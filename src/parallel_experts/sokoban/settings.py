@@ -12,6 +12,7 @@ import numpy as np
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.aggregation import AGGREGATIONS, full_radius
+from parallel_experts.results import paper
 
 EXPERT_TYPES = ("convlstm", "convglu")
 CHAININGS = ("paper", "pre_rl")
@@ -121,7 +122,8 @@ REPRESENTATIONS = ("state", "encoder", "control")
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """How probes are trained and scored; the defaults are EP's probes and the paper's 93 % precision."""
+    """How probes are trained and scored; the defaults are EP's probes and the paper's threshold (App. F): 93 %
+    precision over the predictions of the first 20 steps."""
 
     kernel: int = 1  # 1×1 convolution; 3 for EP's 3×3 variant
     seeds: int = 5
@@ -129,6 +131,7 @@ class ProbeConfig:
     batch: int = 16
     learning_rate: float = 1e-3
     weight_decay: float = 1e-3
-    precision: float = 0.93
-    bootstrap: int = 1000  # resamples of the test levels
+    precision: float = paper.PROBE_PRECISION
+    calibration_steps: int = paper.PROBE_CALIBRATION_STEPS  # the threshold reads the predictions of steps t < this
+    bootstrap: int = 1000  # resamples of the scored test levels
     interval: float = 0.95
