@@ -115,7 +115,8 @@ def lm_sweep(losses, budget="small", window=64):
     return xr.Dataset(
         {"validation_loss": (("run", "seed"), loss), "scored_tokens": (("run", "seed"), np.full((n, seeds), 1000)),
          "train_ce_loss": (("run", "seed", "update"), np.full((n, seeds, 2), 4.0))},
-        coords={"run": [f"r{i}" for i in range(n)], "seed": list(range(seeds)), "recurrent": ("run", [r for r, _ in keys]),
+        coords={"run": [f"r{i}" for i in range(n)], "seed": list(range(seeds)),
+                "recurrent": ("run", [r for r, _ in keys]),
                 "budget": ("run", [budget] * n), "window": ("run", [window] * n),
                 "depth": ("run", [d for _, d in keys]), "experts": ("run", [4 // d for _, d in keys]),
                 "width": ("run", [64] * n), "q_heads": ("run", [4] * n), "kv_heads": ("run", [2] * n),
@@ -311,7 +312,7 @@ def test_over_seeds_fewer_fineweb_layers_needs_the_deeper_best_significantly_bet
               (False, 4): seeded(4.81, CLOSE)}
     found = claims.lm_fewer_layers(lm_sweep(losses))
     assert (found.verdict, found.rule) == (verdict, verdicts.WELCH)
-    assert found.test.startswith("small budget, W = 64: non-recurrent best below its best within the other's depth: "
+    assert found.test.startswith("small budget, W = 64: non-recurrent loss at L = 4 below its best at L ≤ 1: "
                                  "one-sided Welch p = ")
 
 

@@ -2,9 +2,10 @@
 
 A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
 ("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for a single
-seed, as the LM's runs have by default). A *family* is every point of one panel, recurrence, L and d, kept where it has at least two values
-of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps is our choice). The
-same selection decides, from the config alone, whether the figure's data can exist (`catalogue`).
+seed, as the LM's runs have by default). A *family* is every point of one panel, recurrence, L and d, kept where it
+has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps
+is our choice). The same selection decides, from the config alone, whether the figure's data can exist
+(`catalogue`).
 
 Two questions are answered from the points, with a noise of two standard errors where seeds give one (with one
 LM run per allocation, any difference counts there):

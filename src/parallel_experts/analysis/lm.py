@@ -167,17 +167,18 @@ def _depth_test(group: pd.DataFrame, rec: pd.Series, non: pd.Series) -> tuple[fl
     if rec["depth"] == non["depth"]:
         return None, "losses are means over seeds."
     deeper, shallow_depth = (rec, non["depth"]) if rec["depth"] > non["depth"] else (non, rec["depth"])
+    family = definitions.family(deeper["recurrent"])
     within = group[(group["recurrent"] == deeper["recurrent"]) & (group["depth"] <= shallow_depth)]
     rival = best_allocation(within)
     if not len(rival):
-        return None, f"losses are means over seeds; no {definitions.family(deeper['recurrent'])} allocation at L ≤ {shallow_depth} to test."
+        return None, f"losses are means over seeds; no {family} allocation at L ≤ {shallow_depth} to test."
     rival = rival.iloc[0]
     p = verdicts.welch_greater(rival["losses"], deeper["losses"])  # H1: the deeper best has the lower loss
     if p is None:
         return None, f"losses are means over seeds; {verdicts.welch_text(p)}."
     outcome = "a significantly" if verdicts.significant(p) else "no significantly"
-    return p, (f"losses are means over seeds; the {definitions.family(deeper['recurrent'])} best at L={deeper['depth']} has {outcome} "
-               f"lower loss than its best at L ≤ {shallow_depth}, {rival['allocation']} ({loss_text(rival)}): "
+    return p, (f"losses are means over seeds; the {family} best at L={deeper['depth']} has {outcome} "
+               f"lower loss than its best at L ≤ {shallow_depth}, {rival['allocation']} with {loss_text(rival)}: "
                f"{verdicts.welch_text(p)}.")
 
 

@@ -208,13 +208,13 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths, CURVE_VARIABLES, EVAL_VARIABLES):
         ds = xr.Dataset({name: curve[name] for name in CURVE_VARIABLES}
                         | {name: evaluation_[name] for name in EVAL_VARIABLES})
-        seeds_of.setdefault(run.configuration, []).append(ds.expand_dims(seed=[run.seed]))
+        seeds_of.setdefault(run.configuration, {})[run.seed] = ds.expand_dims(seed=[run.seed])
         definition.setdefault(run.configuration, run)
         named[run.id] = run.configuration
     per_run = []
     for name, per_seed in seeds_of.items():
         run, m = definition[name], definition[name].model
-        ds = xr.concat(sorted(per_seed, key=lambda d: int(d["seed"])), dim="seed", join="outer")
+        ds = xr.concat([per_seed[seed] for seed in sorted(per_seed)], dim="seed", join="outer")
         per_run.append(ds.expand_dims(run=[name]).assign_coords(
             recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
             depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),

@@ -307,9 +307,10 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
                             "one run per allocation, no test", LOWEST_LOSS_DEPTH)
         else:
             deeper = definitions.family(direction < 0)  # the family whose best is deeper
+            depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
             found = Finding(_decided(direction, row.p), measured,
-                            f"{deeper} best below its best within the other's depth: {welch_text(row.p)}",
-                            verdicts.WELCH)
+                            f"{deeper} loss at L = {depths[1]} below its best at L ≤ {depths[0]}: "
+                            f"{welch_text(row.p)}", verdicts.WELCH)
         parts[f"{row.budget} budget, W = {row.window}"] = found
     return combine(parts)
 

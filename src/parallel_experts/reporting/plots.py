@@ -229,9 +229,11 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
         here = ours[(ours["budget"] == budget) & (ours["window"] == window)]
         for family, rows in here.groupby("family", sort=False):
             style = FAMILY_STYLE[family]
-            ax.errorbar(rows["max_depth"], rows["best_loss"], yerr=rows["best_stderr"].fillna(0), capsize=2,
-                        marker=style["marker"], ls=style["ls"], color=style["color"],
-                        mfc="white" if family != "recurrent" else style["color"], label=family)
+            if rows["best_stderr"].notna().any():
+                ax.errorbar(rows["max_depth"], rows["best_loss"], yerr=rows["best_stderr"].fillna(0), fmt="none",
+                            ecolor=style["color"], capsize=2, lw=0.8)
+            ax.plot(rows["max_depth"], rows["best_loss"], marker=style["marker"], ls=style["ls"],
+                    color=style["color"], mfc="white" if family != "recurrent" else style["color"], label=family)
         shown = None
         if paper is not None:
             shown = paper[(paper["budget"] == budget) & (paper["window"] == window)]
@@ -307,9 +309,10 @@ def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float |
     default, where comparable, as a red cross beside them."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     losses = scores["validation_loss"]
-    errors = scores["stderr"].fillna(0) if "stderr" in scores else 0 * losses
+    errors = scores["stderr"].fillna(0) if "stderr" in scores else 0 * losses  # with several seeds only
     colours = ["k" if value == default else "0.6" for value in scores[setting]]
-    ax.errorbar(scores[setting].astype(str), losses, yerr=errors, fmt="none", ecolor="0.6", capsize=4, zorder=2)
+    if "stderr" in scores:
+        ax.errorbar(scores[setting].astype(str), losses, yerr=errors, fmt="none", ecolor="0.6", capsize=4, zorder=2)
     ax.scatter(scores[setting].astype(str), losses, c=colours, s=40, zorder=3, label="ours")
     if paper is not None:
         ax.scatter([f"paper:\n{default}"], [paper], marker="x", s=60, color="tab:red", zorder=3,
