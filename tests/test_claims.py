@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 from helpers import REPO, ablation_data, probe_recall
 
+from parallel_experts.analysis import verdicts
 from parallel_experts.config import files
 from parallel_experts.reporting import catalogue, claims
 from parallel_experts.reporting.claims import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
@@ -117,11 +118,37 @@ def aggregation(means, seeds=3):
                          [[m + o for o in (NOISY if seeds == 3 else [0.0])] for m in means])
 
 
+CLOSE = [-0.005, 0.0, 0.005]  # seed offsets: standard error 0.003 for three seeds
+
+
+def seeded(loss, offsets):
+    return [loss + o for o in offsets]
+
+
+def lm_sweep(losses, budget="small", window=64):
+    """An LM sweep dataset (`lm.experiment.collect`): `losses` maps (recurrent, depth) -> validation loss, or its
+    losses over seeds (experts 4 // depth, d 64)."""
+    keys = list(losses)
+    n = len(keys)
+    per_seed = [np.atleast_1d(losses[k]).astype(float) for k in keys]
+    seeds = max(len(loss) for loss in per_seed)
+    loss = [list(values) + [np.nan] * (seeds - len(values)) for values in per_seed]
+    return xr.Dataset(
+        {"validation_loss": (("run", "seed"), loss), "scored_tokens": (("run", "seed"), np.full((n, seeds), 1000)),
+         "train_ce_loss": (("run", "seed", "update"), np.full((n, seeds, 2), 4.0))},
+        coords={"run": [f"r{i}" for i in range(n)], "seed": list(range(seeds)),
+                "recurrent": ("run", [r for r, _ in keys]),
+                "budget": ("run", [budget] * n), "window": ("run", [window] * n),
+                "depth": ("run", [d for _, d in keys]), "experts": ("run", [4 // d for _, d in keys]),
+                "width": ("run", [64] * n), "q_heads": ("run", [4] * n), "kv_heads": ("run", [2] * n),
+                "train_tokens": ("run", [1000] * n)})
+
+
 def lm_aggregation(losses):
-    runs = [f"x{i}" for i in range(len(losses))]
-    return xr.Dataset({"validation_loss": ("run", list(losses.values()))},
-                      coords={"run": runs, "aggregation": ("run", list(losses))},
-                      attrs={"ablations": json.dumps({"aggregation": runs})})
+    """The FineWeb aggregation ablation: `losses` maps each rule to its validation loss (or its losses over seeds)."""
+    data = lm_sweep({(True, 2 ** i): loss for i, loss in enumerate(losses.values())})
+    return data.assign_coords(aggregation=("run", list(losses))).assign_attrs(
+        ablations=json.dumps({"aggregation": data["run"].values.tolist()}))
 
 
 @pytest.mark.parametrize("sokoban, lm, verdict", [
@@ -132,6 +159,9 @@ def lm_aggregation(losses):
     (None, lm_aggregation({"sqrt_sum": 3.54, "mean": 3.51}), INCONCLUSIVE),  # 0.03: between 0.02 and 0.04
     (aggregation([13.9, 14.0, 12.0]), lm_aggregation({"sqrt_sum": 3.60, "mean": 3.51}), CONTRADICTED),
     (None, None, NOT_RUN),
+    # over seeds: 0.01 nats worse, but ± 0.17 per seed cannot show it is within 0.02
+    (None, lm_aggregation({"sqrt_sum": seeded(3.52, NOISY), "mean": seeded(3.51, NOISY)}), INCONCLUSIVE),
+    (None, lm_aggregation({"sqrt_sum": seeded(3.52, CLOSE), "mean": seeded(3.51, CLOSE)}), SUPPORTED),
 ])
 def test_the_sqrt_sum_is_a_good_default_where_no_rule_beats_it(sokoban, lm, verdict):
     assert claims.sqrt_sum_default(sokoban, lm).verdict == verdict
@@ -161,20 +191,6 @@ def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_
 # ------------------------------------------------------------------------------------------------ FineWeb
 
 
-def lm_sweep(losses, budget="small", window=64):
-    """An LM sweep dataset: `losses` maps (recurrent, depth) -> validation loss (experts 4 // depth, d 64)."""
-    keys = list(losses)
-    n = len(keys)
-    return xr.Dataset(
-        {"validation_loss": ("run", [losses[k] for k in keys]), "scored_tokens": ("run", [1000] * n),
-         "train_ce_loss": (("run", "update"), np.full((n, 2), 4.0))},
-        coords={"run": [f"r{i}" for i in range(n)], "recurrent": ("run", [r for r, _ in keys]),
-                "budget": ("run", [budget] * n), "window": ("run", [window] * n),
-                "depth": ("run", [d for _, d in keys]), "experts": ("run", [4 // d for _, d in keys]),
-                "width": ("run", [64] * n), "q_heads": ("run", [4] * n), "kv_heads": ("run", [2] * n),
-                "train_tokens": ("run", [1000] * n)})
-
-
 @pytest.mark.parametrize("losses, verdict", [
     ({(True, 2): 3.52, (True, 4): 3.40, (False, 4): 3.51, (False, 1): 3.9}, SUPPORTED),  # L ≤ 2 only: 3.52
     ({(True, 2): 3.54, (False, 4): 3.51}, INCONCLUSIVE),
@@ -186,6 +202,24 @@ def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(loss
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured.startswith("recurrent L2 E2 d64: 3.520, best non-recurrent L4 E1 d64: 3.510 (+0.010")
+        assert found.rule == verdicts.ONE_RUN
+
+
+@pytest.mark.parametrize("recurrent, nonrecurrent, verdict", [
+    # Welch of (3.51 + 0.02 + CLOSE) against 3.52 + CLOSE: t = 0.01 / 0.0041 = 2.45 on 4 df, p = 0.0352
+    (seeded(3.52, CLOSE), seeded(3.51, CLOSE), SUPPORTED),
+    (seeded(3.52, NOISY), seeded(3.51, NOISY), INCONCLUSIVE),  # the single-run rule would call this comparable
+    (seeded(3.60, CLOSE), seeded(3.51, CLOSE), CONTRADICTED),  # 0.09 worse, significantly beyond 0.02
+    (seeded(3.52, NOISY), 3.51, SUPPORTED),  # one non-recurrent seed: no test, the single-run rule
+])
+def test_over_seeds_comparable_is_a_one_sided_welch_test_against_the_margin(recurrent, nonrecurrent, verdict):
+    found = claims.lm_comparable_shallow(lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent}), "small", 64)
+    assert found.verdict == verdict
+    assert found.rule == (verdicts.ONE_RUN if np.ndim(nonrecurrent) == 0 else verdicts.COMPARABLE_SEEDS)
+    if recurrent == seeded(3.52, CLOSE):
+        assert found.measured.startswith("recurrent L2 E2 d64: 3.520 ± 0.003 (3 seeds), best non-recurrent L4 E1 "
+                                         "d64: 3.510 ± 0.003 (3 seeds) (+0.010")
+        assert found.test == "recurrent less than 0.02 nats worse: one-sided Welch p = 0.0352"
 
 
 def points(gains):
@@ -296,6 +330,19 @@ def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, v
     if verdict == SUPPORTED:
         assert found.measured == ("small budget, W = 64: recurrent lowest at L = 1 (4.750), non-recurrent at L = 4 "
                                   "(4.810)")
+
+
+@pytest.mark.parametrize("non_recurrent_l1, verdict", [
+    (seeded(4.82, CLOSE), SUPPORTED),  # the non-recurrent L = 4 (4.81) is significantly below its L = 1 (4.82)
+    (seeded(4.82, NOISY), INCONCLUSIVE),  # the demo's pattern, within the seeds' noise
+])
+def test_over_seeds_fewer_fineweb_layers_needs_the_deeper_best_significantly_better(non_recurrent_l1, verdict):
+    losses = {(True, 1): seeded(4.75, CLOSE), (True, 4): seeded(4.82, CLOSE), (False, 1): non_recurrent_l1,
+              (False, 4): seeded(4.81, CLOSE)}
+    found = claims.lm_fewer_layers(lm_sweep(losses))
+    assert (found.verdict, found.rule) == (verdict, verdicts.WELCH)
+    assert found.test.startswith("small budget, W = 64: non-recurrent loss at L = 4 below its best at L ≤ 1: "
+                                 "one-sided Welch p = ")
 
 
 def test_ablations_of_agents_at_chance_decide_nothing():

@@ -222,3 +222,33 @@ def test_kv_sharing_verdict_and_page(dataset):
     assert "no value of this configuration" in lines[1] and lines[2] == ablations.PAPER_FINDINGS["kv_cache"]
     assert "gains 0.050" in ablations.kv_cache_verdict(table.assign(validation_loss=[4.10, 4.15]))
     assert "cannot be checked" in ablations.kv_cache_verdict(table.iloc[:1])
+
+
+def test_seeds_are_one_configuration_each_in_the_dataset(tmp_path):
+    """With two LM seeds every value trains twice; the dataset holds each value once (its seed-0 run's id) with
+    its two runs on the seed axis, and the page shows mean ± standard error, by hand: 4.20 ± 0.01 for the
+    sqrt-sum (losses 4.19 and 4.21)."""
+    demo = load("config.yaml")
+    demo["lm"]["budgets"]["small"]["seeds"] = [0, 1]
+    found = experiment.ablation_runs(demo)
+    runs = experiment.by_id(found.values()).values()
+    offset = {0: -0.01, 1: 0.01}
+    files = [write_run(tmp_path, run, LOSSES[run.model.aggregation] + KV_COST[run.model.kv_cache] + offset[run.seed])
+             for run in runs]
+    members = {setting: [run.id for run in group] for setting, group in found.items()}
+    data = experiment.collect(*map(list, zip(*files)), members)
+    assert data.sizes == {"run": 3, "seed": 2, "update": 2} and data["seed"].values.tolist() == [0, 1]
+    assert store.ablation_members(data) == {"aggregation": ["recurrent/small/W64/L2-E2-d64",
+                                                            "recurrent/small/W64/L2-E2-d64-mean"],
+                                            "kv_cache": ["recurrent/small/W64/L2-E2-d64",
+                                                         "recurrent/small/W64/L2-E2-d64-kv_expert"]}
+    table = ablations.scores(data, "aggregation")
+    np.testing.assert_allclose(table["validation_loss"], [4.20, 4.25])
+    np.testing.assert_allclose(table["stderr"], [0.01, 0.01])
+    assert table["seeds"].tolist() == [2, 2]
+    assert ablations.summary(demo, "aggregation", table, 4096)[-1].startswith(
+        "losses are means over seeds (sqrt_sum: 2, mean: 2)")
+    # a seed missing from one value is NaN there, and that value's mean is over the seed it has
+    one_missing = experiment.collect(*map(list, zip(*files[:-1])), {"aggregation": members["aggregation"]})
+    assert ablations.scores(one_missing, "aggregation")["seeds"].tolist() == [2, 2]
+    assert int(one_missing["validation_loss"].isnull().sum()) == 1

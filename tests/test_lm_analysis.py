@@ -276,3 +276,42 @@ def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config)
     _, config = paper_config()
     grid = grids.allocation_dataset(config | {"scale": "test"}, "lm")
     assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # the order cli.allocations measures
+
+
+def seeded(offsets, runs=RUNS):
+    """`sweep(runs)` over seeds, as `lm.experiment.collect` stacks them: seed i's losses are RUNS' + offsets[i]."""
+    return xr.concat([sweep([(*run[:-1], run[-1] + o) for run in runs]) for o in offsets],
+                     dim=pd.Index(range(len(offsets)), name="seed"))
+
+
+def test_over_seeds_a_configuration_is_its_mean_and_standard_error():
+    runs = analysis.run_table(seeded([-0.1, 0.0, 0.1]))
+    assert len(runs) == len(RUNS)
+    row = runs.set_index("run").loc["recurrent/small/W64/L2-E2-d32"]
+    # losses 2.8, 2.9, 3.0: mean 2.9, sample standard deviation 0.1, standard error 0.1 / √3
+    assert row["validation_loss"] == pytest.approx(2.90) and row["stderr"] == pytest.approx(0.1 / np.sqrt(3))
+    assert row["seeds"] == 3 and row["losses"] == pytest.approx((2.8, 2.9, 3.0))
+    assert runs.set_index("run").loc["nonrecurrent/small/W64/L2-E1-d48", "seeds"] == 0  # no loss at any seed
+    assert list(analysis.best_allocation_table(runs).columns) == [
+        "family", "allocation", "validation_loss", "stderr", "seeds", "final_train_ce_loss", "train_tokens",
+        "scored_tokens"]
+    assert "stderr" not in analysis.best_allocation_table(analysis.run_table(sweep())).columns  # one seed
+    assert analysis.best_up_to_depth(runs)["best_stderr"].iloc[0] == pytest.approx(0.1 / np.sqrt(3))
+    assert analysis.sweep_summary(runs, [])[0] == ("best recurrent allocation: L2 E2 d32 with validation loss "
+                                                   "2.900 ± 0.058 (3 seeds)")
+    assert analysis.run_table(sweep()).equals(analysis.run_table(seeded([0.0])))  # no seed axis: seed 0's runs
+
+
+@pytest.mark.parametrize("offsets, p, significant", [
+    # non-recurrent L4 (3.20) against its best at L ≤ 2 (3.40), each ± 0.1 per seed: t = 0.2 / (0.1·√(2/3)) = 2.45
+    # on 4 degrees of freedom, p = 0.035
+    ([-0.1, 0.0, 0.1], 0.0352, True),
+    ([-1.0, 0.0, 1.0], 0.4093, False),  # t = 0.245, p = 0.409
+])
+def test_over_seeds_fewer_layers_tests_the_deeper_best_against_its_best_within_the_other_depth(offsets, p,
+                                                                                              significant):
+    row = analysis.fewer_layers(analysis.run_table(seeded(offsets))).iloc[0]
+    assert row["fewer_layers"] and row["p"] == pytest.approx(p, abs=1e-4)
+    assert (f"the non-recurrent best at L=4 has {'a' if significant else 'no'} significantly lower loss than its "
+            f"best at L ≤ 2, L2 E2 d32") in row["sentence"]
+    assert np.isnan(analysis.fewer_layers(analysis.run_table(sweep())).iloc[0]["p"])  # one seed: no test

@@ -1,10 +1,12 @@
 """The LM runs a config defines: every budget × window × family × allocation, with the paper's sequence rules."""
 
+import copy
 import dataclasses
 import json
 
 import pytest
-from helpers import REPO
+import yaml
+from helpers import REPO, planned_jobs
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
@@ -73,3 +75,61 @@ def test_a_per_expert_cache_ablation_gets_its_own_microbatch_bound():
     level, expert = experiment.ablation_runs(paper)["kv_cache"]
     assert experiment.cache_bytes(expert.model, 128) == 8 * experiment.cache_bytes(level.model, 128) == 8 * 2 * 128 * 2 * 4 * 96 * 2
     assert (level.train.microbatch, expert.train.microbatch) == (512, 64)  # 128 and 16 streams per GPU
+
+
+def with_lm_seeds(config, seeds, ablation_seeds=None):
+    """`config` with `seeds` for its every LM budget (and, where given, `ablation_seeds` for its every ablation)."""
+    config = copy.deepcopy(config)
+    for spec in config["lm"]["budgets"].values():
+        spec["seeds"] = seeds
+    for spec in config["lm"].get("ablations", {}).values():
+        if ablation_seeds is not None:
+            spec["seeds"] = ablation_seeds
+    return config
+
+
+def test_each_lm_seed_is_a_run_and_seed_0_keeps_its_id_and_definition():
+    demo = files.load([REPO / "config/config.yaml"])
+    assert demo["seeds"] == [0, 1]  # Sokoban's: the LM trains one seed, 0, without lm.budgets.<name>.seeds
+    today = experiment.runs(demo)
+    assert {run.seed for run in today} == {0} and not any(run.id.endswith(("-s0", "-s1")) for run in today)
+    # the params JSON of a run defined before seeds existed: no seed in it
+    assert all(set(run.to_dict()) == {"budget", "window", "model", "train"} for run in today)
+
+    seeded = experiment.runs(with_lm_seeds(demo, [0, 1]))
+    assert len(seeded) == 2 * len(today)
+    first = {run.id: run for run in seeded if run.seed == 0}
+    assert list(first) == [run.id for run in today]
+    assert [run.to_dict() for run in first.values()] == [run.to_dict() for run in today]
+    for run in (run for run in seeded if run.seed == 1):
+        assert run.id == run.configuration + "-s1" and run.configuration in first
+        assert dataclasses.replace(run, seed=0) == first[run.configuration]
+        assert run.to_dict()["seed"] == 1
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+    only_one = experiment.runs(with_lm_seeds(demo, [3]))
+    assert {run.id for run in only_one} == {run.id + "-s3" for run in today}
+
+
+def test_lm_ablations_follow_their_budgets_seeds_or_their_own():
+    demo = files.load([REPO / "config/config.yaml"])
+    found = experiment.ablation_runs(with_lm_seeds(demo, [0, 1]))
+    aggregation = [(run.model.aggregation, run.seed) for run in found["aggregation"]]
+    assert aggregation == [("sqrt_sum", 0), ("sqrt_sum", 1), ("mean", 0), ("mean", 1)]
+    sweep = experiment.runs_by_id(with_lm_seeds(demo, [0, 1]))
+    assert [run.id in sweep for run in found["aggregation"]] == [True] * 4  # the default's are the sweep's runs
+    assert found["aggregation"][3].id == "recurrent/small/W64/L2-E2-d64-mean-s1"
+    own = experiment.ablation_runs(with_lm_seeds(demo, [0, 1], ablation_seeds=[2]))
+    assert [run.id for run in own["kv_cache"]] == ["recurrent/small/W64/L2-E2-d64-s2",
+                                                   "recurrent/small/W64/L2-E2-d64-kv_expert-s2"]
+
+
+def test_two_lm_seeds_plan_two_training_jobs_per_allocation(tmp_path):
+    """A dry run of the smoke DAG with two seeds for the LM budget: every LM run twice, nothing else more."""
+    smoke = files.load([REPO / "config/smoke.yaml"])
+    config = tmp_path / "two_seeds.yaml"
+    config.write_text(yaml.safe_dump(with_lm_seeds(smoke, [0, 1])))
+    once, twice = (planned_jobs("--directory", str(tmp_path), configfile=path)
+                   for path in (REPO / "config/smoke.yaml", config))
+    assert twice["lm_train"] == twice["lm_evaluate"] == 2 * once["lm_train"] == 2 * len(experiment.runs_by_id(smoke))
+    assert {rule: n for rule, n in twice.items() if rule not in ("lm_train", "lm_evaluate", "total")} == {
+        rule: n for rule, n in once.items() if rule not in ("lm_train", "lm_evaluate", "total")}

@@ -48,6 +48,18 @@ def test_resume_gives_the_same_run(tmp_path, recurrent):
 
 
 
+def test_a_seed_keys_the_initial_parameters_and_seed_0_is_key_0():
+    """A run's seed (lm.budgets.<name>.seeds) is its initial parameters' key, which `init` starts training from:
+    seed 0 from key 0 as every run did before seeds, seed 1 from other parameters (of every array)."""
+    config = train_config(True)
+    zero, one = Trainer(model_config(True), config, seed=0), Trainer(model_config(True), config, seed=1)
+    params_close(zero.params, eqx.filter(models.build(model_config(True), jax.random.key(0)), eqx.is_array))
+    params_close(Trainer(model_config(True), config).init().params, zero.params)  # the default is seed 0
+    random = [(a, b) for a, b in zip(jax.tree.leaves(zero.init().params), jax.tree.leaves(one.init().params))
+              if np.asarray(a).std() > 0]  # not the norms' constant ones
+    assert random and not any(np.array_equal(a, b) for a, b in random)
+
+
 def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterrupted_one(tmp_path):
     """12 updates, a log point every 2: with no time left each attempt trains one log interval (not a checkpoint
     interval: the stop checkpoints), and the curve and weights end as if never stopped."""

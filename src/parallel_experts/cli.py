@@ -458,7 +458,7 @@ def lm_train(args) -> int:
         if deadline.source:  # a SLURM job, or --time-limit: say when it must stop (a local run stays as it was)
             print(f"{args.run_dir}: {deadline}", file=sys.stderr)
         vocabulary, _, training = shards.model_shards(args.tokens, run.model.vocab)
-        trainer = train.Trainer(run.model, run.train, train.device_mesh())
+        trainer = train.Trainer(run.model, run.train, train.device_mesh(), seed=run.seed)
         tokens = [shards.load_tokens(p, vocabulary) for p in training]
         with TrainingCurves(args.run_dir, "tokens", run.train.batch_tokens) as curves:
             carry, curve = train.train(trainer, tokens, args.run_dir, on_log=curves.log, deadline=deadline)

@@ -2,13 +2,14 @@
 the same view of the ConvGLU sweep alone.
 
 A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
-("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for the LM's
-single runs). A *family* is every point of one panel, recurrence, L and d, kept where it has at least two values
-of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps is our choice). The
-same selection decides, from the config alone, whether the figure's data can exist (`catalogue`).
+("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for a single
+seed, as the LM's runs have by default). A *family* is every point of one panel, recurrence, L and d, kept where it
+has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps
+is our choice). The same selection decides, from the config alone, whether the figure's data can exist
+(`catalogue`).
 
-Two questions are answered from the points, with a noise of two standard errors where seeds give one (the LM has
-one run per allocation, so any difference counts there):
+Two questions are answered from the points, with a noise of two standard errors where seeds give one (with one
+LM run per allocation, any difference counts there):
 * whether more experts help: each family's score at its largest E against its smallest E;
 * whether the recurrent family saturates at shallower depth: at each budget (expert-count sweep: each E) and
   width, the smallest depth within noise of that recurrence's best (**choice**: the paper names no test).
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from parallel_experts.analysis import lm as lm_analysis
 from parallel_experts.analysis import sokoban as analysis
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import definitions
@@ -69,11 +71,11 @@ def sokoban_points(sweep: xr.Dataset) -> pd.DataFrame:
 
 
 def lm_points(sweep: xr.Dataset, window: int) -> pd.DataFrame:
-    """Points of the LM sweep (`lm.experiment.collect`) at attention `window`: validation loss, lower is better,
-    one run per allocation (no standard error)."""
+    """Points of the LM sweep (`lm.experiment.collect`) at attention `window`: mean validation loss over seeds,
+    lower is better, ± its standard error (NaN for one seed, the paper's and our default)."""
     selected = sweep.isel(run=(sweep["window"] == window).values)
-    table = pd.DataFrame({name: selected[name].values for name in ["recurrent", "budget", "depth", "experts", "width",
-                                                                   "validation_loss"]})
+    table = pd.DataFrame({name: selected[name].values for name in ["recurrent", "budget", "depth", "experts", "width"]})
+    table = pd.concat([table, lm_analysis.over_seeds(selected)], axis=1)
     table = table.dropna(subset=["validation_loss"]).rename(columns={"validation_loss": "score"})
     return _points(table.assign(panel=lm_panel(window)), sign=-1)
 

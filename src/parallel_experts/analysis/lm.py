@@ -2,17 +2,21 @@
 best allocation, and the authors' published numbers where our budget, window and vocabulary are theirs.
 
 Lower is better throughout: a run's score is its sliding-window validation cross-entropy (nats per token) at the
-window it was trained for (paper §5.2). Each allocation is one run; the paper has no seeds for the LM either.
+window it was trained for (paper §5.2). A configuration's score is the mean over its seeds (`lm.budgets.<name>.seeds`,
+one run each), with the standard error over seeds beside it, as Sokoban's; the paper's FineWeb runs, and ours by
+default, have one seed, which gives no standard error and no test. Where both sides have two seeds or more, the
+depth comparison (`fewer_layers`) is a one-sided Welch test over seeds (analysis.verdicts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import comparison
+from parallel_experts.analysis import comparison, verdicts
 from parallel_experts.core import budget as budgets
 from parallel_experts.core import definitions
 from parallel_experts.results import paper as published
@@ -41,6 +45,7 @@ PAPER_NUMBERS = ("## The paper's published numbers for this budget\n\nNo per-all
                  "these are every value the authors quote (the paper; their rebuttal/rebuttal_figures_and_tables.tex).")
 # What the run reports show of each family's best allocation.
 BEST_COLUMNS = ["family", "allocation", "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]
+SEED_COLUMNS = ["stderr", "seeds"]  # shown beside the loss where a configuration has several seeds
 
 
 def select_setting(sweep: xr.Dataset, budget: str, window: int, source: str) -> xr.Dataset:
@@ -51,21 +56,45 @@ def select_setting(sweep: xr.Dataset, budget: str, window: int, source: str) -> 
     return selected
 
 
+def with_seeds(sweep: xr.Dataset) -> xr.Dataset:
+    """`sweep` with its `seed` dimension: a dataset collected before LM runs had seeds holds seed 0's runs."""
+    return sweep if "seed" in sweep.dims else sweep.expand_dims(seed=[0])
+
+
 def run_table(sweep: xr.Dataset) -> pd.DataFrame:
-    """One row per run: family, budget, window, L, E, d, heads, validation loss, final training cross-entropy."""
-    columns = ["recurrent", "budget", "window", *ALLOCATION, "q_heads", "kv_heads", "train_tokens",
-               "validation_loss", "scored_tokens"]
+    """One row per configuration (the dataset's `run`): family, budget, window, L, E, d, heads, the validation loss
+    and final training cross-entropy as means over its seeds, the loss's standard error over seeds (NaN for one
+    seed), its seed count and its per-seed losses (`losses`, for the tests over seeds)."""
+    sweep = with_seeds(sweep)
+    columns = ["recurrent", "budget", "window", *ALLOCATION, "q_heads", "kv_heads", "train_tokens"]
     table = pd.DataFrame({name: sweep[name].values for name in columns})
     table.insert(0, "run", sweep["run"].values)
     table.insert(1, "family", [definitions.family(r) for r in table["recurrent"]])
     table.insert(2, "allocation", [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()])
-    curves = sweep["train_ce_loss"].to_pandas()  # run × update; a run's last logged value
-    table["final_train_ce_loss"] = curves.ffill(axis=1).iloc[:, -1].values
+    table = pd.concat([table, over_seeds(sweep)], axis=1)
+    table["scored_tokens"] = sweep["scored_tokens"].max("seed").values
+    curves = sweep["train_ce_loss"].transpose("run", "seed", "update").values  # each seed's last logged value
+    last = pd.DataFrame(curves.reshape(-1, curves.shape[-1])).ffill(axis=1).iloc[:, -1].values
+    table["final_train_ce_loss"] = pd.DataFrame(last.reshape(curves.shape[:2])).mean(axis=1).values
     budget_order = {name: i for i, name in enumerate(dict.fromkeys(table["budget"]))}
     order = {"budget": budget_order, "family": {name: i for i, name in enumerate(definitions.FAMILIES.values())}}
     table = table.sort_values(["budget", "window", "family", *ALLOCATION], kind="stable",
                               key=lambda column: column.map(order[column.name]) if column.name in order else column)
     return table.reset_index(drop=True)
+
+
+def over_seeds(sweep: xr.Dataset) -> pd.DataFrame:
+    """Per configuration of `sweep` (in its order), the validation loss over seeds: mean (`validation_loss`),
+    standard error (`stderr`, NaN for one seed), seed count and per-seed losses (`losses`)."""
+    per_seed = pd.DataFrame(with_seeds(sweep)["validation_loss"].transpose("run", "seed").values)  # NaN: no run
+    return pd.DataFrame({"validation_loss": per_seed.mean(axis=1), "stderr": per_seed.sem(axis=1),
+                         "seeds": per_seed.count(axis=1),
+                         "losses": [tuple(row.dropna()) for _, row in per_seed.iterrows()]})
+
+
+def several_seeds(runs: pd.DataFrame) -> bool:
+    """Whether any configuration of a run table has two seeds or more (then tables show SEED_COLUMNS)."""
+    return bool(len(runs)) and int(runs["seeds"].max()) > 1
 
 
 def best_allocation(runs: pd.DataFrame, per_depth: bool = False) -> pd.DataFrame:
@@ -77,25 +106,31 @@ def best_allocation(runs: pd.DataFrame, per_depth: bool = False) -> pd.DataFrame
 
 
 def best_up_to_depth(runs: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 3 (right): the lowest loss among allocations with depth ≤ L, for every depth L of each family's grid."""
+    """Fig. 3 (right): the lowest loss among allocations with depth ≤ L, for every depth L of each family's grid,
+    with its standard error over seeds (NaN for one seed)."""
     rows = []
     for key, group in runs.dropna(subset=["validation_loss"]).groupby(SETTING, sort=False):
         for cap in sorted(group["depth"].unique()):
             best = best_allocation(group[group["depth"] <= cap]).iloc[0]
             rows.append(dict(zip(SETTING, key)) | {"max_depth": int(cap), "best_loss": best["validation_loss"],
-                                                   "at": best["allocation"]})
-    return pd.DataFrame(rows, columns=[*SETTING, "max_depth", "best_loss", "at"])
+                                                   "best_stderr": best["stderr"], "at": best["allocation"]})
+    return pd.DataFrame(rows, columns=[*SETTING, "max_depth", "best_loss", "best_stderr", "at"])
 
 
 def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
     """Per budget and window: the depth at which each family reaches its lowest loss, and one sentence on whether
-    the recurrent family gets there with fewer layers (the paper's claim, §5.2)."""
+    the recurrent family gets there with fewer layers (the paper's claim, §5.2).
+
+    Where seeds allow, the one-sided Welch test over seeds of the family whose best is deeper: is that best
+    better than the family's best within the other family's depth (`p`, as the Sokoban claim tests it)? With one
+    seed, `p` is NaN and the depths alone decide."""
     best = best_allocation(runs).set_index(SETTING)
     rows = []
     for (name, window), group in runs.groupby(["budget", "window"], sort=False):
         if not all((name, window, f) in best.index for f in definitions.FAMILIES.values()):
             continue
         rec, non = (best.loc[(name, window, f)] for f in (RECURRENT, NONRECURRENT))
+        p, test = _depth_test(group, rec, non)
         if rec["depth"] < non["depth"]:
             verdict = "shows the paper's pattern: the recurrent family reaches its lowest loss with fewer layers"
         elif rec["depth"] == non["depth"]:
@@ -107,21 +142,49 @@ def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
         gap = rec["validation_loss"] - non["validation_loss"]
         depths = ", ".join(str(d) for d in sorted(group["depth"].unique()))
         sentence = (f"{name} budget, {window}-token window: the recurrent family's lowest validation loss is "
-                    f"{rec['validation_loss']:.3f} at L={rec['depth']} ({rec['allocation']}), the non-recurrent "
-                    f"family's {non['validation_loss']:.3f} at L={non['depth']} ({non['allocation']}); this sweep "
-                    f"{verdict}. Recurrent minus non-recurrent best loss: {gap:+.3f}. Depths tried: {depths}; "
-                    f"one run per allocation, so small differences may be noise.")
+                    f"{loss_text(rec)} at L={rec['depth']} ({rec['allocation']}), the non-recurrent "
+                    f"family's {loss_text(non)} at L={non['depth']} ({non['allocation']}); this sweep "
+                    f"{verdict}. Recurrent minus non-recurrent best loss: {gap:+.3f}. Depths tried: {depths}; {test}")
         rows.append({"budget": name, "window": window, "recurrent_depth": rec["depth"],
                      "recurrent_loss": rec["validation_loss"], "nonrecurrent_depth": non["depth"],
                      "nonrecurrent_loss": non["validation_loss"], "fewer_layers": rec["depth"] < non["depth"],
-                     "sentence": sentence})
+                     "p": np.nan if p is None else p, "sentence": sentence})
     return pd.DataFrame(rows, columns=["budget", "window", "recurrent_depth", "recurrent_loss", "nonrecurrent_depth",
-                                       "nonrecurrent_loss", "fewer_layers", "sentence"])
+                                       "nonrecurrent_loss", "fewer_layers", "p", "sentence"])
+
+
+def loss_text(row: pd.Series) -> str:
+    """A configuration's loss in words: the mean ± standard error over its seeds where it has several."""
+    if row["seeds"] > 1:
+        return f"{row['validation_loss']:.3f} ± {row['stderr']:.3f} ({row['seeds']} seeds)"
+    return f"{row['validation_loss']:.3f}"
+
+
+def _depth_test(group: pd.DataFrame, rec: pd.Series, non: pd.Series) -> tuple[float | None, str]:
+    """The one-sided Welch p of `fewer_layers` (None: no test) and the words that end its sentence."""
+    if group["seeds"].max() <= 1:
+        return None, "one run per allocation, so small differences may be noise."
+    if rec["depth"] == non["depth"]:
+        return None, "losses are means over seeds."
+    deeper, shallow_depth = (rec, non["depth"]) if rec["depth"] > non["depth"] else (non, rec["depth"])
+    family = definitions.family(deeper["recurrent"])
+    within = group[(group["recurrent"] == deeper["recurrent"]) & (group["depth"] <= shallow_depth)]
+    rival = best_allocation(within)
+    if not len(rival):
+        return None, f"losses are means over seeds; no {family} allocation at L ≤ {shallow_depth} to test."
+    rival = rival.iloc[0]
+    p = verdicts.welch_greater(rival["losses"], deeper["losses"])  # H1: the deeper best has the lower loss
+    if p is None:
+        return None, f"losses are means over seeds; {verdicts.welch_text(p)}."
+    outcome = "a significantly" if verdicts.significant(p) else "no significantly"
+    return p, (f"losses are means over seeds; the {family} best at L={deeper['depth']} has {outcome} "
+               f"lower loss than its best at L ≤ {shallow_depth}, {rival['allocation']} with {loss_text(rival)}: "
+               f"{verdicts.welch_text(p)}.")
 
 
 def best_allocation_lines(runs: pd.DataFrame) -> list[str]:
     """Each family's best allocation of one budget and window, in words."""
-    return [f"best {row['family']} allocation: {row['allocation']} with validation loss {row['validation_loss']:.3f}"
+    return [f"best {row['family']} allocation: {row['allocation']} with validation loss {loss_text(row)}"
             for _, row in best_allocation(runs).iterrows()]
 
 
@@ -165,10 +228,19 @@ def depth_summary(runs: pd.DataFrame) -> list[str]:
 
 def best_allocation_table(runs: pd.DataFrame, per_depth: bool = False) -> pd.DataFrame:
     """What a report shows of `best_allocation`; per depth, by depth with the recurrent family first."""
+    columns = with_seed_columns(runs, BEST_COLUMNS)
     if not per_depth:
-        return best_allocation(runs)[BEST_COLUMNS]
-    table = best_allocation(runs, per_depth=True)[["depth", *BEST_COLUMNS]]
+        return best_allocation(runs)[columns]
+    table = best_allocation(runs, per_depth=True)[["depth", *columns]]
     return table.sort_values(["depth", "family"], ascending=[True, False])
+
+
+def with_seed_columns(runs: pd.DataFrame, columns: list[str]) -> list[str]:
+    """`columns` with SEED_COLUMNS after the validation loss where a configuration of `runs` has several seeds."""
+    if not several_seeds(runs):
+        return columns
+    at = columns.index("validation_loss") + 1
+    return [*columns[:at], *SEED_COLUMNS, *columns[at:]]
 
 
 def families_side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
@@ -201,8 +273,8 @@ def depth_table(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def training_losses(sweep: xr.Dataset) -> pd.DataFrame:
-    """Long table of the logged training losses: one row per run and log point, with the tokens seen."""
-    table = (sweep[["train_loss", "train_ce_loss"]].reset_coords(["recurrent", *ALLOCATION])
+    """Long table of the logged training losses: one row per run, seed and log point, with the tokens seen."""
+    table = (with_seeds(sweep)[["train_loss", "train_ce_loss"]].reset_coords(["recurrent", *ALLOCATION])
              .to_dataframe().reset_index().dropna(subset=["train_ce_loss"]))
     table["family"] = [definitions.family(r) for r in table["recurrent"]]
     table["allocation"] = [budgets.Allocation(*a).label() for a in table[ALLOCATION].values.tolist()]

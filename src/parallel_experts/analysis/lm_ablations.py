@@ -2,9 +2,10 @@
 lower is better), beside the paper's value of the same configuration, with a verdict on the paper's finding.
 
 Each ablation trains the recurrent model at one allocation of one budget and window once per value of one model
-setting (`lm.ablations`, see lm/experiment.py); the ablations dataset lists each ablation's runs in its attribute
-`ablations` and holds every varied setting as a coordinate. The run at ModelConfig's default is the sweep's run.
-The LM has one run per configuration (the paper has no seeds either), so no difference here has an error bar.
+setting and seed (`lm.ablations`, see lm/experiment.py); the ablations dataset lists each ablation's configurations
+in its attribute `ablations` and holds every varied setting as a coordinate. The run at ModelConfig's default is
+the sweep's run. A value's loss is the mean over its seeds; by default the LM has one seed (the paper has no seeds
+either), and then no difference here has an error bar.
 """
 
 from __future__ import annotations
@@ -53,15 +54,20 @@ PAGES = {
 }
 NOISE = ("one run per value (the paper's FineWeb runs have no seeds either): a difference of a few hundredths of a "
          "nat may be the run-to-run noise of one seed, so an ordering that close is not resolved.")
+SEEDS_NOISE = ("losses are means over seeds ({seeds}), ± one standard error in the table and figure; an ordering "
+               "within a few standard errors is not resolved.")
 
 
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`, in the config's order: the value, the run's budget, window,
-    allocation, validation loss and final training cross-entropy."""
-    table = analysis.run_table(data).set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
+    allocation, validation loss (with its standard error and seed count where a value has several seeds) and
+    final training cross-entropy, means over seeds."""
+    runs = analysis.run_table(data)
+    table = runs.set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
     table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
-    return table[["run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads",
-                  "validation_loss", "final_train_ce_loss", "train_tokens", "scored_tokens"]]
+    return table[analysis.with_seed_columns(runs, [
+        "run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads", "validation_loss",
+        "final_train_ce_loss", "train_tokens", "scored_tokens"])]
 
 
 def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:
@@ -113,7 +119,7 @@ VERDICTS = {"aggregation": aggregation_verdict, "kv_cache": kv_cache_verdict}
 
 def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> list[str]:
     """The lines under an ablation's figure: the verdict, the paper's value or why it is not shown, the paper's
-    finding, the noise of one run per value."""
+    finding, the noise of one run per value (or of the means over seeds)."""
     value, why_not = paper_value(config, setting, table, vocab)
     default = DEFAULTS[setting]
     if value is None:
@@ -122,4 +128,6 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> l
         budget, window, (depth, experts, width) = PAPER_RUNS[setting]
         paper = (f"paper, {default}: ≈ {value:.2f} (the authors' {budget} L{depth} E{experts} d{width} at "
                  f"W = {window}, 1.31B tokens; the same configuration)")
-    return [f"this run: {VERDICTS[setting](table)}", paper, PAPER_FINDINGS[setting], NOISE]
+    noise = (SEEDS_NOISE.format(seeds=", ".join(f"{v}: {n}" for v, n in zip(table[setting], table["seeds"])))
+             if "seeds" in table else NOISE)
+    return [f"this run: {VERDICTS[setting](table)}", paper, PAPER_FINDINGS[setting], noise]

@@ -6,9 +6,11 @@
   recurrence, the ablation pages' orderings, the expert count); within them, no separation.
 * Comparable: single language-model runs have no noise estimate; within COMPARABLE nats two runs are comparable (the
   paper calls the +0.02 of KV sharing a cost, App. A.3), worse by more than twice that contradicts "comparable".
+  Over seeds (COMPARABLE_SEEDS), one-sided Welch tests against the margin: significantly less than COMPARABLE nats
+  worse is comparable, significantly more contradicts it.
 
-Each rule has a name (WELCH, TWO_STANDARD_ERRORS, ONE_RUN, BOOTSTRAP), which the claims page shows beside every
-verdict it decided.
+Each rule has a name (WELCH, TWO_STANDARD_ERRORS, ONE_RUN, COMPARABLE_SEEDS, BOOTSTRAP), which the claims page shows
+beside every verdict it decided.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ COMPARABLE = 0.02  # nats between single language-model runs
 WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"
 TWO_STANDARD_ERRORS = f"difference beyond {NOISE_TEXT}"
 ONE_RUN = f"one run each: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
+COMPARABLE_SEEDS = f"one-sided Welch test over seeds against a margin of {COMPARABLE} nats, p < {ALPHA}"
 BOOTSTRAP = "95 % bootstrap intervals over test levels"
 NO_RULE = ""  # nothing ran, or nothing to test (agents at chance)
 
@@ -71,3 +74,16 @@ def comparable(worse_by: float) -> int:
     if worse_by <= COMPARABLE:
         return 1
     return -1 if worse_by > 2 * COMPARABLE else 0
+
+
+def comparable_over_seeds(ours: Iterable[float], rival: Iterable[float]) -> tuple[int, float] | None:
+    """The paper's "comparable or better" over seeds, for losses (lower is better): +1 where `ours` is significantly
+    less than COMPARABLE nats above `rival` (one-sided Welch of the rival's losses plus COMPARABLE against ours),
+    −1 where it is significantly more, 0 where neither; with the p-value of the side the means lie on. None where
+    either side has fewer than two values (then `comparable` decides)."""
+    ours, margin = np.asarray(list(ours), float), np.asarray(list(rival), float) + COMPARABLE
+    if min(len(ours), len(margin)) < 2:
+        return None
+    within = ours.mean() <= margin.mean()
+    p = welch_greater(margin, ours) if within else welch_greater(ours, margin)
+    return (1 if within else -1) if significant(p) else 0, p

@@ -32,8 +32,11 @@ class Definition:
 
     @classmethod
     def from_dict(cls, d: Mapping):
+        """The definition of `d`; a setting that `d` lacks takes its default (a `to_dict` may drop a default, so
+        that runs defined before the setting existed keep their definition)."""
         types = typing.get_type_hints(cls)
-        return cls(**{f.name: _rebuilt(types[f.name], d[f.name]) for f in dataclasses.fields(cls)})
+        return cls(**{f.name: _rebuilt(types[f.name], d[f.name]) for f in dataclasses.fields(cls)
+                      if f.name in d or f.default is dataclasses.MISSING})
 
 
 def _rebuilt(kind, value):

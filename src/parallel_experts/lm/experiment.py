@@ -3,8 +3,13 @@ ablation (`lm.ablations.<setting>`: the recurrent model at one allocation of a b
 ModelConfig setting varied).
 
 A run is named by what defines it (`recurrent/small/W128/L2-E8-d768`; a model setting that an ablation varies,
-where it is not ModelConfig's default: `recurrent/small/W128/L2-E8-d768-mean`), so equal definitions share one
-id: an ablation's run at the default value is the sweep's run, trained once. Both families read the same tokens
+where it is not ModelConfig's default: `recurrent/small/W128/L2-E8-d768-mean`; a seed other than 0:
+`recurrent/small/W128/L2-E8-d768-s1`), so equal definitions share one id: an ablation's run at the default value
+is the sweep's run, trained once. Each seed of `lm.budgets.<name>.seeds` (default: one, 0; the paper's FineWeb
+runs are single-seed) is a run of its own, a job of its own: the seed is the parameters' initial key, as the
+token order is the authors' deterministic sampler's (shards.stream_windows). Seed 0's runs keep the ids and
+definitions they had before seeds existed, so their results stay valid. The sweep's dataset holds a
+configuration's seeds side by side (`collect`), as Sokoban's does. Both families read the same tokens
 per update and in total; each run is evaluated at its own window W (paper §5.2):
 * non-recurrent runs train on independent sequences of 2W tokens (the authors train on 256 tokens for W = 128
   and on 2,048 for W = 1,024) and are evaluated with a W-token sliding window;
@@ -36,17 +41,32 @@ VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
 
 
+DEFAULT_SEEDS = (0,)  # lm.budgets.<name>.seeds where not given: one run, key 0 (the top-level seeds are Sokoban's)
+
+
 @dataclass(frozen=True)
 class Run(Definition):
     budget: str
     window: int
     model: ModelConfig
     train: TrainConfig
+    seed: int = 0  # the parameters' initial key
 
     @property
     def id(self) -> str:
+        return self.configuration + ("" if self.seed == 0 else f"-s{self.seed}")
+
+    @property
+    def configuration(self) -> str:
+        """What the run trains, whatever its seed: the id of its seed-0 run (the sweep dataset's `run`)."""
         where = f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
         return where + variant_id(self.model)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self.seed == 0:  # runs defined before seeds existed keep their params: not retrained
+            del d["seed"]
+        return d
 
 
 _DEFAULTS = {f.name: f.default for f in fields(ModelConfig)}
@@ -69,8 +89,14 @@ def runs(config: Mapping) -> list[Run]:
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
                                         recurrent=recurrent, dtype=lm["dtype"], **model_options)
-                    found.append(Run(b.name, window, model, train_config(config, model, window)))
+                    train = train_config(config, model, window)
+                    found += [Run(b.name, window, model, train, seed) for seed in seeds(config, b.name)]
     return found
+
+
+def seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
+    """The seeds of an LM budget's runs: `lm.budgets.<name>.seeds`, else DEFAULT_SEEDS."""
+    return tuple(config["lm"]["budgets"][budget_name].get("seeds", DEFAULT_SEEDS))
 
 
 def train_config(config: Mapping, model: ModelConfig, window: int) -> TrainConfig:
@@ -124,10 +150,11 @@ def cache_bounded(train: TrainConfig, model: ModelConfig, limit_gb: float, devic
 
 
 def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
-    """Each ablation's runs (`lm.ablations.<setting>`), in the order of its values: the sweep's recurrent run at
-    the ablation's budget, window and allocation, with ModelConfig.<setting> set to each value. A value equal to
-    the sweep's setting gives the sweep's run itself."""
-    sweep = runs(config)
+    """Each ablation's runs (`lm.ablations.<setting>`), in the order of its values, each value's seeds together:
+    the sweep's recurrent run at the ablation's budget, window and allocation, with ModelConfig.<setting> set to
+    each value, once per seed of the ablation (default: the budget's). A value equal to the sweep's setting gives
+    the sweep's runs themselves."""
+    sweep = [run for run in runs(config) if run.seed == seeds(config, run.budget)[0]]  # one per configuration
     found = {}
     for setting, spec in config["lm"].get("ablations", {}).items():
         where = f"lm.ablations.{setting}"
@@ -148,7 +175,9 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
         found[setting] = []
         for value in spec["values"]:  # a per-expert cache is E times larger: its own microbatch bound
             model = replace(run.model, **{setting: value})
-            found[setting].append(replace(run, model=model, train=train_config(config, model, run.window)))
+            train = train_config(config, model, run.window)
+            found[setting] += [replace(run, model=model, train=train, seed=seed)
+                               for seed in spec.get("seeds", seeds(config, spec["budget"]))]
     return found
 
 
@@ -171,18 +200,29 @@ CURVE_VARIABLES, EVAL_VARIABLES = ("train_loss", "train_ce_loss"), ("validation_
 def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
 
-    With `ablations` ({setting: run ids in the order of its values}, see ablation_runs), the dataset is the
-    ablations' and names each one's runs (results.with_ablations)."""
-    per_run = []
+    Dims `run` and `seed`, as Sokoban's sweep: `run` is a configuration, named by its seed-0 run's id
+    (Run.configuration), and holds each of its seeds' runs at their seed (NaN at a seed that another
+    configuration has and it lacks). With `ablations` ({setting: run ids in the order of its values}, see
+    ablation_runs), the dataset is the ablations' and names each one's configurations (results.with_ablations)."""
+    seeds_of, definition, named = {}, {}, {}
     for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths, CURVE_VARIABLES, EVAL_VARIABLES):
-        m = run.model
         ds = xr.Dataset({name: curve[name] for name in CURVE_VARIABLES}
                         | {name: evaluation_[name] for name in EVAL_VARIABLES})
-        per_run.append(ds.expand_dims(run=[run.id]).assign_coords(
+        seeds_of.setdefault(run.configuration, {})[run.seed] = ds.expand_dims(seed=[run.seed])
+        definition.setdefault(run.configuration, run)
+        named[run.id] = run.configuration
+    per_run = []
+    for name, per_seed in seeds_of.items():
+        run, m = definition[name], definition[name].model
+        ds = xr.concat([per_seed[seed] for seed in sorted(per_seed)], dim="seed", join="outer")
+        per_run.append(ds.expand_dims(run=[name]).assign_coords(
             recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
             depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),
             q_heads=("run", [m.q_heads]), kv_heads=("run", [m.kv_heads]),
             train_tokens=("run", [run.train.updates * run.train.batch_tokens]),
-            **{name: ("run", [getattr(m, name)]) for name in VARIANTS}))
+            **{setting: ("run", [getattr(m, setting)]) for setting in VARIANTS}))
     ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
-    return ds if ablations is None else with_ablations(ds, ablations)
+    if ablations is None:
+        return ds
+    return with_ablations(ds, {setting: list(dict.fromkeys(named.get(i, i) for i in ids))
+                               for setting, ids in ablations.items()})

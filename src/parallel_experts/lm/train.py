@@ -91,14 +91,16 @@ def batch_loss(model, hidden, labels, config: TrainConfig):
 
 
 class Trainer:
-    """The compiled pieces of one run: `update` (one optimiser step) and `advance` (warm-up, no update)."""
+    """The compiled pieces of one run: `update` (one optimiser step) and `advance` (warm-up, no update). `seed` is
+    the key of the initial parameters (a run's seed, lm.experiment.Run; the authors' FineWeb runs are single-seed),
+    the only randomness of training: the token order is the sampler's, the same for every seed."""
 
-    def __init__(self, model_config: ModelConfig, config: TrainConfig, mesh: Mesh | None = None):
+    def __init__(self, model_config: ModelConfig, config: TrainConfig, mesh: Mesh | None = None, seed: int = 0):
         self.model_config, self.config, self.mesh = model_config, config, mesh
         if mesh is not None and config.microbatch % mesh.size:
             raise ConfigError(f"lm.training: {config.microbatch} streams per microbatch do not split over "
                               f"{mesh.size} devices; make microbatch_tokens / sequence a multiple of {mesh.size}")
-        model = models.build(model_config, jax.random.key(0))  # the authors' FineWeb runs: single-seed, key 0
+        model = models.build(model_config, jax.random.key(seed))
         self.params, self.static = eqx.partition(model, eqx.is_array)
         optimizer = replace(optim.OptimConfig.for_family(model_config.recurrent), schedule=config.schedule)
         self.optimizer = optim.optimizer(self.params, optimizer, config.updates)

@@ -134,7 +134,8 @@ CAPTIONS = {
                 "where each family's loss is lowest in depth L: the paper finds recurrent at L = 2-4.",
     "lm_depth": "The lowest validation loss with depth at most L, per budget, window and family. The paper finds "
                 "recurrent models at their best by L = 2 or 4 and non-recurrent ones improving to L = 16 or 32.",
-    "lm_ablation": "One model setting (aggregation rule, KV-cache sharing) varied at one allocation, one run each: "
+    "lm_ablation": "One model setting (aggregation rule, KV-cache sharing) varied at one allocation, one run per seed "
+                   "(one by default): "
                    "a difference of a few hundredths of a nat may be noise.",
     "expert_count": "Score against the number of experts E at fixed depth and width, per family. Rising lines: more "
                     "experts help, as the paper finds for both families.",

@@ -11,7 +11,8 @@ results it reads (the claims report's notebook parameters) and a rule. A rule re
 
 A claim with parts (a budget, a domain, a context) is supported only when every part that ran is, and
 contradicted when any part is (`combine`). Every finding names the rule that decided it (`analysis.verdicts`: a
-one-sided Welch test over seeds, two standard errors, verdicts.COMPARABLE nats between single LM runs, bootstrap intervals),
+one-sided Welch test over seeds, two standard errors, verdicts.COMPARABLE nats between single LM runs or a margin test
+over their seeds, bootstrap intervals),
 and the page shows it beside the verdict.
 """
 
@@ -244,18 +245,20 @@ SOKOBAN_ABLATION_FINDINGS = {"aggregation": sokoban_sqrt_sum, "radius": full_com
 
 def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Finding:
     """App. A.3's "consistently competitive": in Sokoban no rule significantly better than the sqrt-sum (Welch
-    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within verdicts.COMPARABLE nats of the best rule."""
+    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within verdicts.COMPARABLE nats of the best rule
+    (tested over seeds where there are several, as `lm_comparable_shallow`)."""
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
-        runs = store.ablation_members(lm)["aggregation"]
-        rules = dict(zip(lm["aggregation"].sel(run=runs).values.tolist(),
-                         lm["validation_loss"].sel(run=runs).values.tolist()))
-        if "sqrt_sum" in rules and len(rules) > 1:
-            loss, rule = min((v, k) for k, v in rules.items() if k != "sqrt_sum")
-            gap = rules["sqrt_sum"] - loss
-            parts["FineWeb"] = Finding(_comparable(gap), f"sqrt_sum: {rules['sqrt_sum']:.3f}, best other ({rule}): "
-                                       f"{loss:.3f} ({gap:+.3f} nats)", "one run each, no test", verdicts.ONE_RUN)
+        runs = lm_analysis.run_table(lm).set_index("run").loc[store.ablation_members(lm)["aggregation"]]
+        runs = runs.assign(rule=lm["aggregation"].sel(run=runs.index.values).values).dropna(subset=["validation_loss"])
+        default, others = runs[runs["rule"] == "sqrt_sum"], runs[runs["rule"] != "sqrt_sum"]
+        if len(default) and len(others):
+            mine, rival = default.iloc[0], others.loc[others["validation_loss"].idxmin()]
+            gap = mine["validation_loss"] - rival["validation_loss"]
+            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['rule']}): "
+                        f"{lm_analysis.loss_text(rival)} ({gap:+.3f} nats)")
+            parts["FineWeb"] = _comparable_finding(measured, mine["losses"], rival["losses"], gap, "sqrt_sum")
     return combine(parts)
 
 
@@ -291,8 +294,9 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
 
 
 def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
-    """Fig. 5: the best recurrent run at L ≤ 2 against the best non-recurrent run of the budget and window,
-    comparable or better within verdicts.COMPARABLE nats (one run each: no test)."""
+    """Fig. 5: the best recurrent configuration at L ≤ 2 against the best non-recurrent one of the budget and
+    window (means over seeds), comparable or better within verdicts.COMPARABLE nats: tested over seeds where both
+    have several (verdicts.comparable_over_seeds), the single-run rule where not."""
 
     runs = lm_analysis.run_table(sweep)
     runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
@@ -302,25 +306,47 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
         return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
     r, n = rec.loc[rec["validation_loss"].idxmin()], non.loc[non["validation_loss"].idxmin()]
     gap = r["validation_loss"] - n["validation_loss"]
-    return Finding(_comparable(gap), f"recurrent {r['allocation']}: {r['validation_loss']:.3f}, best non-recurrent "
-                   f"{n['allocation']}: {n['validation_loss']:.3f} ({gap:+.3f} nats; {budget} budget, W = {window})",
-                   "one run each, no test", verdicts.ONE_RUN)
+    measured = (f"recurrent {r['allocation']}: {lm_analysis.loss_text(r)}, best non-recurrent {n['allocation']}: "
+                f"{lm_analysis.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
+    return _comparable_finding(measured, r["losses"], n["losses"], gap, "recurrent")
+
+
+def _comparable_finding(measured: str, ours, rival, gap: float, name: str) -> Finding:
+    """"Comparable or better" of `name`'s losses `ours` against `rival`'s (per seed; `gap`: the difference of their
+    means): the test over seeds where both sides have several, else the single-run rule."""
+    test = verdicts.comparable_over_seeds(ours, rival)
+    if test is None:
+        return Finding(_comparable(gap), measured, "one run each, no test", verdicts.ONE_RUN)
+    direction, p = test
+    side = "less" if gap <= verdicts.COMPARABLE else "more"
+    return Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
+                   f"{name} {side} than {verdicts.COMPARABLE} nats worse: {welch_text(p)}", verdicts.COMPARABLE_SEEDS)
 
 
 def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
     """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm.lm_analysis.fewer_layers,
-    the rule of the sweep reports): recurrent shallower, the same, or deeper. One run per allocation: no test."""
+    the rule of the sweep reports): recurrent shallower, the same, or deeper. With several seeds, the deeper family's
+    best must be significantly better than its best within the other's depth (one-sided Welch over seeds); with
+    one, the depths alone decide."""
 
     table = lm_analysis.fewer_layers(lm_analysis.run_table(sweep))
     if not len(table):
         return not_run("FineWeb losses of both families at one budget and window")
-    parts = {f"{row.budget} budget, W = {row.window}": Finding(
-        SUPPORTED if row.recurrent_depth < row.nonrecurrent_depth else
-        INCONCLUSIVE if row.recurrent_depth == row.nonrecurrent_depth else CONTRADICTED,
-        f"recurrent lowest at L = {row.recurrent_depth} ({row.recurrent_loss:.3f}), non-recurrent at "
-        f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})", "one run per allocation, no test",
-        LOWEST_LOSS_DEPTH)
-        for row in table.itertuples()}
+    parts = {}
+    for row in table.itertuples():
+        measured = (f"recurrent lowest at L = {row.recurrent_depth} ({row.recurrent_loss:.3f}), non-recurrent at "
+                    f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})")
+        direction = int(np.sign(row.nonrecurrent_depth - row.recurrent_depth))  # +1: the paper's pattern
+        if np.isnan(row.p):
+            found = Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
+                            "one run per allocation, no test", LOWEST_LOSS_DEPTH)
+        else:
+            deeper = definitions.family(direction < 0)  # the family whose best is deeper
+            depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
+            found = Finding(_decided(direction, row.p), measured,
+                            f"{deeper} loss at L = {depths[1]} below its best at L ≤ {depths[0]}: "
+                            f"{welch_text(row.p)}", verdicts.WELCH)
+        parts[f"{row.budget} budget, W = {row.window}"] = found
     return combine(parts)
 
 
@@ -503,7 +529,8 @@ def tally(table: pd.DataFrame) -> str:
 RULES = ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py): "
          f"a {verdicts.WELCH} (uncorrected) where seeds allow one; a {verdicts.TWO_STANDARD_ERRORS} of the "
          f"difference where the sweep and expert-count reports use it; the probes' {verdicts.BOOTSTRAP}; single "
-         f"FineWeb runs {verdicts.ONE_RUN.removeprefix('one run each: ')}, or the {LOWEST_LOSS_DEPTH}. A claim "
+         f"FineWeb runs {verdicts.ONE_RUN.removeprefix('one run each: ')}, or the {LOWEST_LOSS_DEPTH}; FineWeb "
+         f"runs of several seeds a {verdicts.COMPARABLE_SEEDS} where the paper says comparable. A claim "
          "with parts (budgets, domains, families, contexts) is supported where every part that ran is, and "
          "contradicted where any part is; a part that did not run is listed and does not count. Sokoban agents "
          "that solve no more test levels than a random policy decide nothing.")

@@ -155,8 +155,9 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
     """Figs. 5, 14-15: validation loss of every allocation against depth L, recurrent vs non-recurrent.
 
     Lower is better. Points are allocations (colour: width d, size: experts E; filled circles recurrent, open
-    squares non-recurrent), lines join each family's lowest loss at each depth. The authors' published values for
-    the same budget and window, where comparable, are drawn in red."""
+    squares non-recurrent), the mean over seeds with bars of one standard error where there are several; lines
+    join each family's lowest loss at each depth. The authors' published values for the same budget and window,
+    where comparable, are drawn in red."""
     runs = runs.dropna(subset=["validation_loss"])
     fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
     widths = sorted(runs["width"].unique())
@@ -164,6 +165,9 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
     offsets = {"recurrent": -0.06, "non-recurrent": 0.06}
     for family, rows in runs.groupby("family", sort=False):
         x = rows["depth"] * (1 + offsets[family])
+        if rows["stderr"].notna().any():
+            ax.errorbar(x, rows["validation_loss"], yerr=rows["stderr"].fillna(0), fmt="none", ecolor="0.6", lw=0.8,
+                        zorder=1)
         ax.scatter(x, rows["validation_loss"], s=25 + 4 * rows["experts"].clip(upper=40), zorder=2,
                    c=[palette[w] if family == "recurrent" else "white" for w in rows["width"]],
                    edgecolors=[palette[w] for w in rows["width"]], linewidths=1.5,
@@ -190,7 +194,8 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
 
 
 def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
-    """Training cross-entropy (without the recurrent state penalty) against training tokens, per allocation."""
+    """Training cross-entropy (without the recurrent state penalty) against training tokens, per allocation (the
+    mean over seeds, shaded ± one standard error where there are several)."""
     panels = [f for f in FAMILY_STYLE if f in set(curves["family"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), sharey=True, squeeze=False,
                              layout="constrained")
@@ -199,7 +204,7 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
     for ax, family in zip(axes[0], panels):
         rows = curves[curves["family"] == family]
         sns.lineplot(rows, x="tokens", y="train_ce_loss", hue="allocation", hue_order=order, palette=palette, ax=ax,
-                     legend=ax is axes[0][-1], lw=1)
+                     errorbar="se", legend=ax is axes[0][-1], lw=1)  # the mean over seeds, ± one standard error
         ax.set_title(family)
         ax.set_xlabel("training tokens")
     axes[0][0].set_ylabel("training cross-entropy (nats/token)")
@@ -211,7 +216,8 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
-    """Fig. 3 (right): lowest validation loss among allocations with depth ≤ L, one panel per budget and window."""
+    """Fig. 3 (right): lowest validation loss among allocations with depth ≤ L, one panel per budget and window
+    (bars: one standard error over seeds, where there are several)."""
     settings = list(dict.fromkeys(zip(ours["budget"], ours["window"])))
     columns = min(2, len(settings))
     rows_of_panels = -(-len(settings) // columns)
@@ -223,6 +229,9 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
         here = ours[(ours["budget"] == budget) & (ours["window"] == window)]
         for family, rows in here.groupby("family", sort=False):
             style = FAMILY_STYLE[family]
+            if rows["best_stderr"].notna().any():
+                ax.errorbar(rows["max_depth"], rows["best_loss"], yerr=rows["best_stderr"].fillna(0), fmt="none",
+                            ecolor=style["color"], capsize=2, lw=0.8)
             ax.plot(rows["max_depth"], rows["best_loss"], marker=style["marker"], ls=style["ls"],
                     color=style["color"], mfc="white" if family != "recurrent" else style["color"], label=family)
         shown = None
@@ -295,18 +304,24 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
 
 
 def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float | None, title: str) -> plt.Figure:
-    """Fig. 10 (right): validation loss for each value of an LM ablation's `setting`, the `default` (the sweep's
-    run) black; the paper's value of the default, where comparable, as a red cross beside them."""
+    """Fig. 10 (right): validation loss for each value of an LM ablation's `setting` (the mean over seeds, ± one
+    standard error where there are several), the `default` (the sweep's run) black; the paper's value of the
+    default, where comparable, as a red cross beside them."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     losses = scores["validation_loss"]
+    errors = scores["stderr"].fillna(0) if "stderr" in scores else 0 * losses  # with several seeds only
     colours = ["k" if value == default else "0.6" for value in scores[setting]]
+    if "stderr" in scores:
+        ax.errorbar(scores[setting].astype(str), losses, yerr=errors, fmt="none", ecolor="0.6", capsize=4, zorder=2)
     ax.scatter(scores[setting].astype(str), losses, c=colours, s=40, zorder=3, label="ours")
     if paper is not None:
         ax.scatter([f"paper:\n{default}"], [paper], marker="x", s=60, color="tab:red", zorder=3,
                    label=f"paper, {default} (≈ {paper:.2f})")
-    _score_range(ax, losses, 0 * losses, [] if paper is None else [paper])
+    _score_range(ax, losses, errors, [] if paper is None else [paper])
     ax.set_ylabel("validation loss (nats/token)")
-    ax.set_xlabel(f"{setting} (one run each; lower is better)")
+    runs = ("one run each" if "seeds" not in scores else
+            "mean ± 1 standard error over seeds: " + ", ".join(map(str, scores["seeds"])))
+    ax.set_xlabel(f"{setting} ({runs}; lower is better)")
     ax.margins(x=0.2)
     ax.legend(frameon=False, fontsize="small")
     ax.set_title(title)
