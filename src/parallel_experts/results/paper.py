@@ -136,7 +136,8 @@ SOKOBAN_AGENT = {
 # The levels: training on Boxoban's unfiltered training levels (Jumanji's default, SPEC A.1), solve rates on its
 # 1,000 unfiltered test levels (App. C, p. 19).
 SOKOBAN_LEVELS = {
-    "train": Quoted("unfiltered/train", "SPEC A.1: Jumanji's Sokoban-v0 samples Boxoban's unfiltered-train levels"),
+    "train": Quoted("unfiltered/train", "§5 (Jumanji's Sokoban-v0); SPEC A.1: it samples Boxoban's unfiltered-train "
+                                        "levels"),
     "test": Quoted("unfiltered/test", "App. C, p. 19: solve rates on the 1,000 unfiltered test levels"),
 }
 # The planning probes: Bush et al.'s spatial probes on two large-budget recurrent agents, L = 2 and L = 4, with
