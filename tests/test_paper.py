@@ -39,6 +39,34 @@ def test_the_numbers_quoted_from_the_text_are_in_the_text():
     assert paper.FINEWEB_ABLATION_VALUES["aggregation"] == 3.51
     assert "sharing the KV cache increases validation loss by approximately 0.02" in text
     assert paper.KV_SHARING_COST == 0.02
+    assert "calibrated to approximately $93\\%$ precision" in text and paper.PROBES["precision"].value == 0.93
+    assert "two large budget recurrent models with $L=2$ and $L=4$" in text
+    assert paper.PROBES["compare"].value == ("large", (2, 4))
+    assert "non-recurrent training sequence lengths of $256$ and $2048$ tokens" in text
+    per_window = paper.FINEWEB_TRAINING["sequence_per_window"].value
+    assert [per_window * window for window in paper.FINEWEB_RUN["windows"]] == [256, 2048]
+    assert "Four-H100" in text and paper.FINEWEB_TRAINING["gpus"].value == 4
+
+
+def quoted_values():
+    return [(f"{name}.{key}", value) for name, table in vars(paper).items() if isinstance(table, dict)
+            for key, value in table.items() if isinstance(value, paper.Quoted)]
+
+
+def test_every_quoted_number_cites_a_section_or_the_authors_file():
+    found = quoted_values()
+    assert len(found) > 30  # the Sokoban and FineWeb training, agent, levels, probes, optimiser
+    for name, (_, source) in found:
+        assert any(mark in source for mark in ("§", "App.", "SPEC", "Table", "Fig.")), (name, source)
+        assert "SPEC" not in source or "[" in source or "§" in source or "App." in source, (name, source)
+
+
+def test_a_reference_cell_is_found_by_its_row_or_refused():
+    assert paper.value("table5_latency", "ms_per_token", recurrent=True, depth=1, experts=16, context=128) == 0.108
+    transformer = {"recurrent": False, "depth": 16, "experts": 1, "context": 128}
+    assert paper.value("table6_throughput", "tokens_per_s", **transformer) == 1_025_300
+    with pytest.raises(KeyError, match="2 rows"):
+        paper.value("table5_latency", "ms_per_token", recurrent=True, depth=1, experts=16)
 
 
 def test_other_systems_rows_name_their_source_and_are_fractions():

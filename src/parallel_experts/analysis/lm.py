@@ -28,10 +28,11 @@ RECURRENT, NONRECURRENT = definitions.family(True), definitions.family(False)
 PAPER = published.FINEWEB_RUN
 # What the paper reports (§5.2), set beside every summary of our sweeps.
 PAPER_FINDING = ("the paper's finding (§5.2): at the small budget with a 128-token window the recurrent model reaches "
-                 "a validation loss of ≈3.51 with L = 2, comparable to the best non-recurrent allocation at L = 16; "
-                 "across budgets and windows recurrent models reach their best loss at L = 2 or 4, non-recurrent ones "
-                 "keep improving up to L = 16 or 32 (about 1.31B FineWeb tokens per run: 10,000 updates of 131,072 "
-                 "tokens).")
+                 f"a validation loss of ≈{published.FIG5_RECURRENT_L2_LOSS} with L = 2, comparable to the best "
+                 "non-recurrent allocation at L = 16; across budgets and windows recurrent models reach their best "
+                 "loss at L = 2 or 4, non-recurrent ones keep improving up to L = 16 or 32 (about "
+                 f"{PAPER['train_tokens'] / 1e9:.2f}B FineWeb tokens per run: "
+                 f"{PAPER['train_tokens'] // PAPER['batch_tokens']:,} updates of {PAPER['batch_tokens']:,} tokens).")
 # How our validation differs from the authors', stated on every LM report.
 VALIDATION_NOTE = ("Validation: every loss here is the cross-entropy of the final model, after its last update, "
                    "over the scored tokens of the validation shard (those of the authors' evaluators, paper §5.2). The "

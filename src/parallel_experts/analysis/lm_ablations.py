@@ -22,14 +22,15 @@ from parallel_experts.results import store
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
 DEFAULTS = {"aggregation": "sqrt_sum", "kv_cache": "level"}
 # The run of each ablation (Fig. 10 right; our choice, as the paper names none): budget, window, allocation
-# (L, E, d); the paper's value of the default (the small budget's L = 2 at W = 128 reaches ≈ 3.51, §5.2); and its
-# finding. The KV-sharing pair has no stated run, only its effect (App. A.3).
+# (L, E, d); the paper's value of the default (§5.2: the small budget's L = 2 at W = 128); and its finding. The
+# KV-sharing pair has no stated run, only its effect (App. A.3).
 PAPER_RUNS, PAPER_VALUES = published.FINEWEB_ABLATION_RUNS, published.FINEWEB_ABLATION_VALUES
 PAPER_KV_SHARING_COST = published.KV_SHARING_COST
+_BUDGET, _WINDOW, _ALLOCATION = PAPER_RUNS["aggregation"]
 PAPER_FINDINGS = {
     "aggregation": "the paper's finding (App. D): the sqrt-sum, its default, is consistently competitive across "
                    "domains; the FineWeb bars of Fig. 10 are not published as numbers, only the sqrt-sum run's "
-                   "≈ 3.51 (§5.2).",
+                   f"≈ {PAPER_VALUES['aggregation']} (§5.2).",
     "kv_cache": f"the paper's finding (App. A.3): sharing the cache between the experts of a level increases "
                 f"validation loss by about {PAPER_KV_SHARING_COST}, and saves memory and time.",
 }
@@ -42,9 +43,9 @@ PAGES = {
         "[z; s] at every level. Only the merge of the outputs changes: every rule merges the experts' key and "
         "value proposals into the level's cache by the sqrt-sum, and the router never sees them. Everything "
         "else is the sweep's run, which is the sqrt-sum point. Points: validation cross-entropy at the run's "
-        "window (lower is better). The reference run (our choice; the paper names none) is the small "
-        "budget's (2, 8, 768) at W = 128, whose sqrt-sum value (≈ 3.51, §5.2) is drawn beside ours where this "
-        "config runs the same configuration."),
+        "window (lower is better). The reference run (our choice; the paper names none) is the "
+        f"{_BUDGET} budget's {_ALLOCATION} at W = {_WINDOW}, whose sqrt-sum value (≈ {PAPER_VALUES['aggregation']}, "
+        "§5.2) is drawn beside ours where this config runs the same configuration."),
     "kv_cache": ("FineWeb KV-cache sharing (App. A.3)",
         "The recurrent Transformer at one allocation, trained twice: with one rolling key/value cache per depth "
         "level that all its experts read, their key and value proposals merged into one entry by the sqrt-sum "
@@ -127,7 +128,8 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> l
     else:
         budget, window, (depth, experts, width) = PAPER_RUNS[setting]
         paper = (f"paper, {default}: ≈ {value:.2f} (the authors' {budget} L{depth} E{experts} d{width} at "
-                 f"W = {window}, 1.31B tokens; the same configuration)")
+                 f"W = {window}, {published.FINEWEB_RUN['train_tokens'] / 1e9:.2f}B tokens; the same "
+                 "configuration)")
     noise = (SEEDS_NOISE.format(seeds=", ".join(f"{v}: {n}" for v, n in zip(table[setting], table["seeds"])))
              if "seeds" in table else NOISE)
     return [f"this run: {VERDICTS[setting](table)}", paper, PAPER_FINDINGS[setting], noise]

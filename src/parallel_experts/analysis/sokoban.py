@@ -24,7 +24,8 @@ DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
 PAPER_EXPERT = "convlstm"  # the authors published per-seed scores only for their recurrent ConvLSTM sweeps
 # What the paper reports, set beside every sweep's summary.
 PAPER_FINDING = ("the paper's finding for Sokoban: with recurrence the best allocation is shallow (L = 2–4) and "
-                 "better than the best non-recurrent one, after 50M environment steps on Boxoban levels.")
+                 "better than the best non-recurrent one, after "
+                 f"{published.SOKOBAN_TRAINING['env_steps'].value / 1e6:.0f}M environment steps on Boxoban levels.")
 PAPER_DEPTH = ("The paper's recurrent ConvLSTM sweeps: " + " and ".join(
     f"{test} with p {'' if ps[0].startswith('<') else '= '}{' / '.join(ps)}" for test, ps in published.DEPTH_TEST_P.items())
     + " at the small / medium / large budget.")

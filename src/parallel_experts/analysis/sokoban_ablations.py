@@ -26,27 +26,45 @@ from parallel_experts.results import store
 
 # The paper's run of each ablation (Figs. 10 left and 11): budget and allocation; its value is the authors' mean
 # final-five return of that configuration in their medium sweep (rebuttal/openreview_p_tests_and_seed_tables.md
-# in their code): 13.738 and 13.866.
+# in their code; `paper_value`).
 PAPER_RUNS, PAPER_SEEDS = published.SOKOBAN_ABLATION_RUNS, published.SOKOBAN_ABLATION_SEEDS
 OWN_RUNS = "ablation"  # the sweep name of the runs an ablation trains itself (sokoban.experiment.ABLATION)
+
+
+def paper_value(setting: str) -> float:
+    """The authors' mean final-five return of the configuration the paper's ablation varies (the sqrt-sum, the
+    full radius): their medium-budget sweep's score of that allocation."""
+    budget, (depth, experts, width) = PAPER_RUNS[setting]
+    table = analysis.configuration_scores(analysis.paper_per_seed_scores())
+    row = table[(table["budget"] == budget) & (table["depth"] == depth) & (table["experts"] == experts)
+                & (table["width"] == width)]
+    return float(row["mean"].iloc[0])
+
+
+def _paper_run(setting: str) -> str:
+    """The paper's run of an ablation as the pages write it: "medium budget's (1, 4, 128)"."""
+    budget, allocation = PAPER_RUNS[setting]
+    return f"{budget} budget's {allocation}"
+
+
 # Each ablation's page: its title and what it varies (shown above the figure).
 PAGES = {
     "aggregation": ("Sokoban aggregation rules (Fig. 10, left)",
         "The recurrent ConvLSTM agent at one allocation, trained once per rule that merges the experts' "
         "outputs into the shared state (paper App. D; authors' PRE/recnanogpt/): sqrt-sum Σh/√E (the default), mean "
         "Σh/E, routed-mean Σαh/(ε+Σα), routed-sqrt-sum Σαh/√(ε+Σα²). Points: mean final-five return ± 1 "
-        "standard error over seeds. The paper's run is the medium budget's (1, 4, 128) with 3 seeds; the "
-        "authors' sqrt-sum value (13.738, their medium sweep's score of that allocation) is drawn beside ours"
-        " where this config runs the same configuration. Routing for Sokoban is unspecified; ours gives one α"
-        " per expert and observation (sokoban/agent.py)."),
+        f"standard error over seeds. The paper's run is the {_paper_run('aggregation')} with {PAPER_SEEDS} seeds; "
+        f"the authors' sqrt-sum value ({paper_value('aggregation'):.3f}, their {PAPER_RUNS['aggregation'][0]} "
+        "sweep's score of that allocation) is drawn beside ours where this config runs the same configuration. "
+        "Routing for Sokoban is unspecified; ours gives one α per expert and observation (sokoban/agent.py)."),
     "radius": ("Sokoban communication radius (Fig. 11)",
         "The recurrent ConvLSTM agent at one allocation with its experts on a ring: expert i reads s_i = "
         "|N_r(i)|^{-1/2} Σ_{j∈N_r(i)} h_j over the experts within ring distance r instead of the shared sqrt-"
         "sum state (the previous step's last level at level 1); the head reads the full sqrt-sum. The paper "
         "does not define the radius; this ring is our own choice, and r ≥ ⌊E/2⌋ is the "
         "standard agent exactly. Points: mean final-five return ± 1 standard error over seeds. The paper's "
-        "run is the medium budget's (2, 7, 64) with r = 0, 1, 2, full and 3 seeds; the authors' full-radius "
-        "value (13.866) is drawn where this config runs the same configuration."),
+        f"run is the {_paper_run('radius')} with r = 0, 1, 2, full and {PAPER_SEEDS} seeds; the authors' "
+        f"full-radius value ({paper_value('radius'):.3f}) is drawn where this config runs the same configuration."),
 }
 PAPER_FINDINGS = {
     "aggregation": "the paper's finding (App. D): the sqrt-sum is the best of the four rules.",
@@ -82,16 +100,6 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
         table["full"] = table["radius"] >= table["experts"] // 2
         table = table.sort_values("radius")
     return table.reset_index(drop=True)
-
-
-def paper_value(setting: str) -> float:
-    """The authors' mean final-five return of the configuration the paper's ablation varies (the sqrt-sum, the
-    full radius): their medium-budget sweep's score of that allocation."""
-    budget, (depth, experts, width) = PAPER_RUNS[setting]
-    table = analysis.configuration_scores(analysis.paper_per_seed_scores())
-    row = table[(table["budget"] == budget) & (table["depth"] == depth) & (table["experts"] == experts)
-                & (table["width"] == width)]
-    return float(row["mean"].iloc[0])
 
 
 def is_paper_run(config: Mapping, setting: str, table: pd.DataFrame) -> bool:
@@ -169,7 +177,8 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool 
              "not comparable: this config runs another budget or allocation")
     lines = [f"this run: {verdict}",
              f"paper, {which}: {paper_value(setting):.3f} (the authors' {budget} L{allocation[0]} E{allocation[1]} "
-             f"d{allocation[2]}, 50M steps; {where})",
+             f"d{allocation[2]}, {analysis.steps_text(published.SOKOBAN_TRAINING['env_steps'].value)} steps; "
+             f"{where})",
              PAPER_FINDINGS[setting]]
     note = seeds_note(table, paper_run)
     return lines + ([note] if note else [])

@@ -10,6 +10,7 @@ import xarray as xr
 from parallel_experts.analysis import systems as tables
 from parallel_experts.core.tables import fmt, table
 from parallel_experts.lm import systems
+from parallel_experts.results import paper
 
 
 def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
@@ -39,8 +40,9 @@ def summary(ds: xr.Dataset) -> list[str]:
                  "memory at the same C (the paper's code ran out of memory wherever L·C ≥ 1,024).")
     devices = spec.get("devices", 1)  # a dataset written before Table 6 split its updates ran on one device
     lines.append(f"{spec['batch_tokens']:,} tokens per update on {devices} device{'s' * (devices > 1)} (memory per "
-                 f"device), width {spec['width']}; the paper: 131,072 tokens per update on four H100s, d = 768, "
-                 "bfloat16 (tokens/s summed over the four).")
+                 f"device), width {spec['width']}; the paper: {paper.FINEWEB_RUN['batch_tokens']:,} tokens per "
+                 f"update on four H100s, d = {paper.ANCHORS['lm']['small'][2]}, {paper.FINEWEB_RUN['dtype']} "
+                 "(tokens/s summed over the four).")
     return lines + [tables.machine_line(ds)]
 
 

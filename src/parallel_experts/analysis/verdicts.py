@@ -20,10 +20,12 @@ from collections.abc import Iterable
 import numpy as np
 from scipy import stats
 
+from parallel_experts.results import paper
+
 ALPHA = 0.05  # the significance level of every Welch test
 NOISE = 2  # standard errors of a difference
 NOISE_TEXT = "two standard errors"  # NOISE in words
-COMPARABLE = 0.02  # nats between single language-model runs
+COMPARABLE = paper.KV_SHARING_COST  # nats between single language-model runs
 
 WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"
 TWO_STANDARD_ERRORS = f"difference beyond {NOISE_TEXT}"

@@ -35,6 +35,7 @@ from parallel_experts.analysis.verdicts import welch_greater, welch_text
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.reporting import catalogue
+from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
@@ -461,7 +462,31 @@ def _needs(name: str, rule: Callable[[xr.Dataset], Finding], what: str):
     return lambda data, config: rule(data[name]) if name in data else not_run(what)
 
 
-# The paper's claims, in the order of the paper. Statements and numbers are the paper's (arXiv 2609.12531).
+# The paper's numbers the claims quote, from results.paper (its constants and reference tables), not retyped.
+def _allocation(setting: str) -> str:
+    """An ablation's run as the paper's prose writes it: (L, E, d)."""
+    return str(published.SOKOBAN_ABLATION_RUNS[setting][1])
+
+
+def _systems(table: str, column: str, row: tuple[bool, int, int], context: int) -> float:
+    """One cell of Table 5 or 6: the row (recurrent, L, E) at context C."""
+    recurrent, depth, experts = row
+    return published.value(table, column, recurrent=recurrent, depth=depth, experts=experts, context=context)
+
+
+_SHALLOW, _C = (True, 1, 16), 128  # the rows and the context the systems claims quote
+_LATENCY = {row: _systems("table5_latency", "ms_per_token", row, _C) for row in (_SHALLOW, systems.TRANSFORMER)}
+_TOKENS = {row: _systems("table6_throughput", "tokens_per_s", row, _C) for row in (_SHALLOW, systems.TRANSFORMER)}
+_B = int(_systems("table5_latency", "batch", systems.TRANSFORMER, _C))
+_FINEWEB_ABLATION = published.FINEWEB_ABLATION_RUNS["aggregation"][2]
+
+
+def _thousands(tokens_per_s: float) -> str:
+    return f"{tokens_per_s / 1000:,.1f}k"
+
+
+# The paper's claims, in the order of the paper. Statements are the paper's (arXiv 2609.12531), numbers formatted
+# from results.paper.
 CLAIMS = (
     Claim("With temporal recurrence the best Sokoban allocation uses fewer layers than without, at every budget.",
           "small budget: recurrent best at L = 4, non-recurrent at L = 8; recurrent saturates by L = 2–4, "
@@ -476,7 +501,8 @@ CLAIMS = (
           f"({probe_analysis.PAPER_PROTOCOL})",
           "§5.1, Fig. 4, App. F", ("sokoban_probe_recall",), _plans),
     Claim("The recurrent Transformer with two layers is comparable to the best non-recurrent allocation.",
-          "validation loss ≈ 3.51 at L = 2 (small budget, W = 128), comparable to the best non-recurrent at L = 16",
+          f"validation loss ≈ {published.FIG5_RECURRENT_L2_LOSS} at L = 2 (small budget, W = 128), comparable to the "
+          "best non-recurrent at L = 16",
           "§5.2, Fig. 5", ("lm_{budget}_W{window}", "lm_depth"), _fine_web),
     Claim("With recurrence the best FineWeb allocation uses fewer layers than without, in every setting.",
           "recurrent models reach their best loss at L = 2 or 4, non-recurrent ones keep improving up to L = 16 "
@@ -486,19 +512,25 @@ CLAIMS = (
           "both families, both domains; Sokoban keeps improving beyond 8 experts", "§5.3, Fig. 6",
           ("expert_count",), _experts),
     Claim("Full shared-state access is best; narrower communication radii lower performance.",
-          "full radius best, narrower radii lower the return monotonically (medium budget, (2, 7, 64); full: "
-          "13.866)", "§5.3, App. E, Fig. 11", ("sokoban_radius",),
+          "full radius best, narrower radii lower the return monotonically (medium budget, "
+          f"{_allocation('radius')}; full: {ablations.paper_value('radius'):.3f})", "§5.3, App. E, Fig. 11",
+          ("sokoban_radius",),
           _needs("sokoban_ablations", full_communication, "the Sokoban ablations")),
     Claim("The sqrt-sum is a good default aggregation rule: parameter-free and consistently competitive.",
-          "Sokoban (1, 4, 128): the sqrt-sum best of four rules (13.738); FineWeb (2, 8, 768): ≈ 3.51",
+          f"Sokoban {_allocation('aggregation')}: the sqrt-sum best of four rules "
+          f"({ablations.paper_value('aggregation'):.3f}); FineWeb {_FINEWEB_ABLATION}: "
+          f"≈ {published.FINEWEB_ABLATION_VALUES['aggregation']}",
           "App. A.3, D, Fig. 10", ("sokoban_aggregation", "lm_ablations"),
           lambda data, config: sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"))),
     Claim("Shallow recurrent models decode faster than the Transformer.",
-          "recurrent L1 E16 0.108 ms/token against the Transformer L16 E1's 0.565 at C = 128, B = 16 (ratio 0.19); "
-          "four H100s", "App. H.1, Table 5", ("lm_latency",), _needs("latency", decode_faster, "Table 5")),
+          f"recurrent L1 E16 {_LATENCY[_SHALLOW]:.3f} ms/token against the Transformer L16 E1's "
+          f"{_LATENCY[systems.TRANSFORMER]:.3f} at C = {_C}, B = {_B} "
+          f"(ratio {_LATENCY[_SHALLOW] / _LATENCY[systems.TRANSFORMER]:.2f}); four H100s", "App. H.1, Table 5",
+          ("lm_latency",), _needs("latency", decode_faster, "Table 5")),
     Claim("Recurrent training is slower per token than the Transformer's.",
-          "L1 E16 349.5k against 1,025.3k tokens/s at C = 128 (0.34); recurrent rows out of memory where L·C is "
-          "large; four H100s", "App. H.2, Table 6", ("lm_throughput",),
+          f"L1 E16 {_thousands(_TOKENS[_SHALLOW])} against {_thousands(_TOKENS[systems.TRANSFORMER])} tokens/s at "
+          f"C = {_C} ({_TOKENS[_SHALLOW] / _TOKENS[systems.TRANSFORMER]:.2f}); recurrent rows out of memory where "
+          "L·C is large; four H100s", "App. H.2, Table 6", ("lm_throughput",),
           _needs("throughput", training_slower, "Table 6")),
 )
 

@@ -131,7 +131,7 @@ class ProbeConfig:
     batch: int = 16
     learning_rate: float = 1e-3
     weight_decay: float = 1e-3
-    precision: float = paper.PROBE_PRECISION
-    calibration_steps: int = paper.PROBE_CALIBRATION_STEPS  # the threshold reads the predictions of steps t < this
+    precision: float = paper.PROBES["precision"].value
+    calibration_steps: int = paper.PROBES["calibration_steps"].value  # the threshold reads the steps t < this
     bootstrap: int = 1000  # resamples of the scored test levels
     interval: float = 0.95

@@ -82,6 +82,12 @@ def initial_agent(config: AgentConfig, seed: int) -> Agent:
     return Agent(config, seed_keys(seed)[1])
 
 
+def learning_rate(train_config: TrainConfig) -> optax.Schedule:
+    """Adam's learning rate by update: from `learning_rate` linearly to 0 at the last update (the authors'
+    anneal_lr)."""
+    return optax.linear_schedule(train_config.learning_rate, 0.0, train_config.num_updates)
+
+
 class Trainer:
     """Builds the compiled update for one (agent, training) configuration and runs it for several seeds."""
 
@@ -94,9 +100,8 @@ class Trainer:
         self.env = sokoban_env.make_env(self.levels, reward=train_config.reward, time_limit=train_config.time_limit)
         # The agent's structure only: built abstractly, nothing initialised (`init` draws each seed's weights).
         _, self.static = split(eqx.filter_eval_shape(Agent, agent_config, jax.random.PRNGKey(0)))
-        schedule = optax.linear_schedule(train_config.learning_rate, 0.0, train_config.num_updates)
         self.optimizer = optax.chain(optax.clip_by_global_norm(train_config.max_grad_norm),
-                                     optax.adam(schedule, eps=train_config.adam_eps))
+                                     optax.adam(learning_rate(train_config), eps=train_config.adam_eps))
         # `log_interval` updates per call; the last num_updates % log_interval updates (if any) in one call of
         # their own, so that every update of the schedule is trained (jit compiles lazily: only if called).
         self.run_updates = self._compiled(train_config.log_interval)
