@@ -1,14 +1,12 @@
 """config/paper.yaml against the paper: every number the paper or the authors' code states, read where the
 pipeline uses it (the runs the config defines, with the library defaults they take where the config is silent)
 and compared with the sourced constants of results.paper. A check that fails names the config key, both values
-and the source, so that an edit that drifts from the paper says which sentence or file it contradicts.
-
-Not checked here: the seeds of each sweep, and the non-recurrent allocations the paper's grids lack (the large
-budget's L = 16), which the config infers from the text."""
+and the source, so that an edit that drifts from the paper says which sentence or file it contradicts."""
 
 from dataclasses import replace
 from numbers import Number
 
+import numpy as np
 import pytest
 from helpers import REPO
 
@@ -115,6 +113,36 @@ def test_the_recurrent_convlstm_runs_train_the_authors_grid(config):
         theirs = sorted(map(tuple, theirs))
         agrees(f"sokoban.budgets.{name}.allocations (the recurrent {PAPER_EXPERT} runs)", ours,
                plain("allocations", theirs))
+
+
+def test_each_sokoban_sweep_trains_the_papers_seeds(config, sokoban_runs):
+    """Seeds per expert, family and budget: 9 / 9 / 3 for the recurrent ConvLSTM, 3 for ConvGLU (small and medium
+    only) and, assumed at §5's stated minimum, the non-recurrent ConvLSTM."""
+    counts = {}
+    for run in sokoban_runs:
+        if run.sweep in config["sokoban"]["sweeps"]:
+            counts.setdefault((run.agent.expert, run.agent.recurrent), {}).setdefault(run.budget, set()).add(
+                len(run.seeds))
+    ours = {key: {name: shared(found, f"the seeds of {key} at {name}") for name, found in by_budget.items()}
+            for key, by_budget in counts.items()}
+    agrees("sokoban.sweeps.<name>.seeds (how many per expert, family, budget)", ours,
+           plain("SOKOBAN_SEEDS", paper.SOKOBAN_SEEDS))
+
+
+def test_the_large_budget_adds_the_nonrecurrent_depth_16_runs(config, sokoban_runs):
+    """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
+    the budget code admits, trained by the non-recurrent runs only (none of App. K's ConvGLU runs are large)."""
+    large = next(b for b in budget.budgets(config, "sokoban") if b.name == "large")
+    inferred = plain("SOKOBAN_FAMILY_ALLOCATIONS", {family: tuple(budget.Allocation(*a) for a in by_budget["large"])
+                                                    for family, by_budget in paper.SOKOBAN_FAMILY_ALLOCATIONS.items()})
+    agrees("sokoban.budgets.large.family_allocations", large.family_only, inferred)
+    anchor = budget.sokoban_work(large.anchor)
+    admitted = budget.enumerate_allocations(budget.Allocation, lambda a: np.array([budget.sokoban_work(a) / anchor]),
+                                            [16], sorted({a.width for a in large.allocations}), large.tolerance)
+    assert set(admitted) == set(inferred.value[False])
+    deep = {(run.agent.expert, run.agent.recurrent) for run in sokoban_runs if run.agent.depth == 16}
+    assert deep == {("convlstm", False)}
+    assert not any(run.agent.expert == "convglu" and run.budget == "large" for run in sokoban_runs)
 
 
 def test_the_sokoban_ablations_vary_the_papers_runs(config):

@@ -10,7 +10,6 @@ from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
-from parallel_experts.results import paper
 from parallel_experts.sokoban import experiment, generator, solver
 
 
@@ -101,35 +100,6 @@ def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
     with pytest.raises(ConfigError, match=r"sokoban\.budgets\.small\.seeds_at_once: 2 does not divide the 3 seeds "
                                           r"\[0, 1, 2\] of sokoban\.sweeps\.convlstm"):
         experiment.runs(demo)
-
-
-def test_the_paper_sweeps_train_the_papers_seeds():
-    """config/paper.yaml's seeds per expert, family and budget are exactly the paper's (results/paper.py): 9 / 9 / 3
-    for the recurrent ConvLSTM, 3 for ConvGLU (small and medium only) and the non-recurrent ConvLSTM."""
-    config = files.load([REPO / "config/paper.yaml"])
-    counts = {}
-    for run in experiment.runs(config):
-        counts.setdefault((run.agent.expert, run.agent.recurrent), {}).setdefault(run.budget, set()).add(len(run.seeds))
-    assert counts == {key: {name: {count} for name, count in by_budget.items()}
-                      for key, by_budget in paper.SOKOBAN_SEEDS.items()}
-
-
-def test_the_paper_large_budget_adds_the_nonrecurrent_depth_16_runs():
-    """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
-    the budget code admits (one best E per width, within the tolerance), trained by the non-recurrent runs only."""
-    config = files.load([REPO / "config/paper.yaml"])
-    large = next(b for b in budget.budgets(config, "sokoban") if b.name == "large")
-    inferred = {family: tuple(budget.Allocation(*a) for a in by_budget["large"])
-                for family, by_budget in paper.SOKOBAN_FAMILY_ALLOCATIONS.items()}
-    assert large.family_only == inferred
-    anchor = budget.sokoban_work(large.anchor)
-    admitted = budget.enumerate_allocations(budget.Allocation, lambda a: np.array([budget.sokoban_work(a) / anchor]),
-                                            [16], sorted({a.width for a in large.allocations}), large.tolerance)
-    assert set(admitted) == set(inferred[False])
-    ids = set(experiment.runs_by_id(config))
-    assert {"convlstm/nonrecurrent/large/L16-E1-d256", "convlstm/nonrecurrent/large/L16-E13-d64"} <= ids
-    assert not any(run_id.startswith("convlstm/recurrent/large/L16") for run_id in ids)
-    assert not any(run_id.startswith("convglu/") and "/large/" in run_id for run_id in ids)  # App. K: no large
 
 
 @pytest.mark.parametrize("seeds, recurrent, nonrecurrent", [

@@ -201,6 +201,10 @@ SOURCES = {
     "SOKOBAN_ABLATION_RUNS": "Fig. 10's caption (L = 1, E = 4, d = 128; App. D); Fig. 11 (App. E), our reading",
     "SOKOBAN_ABLATION_SEEDS": "Fig. 10's caption: one standard error across three seeds",
     "FINEWEB_ABLATION_RUNS": "§5.2 (the small budget's L = 2 at W = 128); the allocation is our choice",
+    "SOKOBAN_SEEDS": "the authors' per-seed tables (recurrent ConvLSTM, SPEC G.3); App. K, Figs. 18-20 (ConvGLU: "
+                     "three seeds); §5 (\"at least three random seeds\": the non-recurrent ConvLSTM, assumed)",
+    "SOKOBAN_FAMILY_ALLOCATIONS": "§5.1: non-recurrent agents \"still improving at a within-step depth of 16 under "
+                                  "the large budget\" (inferred: the published grid stops at L = 8)",
     "table5_latency": "App. H.1, Table 5 (four H100s, B = 16, C = 128 and 2048)",
     "table6_throughput": "App. H.2, Table 6 (four H100s, 131k tokens per update)",
 }
