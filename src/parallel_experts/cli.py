@@ -170,6 +170,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, help="devices an update's streams split over instead of the config's "
                    "resources.bench.gpus")
     p.add_argument("--out", required=True)
+
+    p = command("gpu-check", gpu_check, "on one GPU, in under ten minutes: a training update of each family compiled "
+                "(XLA's memory plan beside the CPU rehearsal's), timed and priced as the plan's efficiency, and "
+                "Table 5's decode latency of L1 E16 against L16 E1 (JSON; gpu_check.py)")
+    add_config(p)
+    p.add_argument("--out", required=True)
+    p.add_argument("--rehearsal", help="a rehearsal file (rehearse) with the CPU's plan of the programs (default: "
+                   "the config's scale's, results/rehearsal/SCALE.json, where it exists)")
+    p.add_argument("--sokoban-run", action="append", default=[], metavar="RUN", help="a Sokoban run to time "
+                   "(repeatable; default: the largest budget's anchor and its allocation of the most experts)")
+    p.add_argument("--lm-run", action="append", default=[], metavar="RUN", help="an LM run to time (repeatable; "
+                   "default: the first budget's anchor at the longest window, both families)")
+    p.add_argument("--sokoban-updates", type=int, help="updates per timed Sokoban call (default: 2)")
+    p.add_argument("--context", type=int, help="Table 5's context (default: the config's longest)")
+    p.add_argument("--batch", type=int, help="Table 5's batch (default: the config's smallest)")
+    p.add_argument("--peak-tflops", action="append", default=[], metavar="FAMILY=TFLOPS", help="the peak of this "
+                   "GPU for a plan family (train, lm_train) instead of the config's plan.FAMILY.peak_tflops")
+    p.add_argument("--budget-seconds", type=float, help="no section starts after this (default: 540)")
     return parser
 
 
@@ -547,6 +565,22 @@ def lm_latency(args) -> int:
     print(table5.printed(ds))
     print(f"{args.out}: {table5.goal_line(ds)}")
     return 0
+
+
+def gpu_check(args) -> int:
+    from parallel_experts import gpu_check as checking
+
+    loaded = load_config(args.config)
+    peaks = checking.peaks(args.peak_tflops)
+    chosen = checking.sections(loaded, args.sokoban_run, args.lm_run, args.context, args.batch,
+                               args.sokoban_updates or checking.SOKOBAN_UPDATES)
+    rehearsal = args.rehearsal or results_paths.rehearsal(loaded["scale"])
+    found = checking.check(loaded, chosen, args.out, rehearsal, peaks, args.budget_seconds or checking.BUDGET_SECONDS)
+    print(f"{args.out}: {len(chosen) - len(found['errors'])} of {len(chosen)} sections measured in "
+          f"{found['seconds']:.0f} s" + "".join(f"\n  failed: {error}" for error in found["errors"]))
+    for key, entry in found["plan_updates"].items():
+        print(f"  {key}: {entry['value']:.4f} (the config assumes {entry['assumed']})")
+    return 1 if found["errors"] else 0
 
 
 def lm_throughput(args) -> int:

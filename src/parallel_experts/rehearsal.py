@@ -90,24 +90,30 @@ def peak_bytes(memory: Mapping[str, int]) -> int:
 
 def compile_program(program: Program) -> dict:
     """Lower and compile one program; its record."""
+    return compiled(program)[0]
+
+
+def compiled(program: Program) -> tuple[dict, jax.stages.Compiled | None]:
+    """Lower and compile one program: its record and the executable (None where it was not compiled), which takes
+    concrete arguments of the shapes the program was lowered with (`gpu_check` runs it)."""
     record = {"key": program.key, "rule": program.rule, "jobs": [list(job) for job in program.jobs],
               "devices": program.devices, "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind}
     if program.devices > jax.device_count():
         return record | {"error": f"needs {program.devices} devices, the {jax.default_backend()} backend has "
-                                  f"{jax.device_count()}"}
+                                  f"{jax.device_count()}"}, None
     start = time.perf_counter()
     function, args, params = program.build()
     lowered = jax.jit(function, donate_argnums=program.donate).lower(*args)
     lowered_s = time.perf_counter() - start
-    compiled = lowered.compile()
+    executable = lowered.compile()
     compile_s = time.perf_counter() - start - lowered_s
-    analysis = compiled.cost_analysis()
+    analysis = executable.cost_analysis()
     analysis = analysis[0] if isinstance(analysis, list) else analysis
-    found = compiled.memory_analysis()
+    found = executable.memory_analysis()
     memory = {name: int(getattr(found, attribute)) for name, attribute in MEMORY.items()}
     return record | {"lower_seconds": lowered_s, "compile_seconds": compile_s, "parameters": params,
                      "xla_flops": float(analysis.get("flops", float("nan"))), "memory": memory,
-                     "peak_bytes": peak_bytes(memory)}
+                     "peak_bytes": peak_bytes(memory)}, executable
 
 
 def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] = print,

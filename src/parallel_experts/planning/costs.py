@@ -132,6 +132,12 @@ def _lm_jobs(run, config: Mapping, forward: float) -> list[Job]:
                 paths.benchmark("lm_evaluate", run=run.id), kind, run)]
 
 
+def train_job(run, config: Mapping, forward: float) -> Job:
+    """The training job of a Sokoban or LM run as the plan prices it (`forward`: `forward_flops` of the run)."""
+    jobs = _sokoban_jobs if isinstance(run, sokoban_experiment.Run) else _lm_jobs
+    return jobs(run, config, forward)[0]
+
+
 def _latency_job(config: Mapping, counters: Counters) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
     single step (our Table 5 protocol, see lm/latency.py)."""

@@ -1,0 +1,252 @@
+"""The first GPU's check (`workflow/scripts/gpu_check.sh`, `python -m parallel_experts gpu-check`): in under ten
+minutes on one GPU, the programs the paper's jobs run, compiled, timed and priced as the plan prices them, in one
+JSON file.
+
+Sections (`gpu_measure` measures them):
+* `sokoban_train`: a Sokoban training call of a run (the job's program: every seed, the level table an argument,
+  the carry donated) with a few updates instead of the job's `log_interval` (200 in the paper: minutes per call);
+  by default the largest budget's anchor and its allocation of the most experts.
+* `lm_train`: one LM training update, one GPU's share of the job's (the per-device shapes of its program on
+  `resources.lm_train.gpus` devices); by default the first budget's anchor at the longest window, both families.
+* `lm_latency`: Table 5's job at one context and batch, the recurrent L1 E16 against the Transformer L16 E1.
+
+Per update: XLA's memory plan on this device beside the CPU rehearsal's figure for the job's program (from a
+rehearsal file, `rehearse`, where one holds it: the CPU's figure is otherwise null); seconds per update; the
+planner's FLOPs per update; achieved TFLOP/s; and their fraction of the plan's peak (`plan.<family>.peak_tflops`,
+or `--peak-tflops`): the `plan.<family>.efficiency` with which the plan predicts the measured time. `plan_updates`
+gathers them per config key (the median of its updates, as the plan takes the median of timed jobs).
+
+Each section runs in a fresh process, so that the device's peak memory is its own and a crash, an out-of-memory or
+a hang (killed at its time limit) is that section's error while the others run. This process never loads JAX: it
+would hold most of the GPU's memory (XLA preallocates) while they run. The file is rewritten after every section,
+so a check killed part-way keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.core import atomic
+from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
+from parallel_experts.core.definitions import family
+from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.lm import systems
+from parallel_experts.planning import resources
+from parallel_experts.planning.memory import size
+from parallel_experts.sokoban import experiment as sokoban_experiment
+
+BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
+SECTION_SECONDS = 240  # the most one section may take, compiling included
+LAST_START = 20  # seconds of the budget below which no section starts
+SOKOBAN_UPDATES = 2  # per timed Sokoban call (the paper's large updates: seconds each)
+
+
+def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
+             context: int | None = None, batch: int | None = None, updates: int = SOKOBAN_UPDATES) -> list[dict]:
+    """What the check measures, most wanted first (a check that runs out of time loses the last): one Sokoban run,
+    the LM runs, Table 5's cell (by default the config's longest context and smallest batch), the other Sokoban
+    runs."""
+    sokoban = list(sokoban_runs) or default_sokoban_runs(config)
+    lm = list(lm_runs) or default_lm_runs(config)
+    for option, ids, known in (("--sokoban-run", sokoban, sokoban_experiment.runs_by_id(config)),
+                               ("--lm-run", lm, lm_experiment.runs_by_id(config))):
+        for run in ids:
+            if run not in known:
+                raise ConfigError(f"gpu-check {option}: the config defines no run {run!r}")
+    latency = systems.latency_settings(config)
+    cell = {"section": "lm_latency", "context": context or max(latency["contexts"]),
+            "batch": batch or min(latency["batches"])}
+    training = [{"section": "sokoban_train", "run": run, "updates": updates} for run in sokoban]
+    return [*training[:1], *({"section": "lm_train", "run": run} for run in lm), cell, *training[1:]]
+
+
+def default_sokoban_runs(config: Mapping) -> list[str]:
+    """The largest budget's anchor and its allocation of the most experts (the paper: L1 E1 d1024 and L1 E208 d64,
+    equal work per step; the large budget is most of the plan's GPU-hours), recurrent, of the first sweep's kind."""
+    channels = config["sokoban"]["encoder_channels"]
+    largest = max(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))
+    runs = [run for run in sokoban_experiment.runs(config) if run.budget == largest.name and run.agent.recurrent]
+    runs = [run for run in runs if run.agent.expert == runs[0].agent.expert]
+    anchor = next((run for run in runs if allocation_id(run.agent) == allocation_id(largest.anchor)), runs[0])
+    most = max(runs, key=lambda run: (run.agent.experts, run.agent.depth))
+    return list(dict.fromkeys([anchor.id, most.id]))
+
+
+def default_lm_runs(config: Mapping) -> list[str]:
+    """The first budget's anchor at the longest window, non-recurrent and recurrent (the paper: L16 E1 d768 at
+    W = 1,024)."""
+    first, window = budgets(config, "lm")[0], max(config["lm"]["windows"])
+    runs = [run for run in lm_experiment.runs(config) if run.budget == first.name and run.window == window]
+    anchor = [run for run in runs if allocation_id(run.model) == allocation_id(first.anchor)]
+    chosen = anchor or [run for run in runs if allocation_id(run.model) == allocation_id(runs[0].model)]
+    return [run.id for run in sorted(chosen, key=lambda run: run.model.recurrent)]
+
+
+def peaks(given: Sequence[str]) -> dict[str, float]:
+    """`--peak-tflops FAMILY=TFLOPS` options as {family: TFLOP/s}, for the plan's training families."""
+    found = {}
+    for option in given:
+        name, _, value = option.partition("=")
+        try:
+            found[name] = float(value)
+        except ValueError:
+            found[name] = float("nan")
+        if name not in ("train", "lm_train") or not found[name] > 0:
+            raise ConfigError(f"gpu-check --peak-tflops {option!r}: expected train=TFLOPS or lm_train=TFLOPS, "
+                              "TFLOPS a positive number")
+    return found
+
+
+def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal: str | Path | None = None,
+          peaks: Mapping[str, float] | None = None, budget: float = BUDGET_SECONDS,
+          progress: Callable[[str], None] = print) -> dict:
+    """Measure every section of `chosen` (`sections`), each in a fresh process, price the updates and write it all
+    to `out` (JSON) after each section; what was found."""
+    rehearsed = read_rehearsal(rehearsal)
+    found: dict = {"config_scale": config["scale"], "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+                   "budget_seconds": budget, "rehearsal": rehearsed["about"], "machine": None,
+                   "sokoban_train": {}, "lm_train": {}, "lm_latency": None, "plan_updates": {}, "errors": []}
+    start = time.monotonic()
+    for index, spec in enumerate(chosen, 1):
+        name = " ".join([spec["section"], spec.get("run", "")]).strip()
+        left = budget - (time.monotonic() - start)
+        if left < LAST_START:
+            result = {"ok": False, "error": f"not run: the check's {budget:.0f} s were spent"}
+        else:
+            progress(f"[{index}/{len(chosen)}] {name} (at most {min(SECTION_SECONDS, left):.0f} s)")
+            result = isolated(config, spec, min(SECTION_SECONDS, left))
+        machine = result.pop("machine", None)
+        found["machine"] = found["machine"] or machine
+        if spec["section"] == "lm_latency":
+            entry = found["lm_latency"] = spec | result
+        else:
+            entry = found[spec["section"]][spec["run"]] = spec | priced(config, spec, result, peaks or {}, rehearsed)
+        if not result.get("ok"):
+            found["errors"].append(f"{name}: {result.get('error')}")
+        progress(f"[{index}/{len(chosen)}] {name}: {summary(entry)}")
+        found["plan_updates"] = plan_updates(found)
+        found["seconds"] = time.monotonic() - start
+        atomic.write_text(out, json.dumps(found, indent=1))
+    return found
+
+
+def isolated(config: Mapping, spec: Mapping, timeout: float) -> dict:
+    """`gpu_measure.run` of one section in a fresh process, stopped after `timeout` seconds: what it found, with an
+    error where it did not end well."""
+    with tempfile.TemporaryDirectory() as folder:
+        part = Path(folder) / "section.json"
+        start = time.monotonic()
+        process = multiprocessing.get_context("spawn").Process(target=_measure, args=(dict(config), dict(spec),
+                                                                                       str(part)))
+        process.start()
+        process.join(timeout)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        found = json.loads(part.read_text()) if part.exists() else {}
+    found["wall_seconds"] = time.monotonic() - start
+    if process.exitcode != 0:  # killed at the limit, or died (a segmentation fault, the kernel's OOM killer)
+        why = (f"killed at the section's limit of {timeout:.0f} s" if process.exitcode == -9 and
+               found["wall_seconds"] >= timeout else f"the section's process ended with status {process.exitcode}")
+        found |= {"ok": False, "error": why + (f" (after: {found['error']})" if "error" in found else "")}
+    return found
+
+
+def _measure(config: dict, spec: dict, out: str) -> None:
+    from parallel_experts import gpu_measure  # JAX: in the section's own process only
+
+    gpu_measure.run(config, spec, out)
+
+
+# ---------------------------------------------------------------------------------------------------- pricing
+
+
+def priced(config: Mapping, spec: Mapping, result: Mapping, peaks: Mapping[str, float], rehearsed: Mapping) -> dict:
+    """A training section's result with its achieved TFLOP/s and their fraction of the plan's peak (in the plan's
+    terms: the `plan.<family>` of its rule, else `plan.default`, as `planning.costs.assumed_rate` reads it), and
+    the CPU rehearsal's memory figure for its program."""
+    rule = spec["section"]
+    runs = sokoban_experiment.runs_by_id(config) if rule == "sokoban_train" else lm_experiment.runs_by_id(config)
+    run = runs[spec["run"]]
+    recurrent = run.agent.recurrent if rule == "sokoban_train" else run.model.recurrent
+    found = dict(result) | {"cpu_rehearsal": cpu_figure(rehearsed, result)}
+    name = resources.FAMILY[rule]
+    plan = config.get("plan", {})
+    where = name if name in plan else "default"
+    assumed = plan.get(where)
+    if assumed is None or "flops_per_update" not in result or "seconds_per_update" not in result:
+        return found
+    key, efficiency = f"plan.{where}.efficiency", assumed["efficiency"]
+    if isinstance(efficiency, Mapping):  # per model family, or its default
+        kind = family(recurrent) if family(recurrent) in efficiency else "default"
+        key, efficiency = f"{key}.{kind}", efficiency.get(kind)
+    peak, source = ((peaks[name], "--peak-tflops") if name in peaks else
+                    (assumed["peak_tflops"], f"plan.{where}.peak_tflops"))
+    achieved = result["flops_per_update"] / result["seconds_per_update"] / 1e12
+    return found | {"achieved_tflops": achieved, "peak_tflops": peak, "peak_source": source,
+                    "plan_device": assumed["device"], "efficiency": achieved / peak, "config_key": key,
+                    "assumed_efficiency": efficiency,
+                    "assumed_seconds_per_update": (result["flops_per_update"] / (peak * 1e12 * efficiency)
+                                                   if efficiency else None)}
+
+
+def plan_updates(found: Mapping) -> dict:
+    """Per config key: the efficiency each timed update implies, and their median (the value to give the key)."""
+    measured: dict[str, dict] = {}
+    for rule in ("sokoban_train", "lm_train"):
+        for run, result in found[rule].items():
+            if result.get("efficiency") is not None:
+                entry = measured.setdefault(result["config_key"], {
+                    "measured": {}, "assumed": result["assumed_efficiency"], "peak_tflops": result["peak_tflops"],
+                    "peak_source": result["peak_source"], "plan_device": result["plan_device"]})
+                entry["measured"][run] = result["efficiency"]
+    for entry in measured.values():
+        entry["value"] = statistics.median(entry["measured"].values())
+        entry["this_device"] = (found["machine"] or {}).get("device_kind")
+    return measured
+
+
+def read_rehearsal(path: str | Path | None) -> dict:
+    """The rehearsal's records by program key, and what the check says of the file."""
+    if path is None or not Path(path).exists():
+        return {"records": {}, "about": {"file": None if path is None else str(path), "note": (
+            "no rehearsal file: every CPU figure is null (`rehearse --config ... --only KEY` writes one)")}}
+    rehearsed = json.loads(Path(path).read_text())
+    records = {record["key"]: record for record in rehearsed.get("programs", [])}
+    return {"records": records, "about": {"file": str(path), "scale": rehearsed.get("scale"),
+                                          "programs": len(records)}}
+
+
+def cpu_figure(rehearsed: Mapping, result: Mapping) -> dict:
+    """The rehearsal's plan of this program, else of the job's (the same update in a longer scan, or per device of
+    the job's devices), beside this device's."""
+    keys = [result.get("program_key"), result.get("job_program_key")]
+    key = next((k for k in keys if k in rehearsed["records"] and "peak_bytes" in rehearsed["records"][k]), None)
+    if key is None:
+        return {"key": keys[-1], "peak_bytes": None, "note": "not in the rehearsal file" if rehearsed["records"]
+                else "no rehearsal file"}
+    record = rehearsed["records"][key]
+    ours = result.get("peak_bytes")
+    return {"key": key, "same_program": key == keys[0], "peak_bytes": record["peak_bytes"],
+            "memory": record["memory"], "backend": record["backend"], "devices": record["devices"],
+            "this_over_cpu": ours / record["peak_bytes"] if ours else None}
+
+
+def summary(entry: Mapping) -> str:
+    """One line of a section's result."""
+    if not entry.get("ok"):
+        return f"FAILED ({entry.get('error')})"
+    if entry["section"] == "lm_latency":
+        ms = ", ".join(f"{label} {value:.3f} ms/token" for label, value in entry["ms_per_token"].items())
+        return f"{ms}; ratio {entry['ratio']:.3f}"
+    shown = {"seconds_per_update": lambda s: f"{s:.3f} s per update", "efficiency": lambda e: f"{e:.1%} of the peak",
+             "peak_bytes": lambda b: f"XLA plans {size(b)} per device",
+             "compile_seconds": lambda s: f"compiled in {s:.0f} s"}
+    return ", ".join(form(entry[name]) for name, form in shown.items() if name in entry)
