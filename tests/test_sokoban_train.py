@@ -23,8 +23,8 @@ from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.programs import dummy_levels
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
-from parallel_experts.sokoban.train import (LOSS_TERMS, NonFiniteLossError, Trainer, checkpoint_update, gae, initial_agent,
-                                            train)
+from parallel_experts.sokoban.train import (LOSS_TERMS, NonFiniteLossError, Trainer, checkpoint_update, gae,
+                                            initial_agent, train)
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
