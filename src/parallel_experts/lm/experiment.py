@@ -29,7 +29,8 @@ from parallel_experts.results.store import run_results, with_ablations
 # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
 # not TrainConfig's
 SEGMENT = 64
-TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
+# The lm.training keys that TrainConfig takes as they are; omitted: TrainConfig's defaults.
+TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule", "matmul_precision")
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
@@ -47,6 +48,13 @@ class Run(Definition):
     def id(self) -> str:
         where = f"{family_id(self.model.recurrent)}/{self.budget}/W{self.window}/{budget.allocation_id(self.model)}"
         return where + variant_id(self.model)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        # Runs defined before the setting existed keep their params where it takes the default: not retrained.
+        if d["train"]["matmul_precision"] == TrainConfig.matmul_precision:
+            del d["train"]["matmul_precision"]
+        return d
 
 
 _DEFAULTS = {f.name: f.default for f in fields(ModelConfig)}
