@@ -31,6 +31,9 @@ CASES = {
                     "sokoban: unknown key 'env_stepz' (expected one of: ablations, boxoban, budgets, encoder_channels, env_steps, expert_count, levels, probes, sweeps, training)"),
     "wrong type": (lambda c: c["lm"].update(windows="128"), "lm.windows: expected array, got \"128\""),
     "bad value": (lambda c: c.update(accelerator="tpu"), "accelerator: expected one of cpu, cuda, got \"tpu\""),
+    "unknown matmul precision": (lambda c: c["sokoban"]["training"].update(matmul_precision="tf32"),
+                                 "sokoban.training.matmul_precision: expected one of default, tensorfloat32, float32, "
+                                 "bfloat16, got \"tf32\""),
     "below minimum": (lambda c: c["sokoban"]["budgets"]["small"]["anchor"].__setitem__(2, 0),
                       "sokoban.budgets.small.anchor[2]: expected a value >= 1, got 0"),
     "missing key": (lambda c: c.pop("seeds"), "(top level): missing key 'seeds'"),

@@ -4,6 +4,9 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from functools import partial
+from itertools import islice
 
 import equinox as eqx
 import jax
@@ -84,13 +87,58 @@ def test_recurrent_warmup_windows_are_skipped(tmp_path):
     assert host["position"] == [0, 1, 7]
 
 
-def test_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(tmp_path):
+def test_training_in_smaller_microbatches_gives_the_same_run(tmp_path):
     one = Trainer(model_config(False), train_config(False, microbatch=16, train_tokens=256 * 2))
     two = Trainer(model_config(False), train_config(False, microbatch=4, train_tokens=256 * 2))
     a, curve_a = train(one, shards(), tmp_path / "a")
     b, curve_b = train(two, shards(), tmp_path / "b")
     np.testing.assert_allclose(curve_a[-1]["loss"], curve_b[-1]["loss"], rtol=1e-5)
     params_close(a.params, b.params, atol=2e-5)
+
+
+# bfloat16 keeps 8 significant bits: rounding a value of magnitude m errs by at most 2^-8 m (half a unit in the
+# last place). A group's gradient leaves `_group` rounded to bfloat16 once per element, and the float32 sum over
+# groups adds nothing comparable, so one microbatch of all streams (one rounding of the mean) and G microbatches
+# (the float32 mean of G roundings) each err by at most 2^-8 × the largest group gradient m of that parameter: 2
+# such units between them. The backward pass rounds its bfloat16 intermediates too, and XLA may order a group's
+# sums over tokens differently for 4 streams than for 32: 2 units more. (Measured: at most 0.6 units.) A dropped or
+# doubled group, or a wrong divisor, moves the mean by up to m / G = 32 units at G = 8 (13 in this test's data).
+BFLOAT16_UNITS = 4
+
+
+@pytest.mark.parametrize("recurrent, dtype", [(False, "float32"), (True, "float32"), (True, "bfloat16")])
+def test_the_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(recurrent, dtype):
+    """`lm.training.microbatch_cache_gb` changes only the recurrent runs' microbatch: the update's gradient of 32
+    streams in one microbatch equals that of 8 microbatches of 4 streams (each carrying its own state from the
+    previous window), to float32 rounding of the gradient's scale in float32 and within bfloat16 rounding of one
+    group's gradient in bfloat16; so do the loss and the states the window leaves."""
+    config = train_config(recurrent, batch_tokens=8 * 32 if recurrent else 16 * 32)
+    whole = Trainer(replace(model_config(recurrent), dtype=dtype), replace(config, microbatch=32))
+    split = Trainer(replace(model_config(recurrent), dtype=dtype), replace(config, microbatch=4))
+    # Any parameters do; the zero-initialised output projections would leave most gradients zero.
+    keys = iter(jax.random.split(jax.random.key(1), len(jax.tree.leaves(whole.params))))
+    params = jax.tree.map(lambda p: p + (0.1 * jax.random.normal(next(keys), p.shape)).astype(p.dtype), whole.params)
+    regroup = partial(jax.tree.map, lambda x: x.reshape(8, 4, *x.shape[2:]))
+    copies = lambda tree, g: jax.tree.map(lambda x: jnp.broadcast_to(x[g], x.shape), tree)  # noqa: E731
+    states = whole.init().states
+    gradient = {trainer: eqx.filter_jit(trainer._gradient) for trainer in (whole, split)}
+    for _, *batch in islice(whole.batches(shards(), [0, 0, 0]), 2):  # the second window carries a state
+        grads, after, loss, _ = gradient[whole](params, states, *batch)
+        grads_in_groups, after_in_groups, loss_in_groups, _ = gradient[split](params, regroup(states),
+                                                                              *regroup(batch))
+        np.testing.assert_allclose(loss_in_groups.mean(), loss.mean(), rtol=1e-5 if dtype == "float32" else 2**-7)
+        if recurrent:
+            for a, b in zip(jax.tree.leaves(regroup(after)), jax.tree.leaves(after_in_groups)):
+                np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+        if dtype == "float32":
+            for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads_in_groups)):
+                np.testing.assert_allclose(b, a, rtol=0, atol=1e-5 * np.abs(a).max())
+        else:  # each group's own gradient: the mean of 8 copies of it (exact: 8 equal bfloat16 values in float32)
+            groups = [gradient[split](params, *copies(regroup((states, *batch)), g))[0] for g in range(8)]
+            for a, b, *each in zip(*map(jax.tree.leaves, (grads, grads_in_groups, *groups))):
+                largest = max(float(np.abs(e).max()) for e in each)
+                np.testing.assert_allclose(b, a, rtol=0, atol=BFLOAT16_UNITS * 2**-8 * largest)
+        states = after
 
 
 @pytest.mark.parametrize("recurrent", [False, True])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
-from parallel_experts.core import atomic, budget, compile_cache
+from parallel_experts.core import atomic, budget, compile_cache, precision
 from parallel_experts.results import paths as results_paths
 from parallel_experts.results import snapshot
 
@@ -229,15 +229,17 @@ def add_training(parser: argparse.ArgumentParser) -> None:
                              "default: the time SLURM leaves the job, if it runs in one, else none")
 
 
-def config_run(args, runs_by_id):
-    """The run `args.run` names in the config `args.config`, built by the domain's `runs_by_id`."""
-    found = runs_by_id(load_config(args.config))
+def config_run(args, runs_by_id, domain: str):
+    """The run `args.run` names in the config `args.config`, built by the `domain`'s `runs_by_id`."""
+    found = runs_by_id(load_config(args.config, domain))
     if args.run not in found:
         raise ConfigError(f"{' + '.join(args.config)}: defines no run {args.run!r}")
     return found[args.run]
 
 
-def load_config(paths: Sequence[str]) -> dict:
+def load_config(paths: Sequence[str], domain: str | None = None) -> dict:
+    """The validated config; a command that computes one domain's jobs (`sokoban`, `lm`) names it, and computes at
+    that family's matmul precision."""
     loaded = files.load(paths)  # before the domains are imported (seconds): a file that is not a config fails fast
     from parallel_experts import study
 
@@ -249,6 +251,8 @@ def load_config(paths: Sequence[str]) -> dict:
         snapshot.verify(loaded, path)
     # Every command that compiles reads the config first, and imports JAX only after: here, the cache is set once.
     compile_cache.use(loaded.get("compile_cache", results_paths.XLA_CACHE) or None)
+    if domain is not None:
+        precision.use(precision.of(loaded, domain))
     return loaded
 
 
@@ -370,7 +374,7 @@ def sokoban_train(args) -> int:
     from parallel_experts.sokoban import experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = config_run(args, experiment.runs_by_id)
+    run = config_run(args, experiment.runs_by_id, "sokoban")
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         if deadline.source:  # a SLURM job, or --time-limit: say when it must stop (a local run stays as it was)
             print(f"{args.run_dir}: {deadline}", file=sys.stderr)
@@ -388,7 +392,7 @@ def sokoban_evaluate(args) -> int:
     from parallel_experts.sokoban import evaluate, experiment, train
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = config_run(args, experiment.runs_by_id)
+    run = config_run(args, experiment.runs_by_id, "sokoban")
     result = evaluate.evaluate_run(run, train.load_agents(run, args.run_dir), LevelSet.load(args.levels))
     store.write_netcdf(result, args.out)
     print(f"{args.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
@@ -400,7 +404,7 @@ def sokoban_probe_data(args) -> int:
     from parallel_experts.sokoban import experiment, probes
     from parallel_experts.sokoban.levels import LevelSet
 
-    run = config_run(args, experiment.runs_by_id)
+    run = config_run(args, experiment.runs_by_id, "sokoban")
     data = probes.run_data(run, args.run_dir, LevelSet.load(args.levels), args.seed, args.count)
     store.write_netcdf(data, args.out)
     print(f"{args.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")
@@ -471,7 +475,7 @@ def lm_train(args) -> int:
     from parallel_experts.core.walltime import Deadline
     from parallel_experts.lm import experiment, shards, train
 
-    run = config_run(args, experiment.runs_by_id)
+    run = config_run(args, experiment.runs_by_id, "lm")
     with run_lock(args.run_dir, run.to_dict()), Deadline(args.time_limit).listening() as deadline:
         if deadline.source:  # a SLURM job, or --time-limit: say when it must stop (a local run stays as it was)
             print(f"{args.run_dir}: {deadline}", file=sys.stderr)
@@ -489,7 +493,7 @@ def lm_evaluate(args) -> int:
     from parallel_experts.lm import evaluate, experiment, shards, train
     from parallel_experts.results import store
 
-    run = config_run(args, experiment.runs_by_id)
+    run = config_run(args, experiment.runs_by_id, "lm")
     spec = json.loads(args.evaluation)
     vocabulary, validation, _ = shards.model_shards(args.tokens, run.model.vocab)
     model = train.load_model(run.model, args.run_dir)
@@ -551,7 +555,7 @@ def sokoban_bench(args) -> int:
     from parallel_experts.sokoban import bench
 
     compile_cache.off()
-    return bench.run(args, load_config(args.config))
+    return bench.run(args, load_config(args.config, "sokoban"))
 
 
 def lm_latency(args) -> int:
@@ -560,7 +564,7 @@ def lm_latency(args) -> int:
     from parallel_experts.results import store
 
     compile_cache.off()
-    ds = latency.run(load_config(args.config))
+    ds = latency.run(load_config(args.config, "lm"))
     store.write_netcdf(ds, args.out)
     print(table5.printed(ds))
     print(f"{args.out}: {table5.goal_line(ds)}")
@@ -592,7 +596,8 @@ def lm_throughput(args) -> int:
     # cell must get the memory, not JAX's default preallocation of 75 % here.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     compile_cache.off()
-    ds = throughput.run(load_config(args.config), args.tokens, batch_tokens=args.batch_tokens, devices=args.devices)
+    ds = throughput.run(load_config(args.config, "lm"), args.tokens, batch_tokens=args.batch_tokens,
+                        devices=args.devices)
     store.write_netcdf(ds, args.out)
     print(table6.printed(ds))
     print(f"{args.out}: {ds.sizes['allocation']} allocations at {ds.sizes['context']} contexts")

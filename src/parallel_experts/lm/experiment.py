@@ -34,7 +34,8 @@ from parallel_experts.results.store import run_results, with_ablations
 # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
 # not TrainConfig's
 SEGMENT = 64
-TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule")  # omitted: TrainConfig's
+# The lm.training keys that TrainConfig takes as they are; omitted: TrainConfig's defaults.
+TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule", "matmul_precision")
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
@@ -64,8 +65,11 @@ class Run(Definition):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        if self.seed == 0:  # runs defined before seeds existed keep their params: not retrained
+        # Runs defined before these settings existed keep their params where they take the default: not retrained.
+        if self.seed == 0:
             del d["seed"]
+        if d["train"]["matmul_precision"] == TrainConfig.matmul_precision:
+            del d["train"]["matmul_precision"]
         return d
 
 

@@ -132,19 +132,25 @@ class Trainer:
         loss, ce = batch_loss(model, hidden, labels, self.config)
         return loss, (ce, state)
 
-    def _update(self, carry: Carry, inputs, labels, reset):
+    def _gradient(self, params, states, inputs, labels, reset):
+        """(gradient, states after the window, loss and cross-entropy of each group): the gradient is the mean over
+        the G groups of each group's gradient (in the parameters' dtype), summed in float32."""
         def group(scanned, xs):
             grad_sum, states = scanned
             index, *batch = xs
             state = read(states, index)
-            (loss, (ce, state)), grads = jax.value_and_grad(self._group, has_aux=True)(carry.params, state, *batch)
+            (loss, (ce, state)), grads = jax.value_and_grad(self._group, has_aux=True)(params, state, *batch)
             grad_sum = jax.tree.map(lambda total, g: total + g.astype(jnp.float32), grad_sum, grads)
             return (grad_sum, written(states, index, lax.stop_gradient(state))), (loss, ce)
 
-        zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), carry.params)
+        zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
         groups = jnp.arange(self.config.groups)
-        (grad_sum, states), (loss, ce) = lax.scan(group, (zeros, carry.states), (groups, inputs, labels, reset))
-        grads = jax.tree.map(lambda g, p: (g / self.config.groups).astype(p.dtype), grad_sum, carry.params)
+        (grad_sum, states), (loss, ce) = lax.scan(group, (zeros, states), (groups, inputs, labels, reset))
+        return jax.tree.map(lambda g: g / self.config.groups, grad_sum), states, loss, ce
+
+    def _update(self, carry: Carry, inputs, labels, reset):
+        grad_mean, states, loss, ce = self._gradient(carry.params, carry.states, inputs, labels, reset)
+        grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grad_mean, carry.params)
         updates, opt_state = self.optimizer.update(grads, carry.opt_state, carry.params)
         params = optax.apply_updates(carry.params, updates)
         # One flag for the host to check: the loss of this update and every parameter after it are finite.

@@ -4,7 +4,8 @@ Everything is measured in ONE process, side by side, so that the numbers worth q
 env-steps/s against the anchor's, achieved GFLOP/s against the matmul peak measured next to it): on a shared,
 noisy machine absolute speeds drift from minute to minute, ratios taken a few seconds apart much less.
 
-1. Matmul peak: a jitted fp32 n×n matmul (2n³ FLOPs), median of several calls → GFLOP/s. Measured once at the
+1. Matmul peak: a jitted fp32 n×n matmul (2n³ FLOPs) at the training's matmul precision (`sokoban.training.
+   matmul_precision`, which the CLI sets), median of several calls → GFLOP/s. Measured once at the
    start and the end (drift check) and briefly again right before each allocation's timing (the denominator of
    its fraction of peak).
 2. Env only: the batched Jumanji env (`env.batched(env.make_env(levels))`) stepped with uniformly random actions
@@ -183,7 +184,8 @@ def run(args, config: dict) -> int:
 
     levels = generated_set(args.levels, seed=0).levels  # 10×10, 4 boxes: the generator's defaults
     peak_start = matmul_peak(args.matmul_size, args.matmul_repeats)
-    print(f"matmul peak ({args.matmul_size}², fp32): {peak_start['gflops']:.1f} GFLOP/s "
+    print(f"matmul peak ({args.matmul_size}², fp32 at precision {train_config.matmul_precision}): "
+          f"{peak_start['gflops']:.1f} GFLOP/s "
           f"({peak_start['gflops_cpu']:.1f} per {usable_cpus()} CPU-seconds)", flush=True)
     env = env_speed(levels, args.num_envs, args.env_steps, args.env_repeats, train_config.reward,
                     train_config.time_limit)

@@ -56,7 +56,7 @@ class Run(Definition):
         # Runs defined before these settings existed keep their params where they take the default: not retrained.
         if self.agent.radius is None:
             del d["agent"]["radius"]
-        for name, default in (("remat", False), ("seeds_at_once", None)):
+        for name, default in (("remat", False), ("seeds_at_once", None), ("matmul_precision", "default")):
             if d["train"][name] == default:
                 del d["train"][name]
         return d
