@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core import atomic
+from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
@@ -160,6 +160,8 @@ def isolated(config: Mapping, spec: Mapping, timeout: float) -> dict:
 
 
 def _measure(config: dict, spec: dict, out: str) -> None:
+    # The family's matmul precision, as its jobs set it (cli.load_config), before JAX is imported here.
+    precision.use(precision.of(config, "sokoban" if spec["section"] == "sokoban_train" else "lm"))
     from parallel_experts import gpu_measure  # JAX: in the section's own process only
 
     gpu_measure.run(config, spec, out)
