@@ -42,7 +42,18 @@ def flops_of(program) -> float:
     analysis = program.cost_analysis()
     if isinstance(analysis, Sequence):  # older jax: one dict per device program
         analysis = analysis[0]
+    if not analysis or "flops" not in analysis:
+        raise RuntimeError("XLA gave no cost analysis of this program (a GPU's lowering has none): count it with "
+                           "counted_flops, which lowers for the CPU")
     return float(analysis["flops"])
+
+
+def counted_flops(function, *args) -> float:
+    """XLA-counted FLOPs of `jax.jit(function)` at the shapes of `args`, lowered for the CPU whatever the default
+    backend: a count of what the program computes on any device, the same on a GPU node as on a laptop (JAX 0.11's
+    lowering for a GPU has no cost analysis)."""
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "shape") else x, args)
+    return flops_of(jax.jit(function).trace(*shapes).lower(lowering_platforms=("cpu",)))
 
 
 def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:

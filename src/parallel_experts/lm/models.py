@@ -34,7 +34,7 @@ from jax import Array, lax
 
 from parallel_experts.core import experts
 from parallel_experts.core.aggregation import is_routed
-from parallel_experts.core.benchmarking import flops_of
+from parallel_experts.core.benchmarking import counted_flops
 from parallel_experts.lm.settings import ModelConfig
 
 NORM_EPS = 1e-5
@@ -421,4 +421,4 @@ def token_flops(config: ModelConfig, window: int) -> float:
 
         def step(params, state, token):
             return eqx.combine(params, static).chunk(token, jnp.array([window - 1]), state, window, unroll=True)
-    return flops_of(jax.jit(step).lower(params, state, token))
+    return counted_flops(step, params, state, token)

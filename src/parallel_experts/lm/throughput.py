@@ -31,7 +31,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from parallel_experts.core.benchmarking import flops_of, host_memory, machine_info, matmul_peak, unrolled_scans
+from parallel_experts.core.benchmarking import counted_flops, host_memory, machine_info, matmul_peak, unrolled_scans
 from parallel_experts.core.tables import fmt
 from parallel_experts.lm import experiment, systems
 from parallel_experts.lm import shards as shard_io
@@ -91,7 +91,7 @@ def measure(model_config: ModelConfig, context: int, spec: Mapping, tokens: str 
     result = {"planned_bytes": planned_bytes(compiled), "flops_per_update": np.nan}
     if context <= spec["flops_up_to"]:
         with unrolled_scans():
-            result["flops_per_update"] = flops_of(jax.jit(job._update).lower(carry, inputs, labels, reset))
+            result["flops_per_update"] = counted_flops(job._update, carry, inputs, labels, reset)
     if result["planned_bytes"] > memory_limit:
         return result | {"oom": True}
     try:

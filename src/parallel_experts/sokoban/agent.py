@@ -31,7 +31,7 @@ from jax import Array
 
 from parallel_experts.core import experts as px
 from parallel_experts.core.aggregation import is_routed
-from parallel_experts.core.benchmarking import flops_of
+from parallel_experts.core.benchmarking import counted_flops
 from parallel_experts.sokoban.settings import AgentConfig
 
 EPS = 1e-5  # every RMSNorm of the agent (Flax default)
@@ -365,4 +365,4 @@ def agent_step_flops(config: AgentConfig, height: int = 10, width: int = 10) -> 
     def step(params, grid, state):
         return jax.vmap(eqx.combine(params, static))(grid, state)
 
-    return flops_of(jax.jit(step).lower(params, grid, state))
+    return counted_flops(step, params, grid, state)

@@ -43,8 +43,8 @@ import numpy as np
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import atomic, budget
-from parallel_experts.core.benchmarking import (flops_of, machine_info, matmul_peak, time_calls, unrolled_scans,
-                                                usable_cpus)
+from parallel_experts.core.benchmarking import (counted_flops, flops_of, machine_info, matmul_peak, time_calls,
+                                                unrolled_scans, usable_cpus)
 from parallel_experts.core.tables import fmt, table
 from parallel_experts.sokoban import env as sokoban_env
 from parallel_experts.sokoban.agent import agent_step_flops
@@ -103,8 +103,7 @@ def update_flops(trainer, carry) -> float:
     """XLA-counted FLOPs of ONE A2C update of one seed, every scan unrolled (see the module docstring)."""
     single = jax.tree.map(lambda x: x[0], carry)
     with unrolled_scans():  # a fresh lambda: no trace cache can hand the unrolled program to anyone else
-        lowered = jax.jit(lambda levels, c: trainer._update(levels, c)).lower(trainer.levels, single)
-    return flops_of(lowered)
+        return counted_flops(lambda levels, c: trainer._update(levels, c), trainer.levels, single)
 
 
 def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, warmup: int, repeats: int,
