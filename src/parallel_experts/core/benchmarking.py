@@ -50,10 +50,12 @@ def flops_of(program) -> float:
 
 def counted_flops(function, *args) -> float:
     """XLA-counted FLOPs of `jax.jit(function)` at the shapes of `args`, lowered for the CPU whatever the default
-    backend: a count of what the program computes on any device, the same on a GPU node as on a laptop (JAX 0.11's
-    lowering for a GPU has no cost analysis)."""
-    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "shape") else x, args)
-    return flops_of(jax.jit(function).trace(*shapes).lower(lowering_platforms=("cpu",)))
+    backend: a count of what the program computes on any device, the same on a GPU node as on a laptop (on an H200,
+    JAX 0.11.2's lowering for the GPU has no cost analysis; one whose inputs sit on the CPU has)."""
+    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=cpu) if hasattr(x, "shape")
+                          else x, args)
+    return flops_of(jax.jit(function).lower(*shapes))
 
 
 def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
