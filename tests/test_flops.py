@@ -1,11 +1,14 @@
 """FLOP counts of the domains' programs: the fit from twelve small counts (core.flops) against XLA's count of the
 whole model, which the planner and the allocations report read."""
 
+import jax
+import jax.numpy as jnp
 import pytest
 from helpers import REPO
 
 from parallel_experts.config import files
 from parallel_experts.core import budget
+from parallel_experts.core.benchmarking import counted_flops, flops_of
 from parallel_experts.core.budget import Allocation
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import models
@@ -68,3 +71,17 @@ def test_the_allocations_lm_flops_have_one_value_per_window_and_family():
     flops = lm_flops.allocation_flops(smoke)(anchor)
     assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
     assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache
+
+
+def test_a_count_lowers_for_the_cpu_and_a_missing_analysis_is_named():
+    """counted_flops places its inputs on the CPU (on a GPU node, JAX 0.11.2's GPU lowering has no cost analysis,
+    which made the planner's counts fail there): the count of a 64 × 64 matmul is 2 · 64³ whatever the inputs are."""
+    a = jnp.ones((64, 64), jnp.float32)
+    assert counted_flops(lambda x, y: x @ y, a, jax.ShapeDtypeStruct((64, 64), jnp.float32)) == 2 * 64 ** 3
+
+    class NoAnalysis:
+        def cost_analysis(self):
+            return None
+
+    with pytest.raises(RuntimeError, match="no cost analysis"):
+        flops_of(NoAnalysis())
