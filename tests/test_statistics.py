@@ -1,0 +1,53 @@
+"""The statistics the claims and probe pages rest on, against independent facts: statsmodels' Welch test with a
+margin (values computed with statsmodels 0.14, which the project does not install), the size of a test under its
+null, and the closed-form coverage of a percentile bootstrap of a mean."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from parallel_experts.analysis import verdicts
+from parallel_experts.sokoban.probe_scores import bootstrap_ratio
+
+RIVAL = [3.490, 3.502, 3.481, 3.497]  # per-seed validation losses
+
+
+@pytest.mark.parametrize("ours, direction, p", [
+    # statsmodels.stats.weightstats.ttest_ind(ours, RIVAL, alternative="smaller", usevar="unequal", value=0.02)
+    ([3.495, 3.489, 3.501, 3.492, 3.497], 1, 0.010983326461979505),
+    # ... alternative="larger", value=0.02: 0.05 nats worse, significantly more than the margin
+    ([3.540, 3.552, 3.531, 3.547], -1, 0.00173928295513169),
+    # ... alternative="smaller": within noise of the margin
+    ([3.512, 3.498, 3.505, 3.521, 3.509], 0, 0.28796170624660133),
+])
+def test_the_margin_test_is_statsmodels_welch_test_against_the_margin(ours, direction, p):
+    assert verdicts.COMPARABLE == 0.02
+    found = verdicts.comparable_over_seeds(ours, RIVAL)
+    assert found[0] == direction and found[1] == pytest.approx(p, rel=1e-9)
+
+
+def test_at_the_margin_each_verdict_comes_at_the_welch_tests_size():
+    """The true gap exactly the margin: 'comparable' and 'contradicted' each come about α of the time (Welch's test
+    is slightly conservative with few seeds: 0.039 at 3 seeds a side where the pooled t-test's is exactly α; at 9
+    seeds both are α)."""
+    rng, draws, seeds = np.random.default_rng(0), 6000, 9
+    found = np.array([verdicts.comparable_over_seeds(rng.normal(verdicts.COMPARABLE, 0.01, seeds),
+                                                     rng.normal(0, 0.01, seeds))[0] for _ in range(draws)])
+    error = 3 * np.sqrt(verdicts.ALPHA * (1 - verdicts.ALPHA) / draws)
+    for verdict in (1, -1):
+        assert abs(np.mean(found == verdict) - verdicts.ALPHA) < error
+
+
+@pytest.mark.parametrize("levels", [5, 10, 30])
+def test_the_probe_bootstrap_covers_as_the_closed_form_says(levels):
+    """With one probe seed and equal denominators, bootstrap_ratio is the percentile bootstrap of a mean over
+    levels. For normal data its 95 % interval is the mean ± 1.96 plug-in standard errors (dividing by n), which
+    covers iff |t_{n-1}| ≤ 1.96 √((n − 1)/n): 0.846 over 5 levels, 0.904 over 10, 0.936 over 30."""
+    sims = 3000  # independent data sets, laid along the steps axis
+    truth = 10.0
+    data = np.random.default_rng(levels).normal(truth, 1, (1, levels, sims))
+    _, low, high = bootstrap_ratio(data, np.ones_like(data), draws=2000, seed=levels)
+    covered = np.mean((low <= truth) & (truth <= high))
+    z = stats.norm.ppf(0.975)
+    closed = 2 * stats.t.cdf(z * np.sqrt((levels - 1) / levels), levels - 1) - 1
+    assert abs(covered - closed) < 3 * np.sqrt(closed * (1 - closed) / sims) + 0.005  # + the bootstrap's own noise
