@@ -31,7 +31,7 @@ from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban as sokoban_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
-from parallel_experts.analysis.verdicts import welch_greater, welch_text
+from parallel_experts.analysis.verdicts import welch_greater, welch_text, welch_toward
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.reporting import catalogue
@@ -166,7 +166,7 @@ def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | N
     deep, within = _best(non[non["depth"] == deepest], False), _best(non[non["depth"] <= shared], False)
     gap = deep["mean"] - within["mean"]
     ours, theirs = sokoban_analysis.seed_scores(per_seed, deep), sokoban_analysis.seed_scores(per_seed, within)
-    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    p = welch_toward(ours, theirs, gap >= 0)
     return Finding(_decided(1 if gap >= 0 else -1, p),
                    f"non-recurrent at L = {deepest} {deep['mean']:.3f} (E = {int(deep['experts'])}, "
                    f"d = {int(deep['width'])}), its best at L ≤ {shared} {within['mean']:.3f} (L = "
@@ -208,7 +208,7 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     rival = others.loc[others["mean"].idxmax()]
     gap = mine["mean"] - rival["mean"]
     ours, theirs = sokoban_analysis.seed_scores(per_seed, mine, (setting,)), sokoban_analysis.seed_scores(per_seed, rival, (setting,))
-    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    p = welch_toward(ours, theirs, gap >= 0)
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
     if sokoban_analysis.at_chance(members):  # nothing to test: the returns of agents at chance
@@ -397,7 +397,7 @@ def decode_faster(latency: xr.Dataset) -> Finding:
             ratio = float(latency["ratio"].sel(allocation=rec, **at))
             faster = ratio < 1
             a, b = _timed(latency, "decode_seconds", tra, **at), _timed(latency, "decode_seconds", rec, **at)
-            p = welch_greater(a, b) if faster else welch_greater(b, a)
+            p = welch_toward(a, b, faster)
             parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
                 _decided(1 if faster else -1, p), f"ms/token ratio {ratio:.3f}",
                 f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {welch_text(p)}",
@@ -427,7 +427,7 @@ def training_slower(throughput: xr.Dataset) -> Finding:
                 steps = slice(systems.SKIPPED, None)
                 a = _timed(throughput, "update_seconds", row, context=context)[steps]
                 b = _timed(throughput, "update_seconds", tra, context=context)[steps]
-                p = welch_greater(a, b) if ratio < 1 else welch_greater(b, a)
+                p = welch_toward(a, b, ratio < 1)
                 parts[where] = Finding(_decided(1 if ratio < 1 else -1, p), f"tokens/s ratio {ratio:.3f}",
                                        f"{'recurrent' if ratio < 1 else 'Transformer'} slower over the timed "
                                        f"updates: {welch_text(p)}", verdicts.WELCH)
