@@ -40,6 +40,8 @@ from parallel_experts.results import store
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
+# The verdict of a rule's direction (analysis.verdicts): the paper's (+1), neither (0), the opposite (−1).
+BY_DIRECTION = {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}
 # Where one run per allocation decides: the depth of each family's lowest loss, compared.
 LOWEST_LOSS_DEPTH = "depth of each family's lowest loss, one run per allocation"
 
@@ -80,9 +82,7 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
 
 def _decided(direction: int, p: float | None) -> str:
     """The verdict of a difference in the paper's direction (+1) or against it (−1), tested by `p`."""
-    if not verdicts.significant(p):
-        return INCONCLUSIVE
-    return SUPPORTED if direction > 0 else CONTRADICTED
+    return BY_DIRECTION[direction] if verdicts.significant(p) else INCONCLUSIVE
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban
@@ -183,7 +183,7 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         rec, non = _best(group, True), _best(group, False)
         gap, stderr = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[verdicts.direction(gap, stderr)]
+        verdict = BY_DIRECTION[verdicts.direction(gap, stderr)]
         test = (f"difference {gap:+.3f} against {verdicts.NOISE_TEXT} (± {verdicts.NOISE * stderr:.3f})"
                 if np.isfinite(stderr) else "no test (fewer than two seeds)")
         return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
@@ -263,11 +263,6 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
     return combine(parts)
 
 
-def _comparable(worse_by: float) -> str:
-    """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival."""
-    return {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[verdicts.comparable(worse_by)]
-
-
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis), on the test
     levels every probed run solves (App. F)."""
@@ -317,10 +312,10 @@ def _comparable_finding(measured: str, ours, rival, gap: float, name: str) -> Fi
     means): the test over seeds where both sides have several, else the single-run rule."""
     test = verdicts.comparable_over_seeds(ours, rival)
     if test is None:
-        return Finding(_comparable(gap), measured, "one run each, no test", verdicts.ONE_RUN)
+        return Finding(BY_DIRECTION[verdicts.comparable(gap)], measured, "one run each, no test", verdicts.ONE_RUN)
     direction, p = test
     side = "less" if gap <= verdicts.COMPARABLE else "more"
-    return Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
+    return Finding(BY_DIRECTION[direction], measured,
                    f"{name} {side} than {verdicts.COMPARABLE} nats worse: {welch_text(p)}", verdicts.COMPARABLE_SEEDS)
 
 
@@ -339,8 +334,7 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
                     f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})")
         direction = int(np.sign(row.nonrecurrent_depth - row.recurrent_depth))  # +1: the paper's pattern
         if np.isnan(row.p):
-            found = Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
-                            "one run per allocation, no test", LOWEST_LOSS_DEPTH)
+            found = Finding(BY_DIRECTION[direction], measured, "one run per allocation, no test", LOWEST_LOSS_DEPTH)
         else:
             deeper = definitions.family(direction < 0)  # the family whose best is deeper
             depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
