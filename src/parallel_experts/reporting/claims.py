@@ -27,6 +27,7 @@ import xarray as xr
 
 from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import lm as lm_analysis
+from parallel_experts.analysis import lm_ablations
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban as sokoban_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
@@ -251,13 +252,12 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
-        runs = lm_analysis.run_table(lm).set_index("run").loc[store.ablation_members(lm)["aggregation"]]
-        runs = runs.assign(rule=lm["aggregation"].sel(run=runs.index.values).values).dropna(subset=["validation_loss"])
-        default, others = runs[runs["rule"] == "sqrt_sum"], runs[runs["rule"] != "sqrt_sum"]
+        runs = lm_ablations.members(lm_analysis.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
+        default, others = runs[runs["aggregation"] == "sqrt_sum"], runs[runs["aggregation"] != "sqrt_sum"]
         if len(default) and len(others):
             mine, rival = default.iloc[0], others.loc[others["validation_loss"].idxmin()]
             gap = mine["validation_loss"] - rival["validation_loss"]
-            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['rule']}): "
+            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['aggregation']}): "
                         f"{lm_analysis.loss_text(rival)} ({gap:+.3f} nats)")
             parts["FineWeb"] = _comparable_finding(measured, mine["losses"], rival["losses"], gap, "sqrt_sum")
     return combine(parts)
