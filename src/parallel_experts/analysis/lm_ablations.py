@@ -64,11 +64,18 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     allocation, validation loss (with its standard error and seed count where a value has several seeds) and
     final training cross-entropy, means over seeds."""
     runs = analysis.run_table(data)
-    table = runs.set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
-    table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
+    table = members(runs, data, setting)
     return table[analysis.with_seed_columns(runs, [
         "run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads", "validation_loss",
         "final_train_ce_loss", "train_tokens", "scored_tokens"])]
+
+
+def members(runs: pd.DataFrame, data: xr.Dataset, setting: str) -> pd.DataFrame:
+    """The rows of `runs` (analysis.run_table of `data`) that the ablation of `setting` trains, in the config's
+    order, each with its value of the setting (column `setting`) after its run id."""
+    table = runs.set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
+    table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
+    return table
 
 
 def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:

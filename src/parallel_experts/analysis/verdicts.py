@@ -51,6 +51,12 @@ def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
     return None if found is None else found[1]
 
 
+def welch_toward(a: Iterable[float], b: Iterable[float], a_greater: bool) -> float | None:
+    """The one-sided Welch p-value on the side a difference lies: H1 mean(a) > mean(b) where `a_greater`, else
+    H1 mean(b) > mean(a); None where either side has fewer than two values."""
+    return welch_greater(a, b) if a_greater else welch_greater(b, a)
+
+
 def significant(p: float | None) -> bool:
     return p is not None and p < ALPHA
 
@@ -87,5 +93,5 @@ def comparable_over_seeds(ours: Iterable[float], rival: Iterable[float]) -> tupl
     if min(len(ours), len(margin)) < 2:
         return None
     within = ours.mean() <= margin.mean()
-    p = welch_greater(margin, ours) if within else welch_greater(ours, margin)
+    p = welch_toward(margin, ours, within)
     return (1 if within else -1) if significant(p) else 0, p

@@ -27,11 +27,12 @@ import xarray as xr
 
 from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import lm as lm_analysis
+from parallel_experts.analysis import lm_ablations
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban as sokoban_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
-from parallel_experts.analysis.verdicts import welch_greater, welch_text
+from parallel_experts.analysis.verdicts import welch_greater, welch_text, welch_toward
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.reporting import catalogue
@@ -40,6 +41,8 @@ from parallel_experts.results import store
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
+# The verdict of a rule's direction (analysis.verdicts): the paper's (+1), neither (0), the opposite (−1).
+BY_DIRECTION = {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}
 # Where one run per allocation decides: the depth of each family's lowest loss, compared.
 LOWEST_LOSS_DEPTH = "depth of each family's lowest loss, one run per allocation"
 
@@ -80,9 +83,7 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
 
 def _decided(direction: int, p: float | None) -> str:
     """The verdict of a difference in the paper's direction (+1) or against it (−1), tested by `p`."""
-    if not verdicts.significant(p):
-        return INCONCLUSIVE
-    return SUPPORTED if direction > 0 else CONTRADICTED
+    return BY_DIRECTION[direction] if verdicts.significant(p) else INCONCLUSIVE
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban
@@ -166,7 +167,7 @@ def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | N
     deep, within = _best(non[non["depth"] == deepest], False), _best(non[non["depth"] <= shared], False)
     gap = deep["mean"] - within["mean"]
     ours, theirs = sokoban_analysis.seed_scores(per_seed, deep), sokoban_analysis.seed_scores(per_seed, within)
-    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    p = welch_toward(ours, theirs, gap >= 0)
     return Finding(_decided(1 if gap >= 0 else -1, p),
                    f"non-recurrent at L = {deepest} {deep['mean']:.3f} (E = {int(deep['experts'])}, "
                    f"d = {int(deep['width'])}), its best at L ≤ {shared} {within['mean']:.3f} (L = "
@@ -183,7 +184,7 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         rec, non = _best(group, True), _best(group, False)
         gap, stderr = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        verdict = {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[verdicts.direction(gap, stderr)]
+        verdict = BY_DIRECTION[verdicts.direction(gap, stderr)]
         test = (f"difference {gap:+.3f} against {verdicts.NOISE_TEXT} (± {verdicts.NOISE * stderr:.3f})"
                 if np.isfinite(stderr) else "no test (fewer than two seeds)")
         return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
@@ -208,7 +209,7 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     rival = others.loc[others["mean"].idxmax()]
     gap = mine["mean"] - rival["mean"]
     ours, theirs = sokoban_analysis.seed_scores(per_seed, mine, (setting,)), sokoban_analysis.seed_scores(per_seed, rival, (setting,))
-    p = welch_greater(ours, theirs) if gap >= 0 else welch_greater(theirs, ours)
+    p = welch_toward(ours, theirs, gap >= 0)
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
     if sokoban_analysis.at_chance(members):  # nothing to test: the returns of agents at chance
@@ -251,21 +252,15 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
-        runs = lm_analysis.run_table(lm).set_index("run").loc[store.ablation_members(lm)["aggregation"]]
-        runs = runs.assign(rule=lm["aggregation"].sel(run=runs.index.values).values).dropna(subset=["validation_loss"])
-        default, others = runs[runs["rule"] == "sqrt_sum"], runs[runs["rule"] != "sqrt_sum"]
+        runs = lm_ablations.members(lm_analysis.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
+        default, others = runs[runs["aggregation"] == "sqrt_sum"], runs[runs["aggregation"] != "sqrt_sum"]
         if len(default) and len(others):
             mine, rival = default.iloc[0], others.loc[others["validation_loss"].idxmin()]
             gap = mine["validation_loss"] - rival["validation_loss"]
-            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['rule']}): "
+            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['aggregation']}): "
                         f"{lm_analysis.loss_text(rival)} ({gap:+.3f} nats)")
             parts["FineWeb"] = _comparable_finding(measured, mine["losses"], rival["losses"], gap, "sqrt_sum")
     return combine(parts)
-
-
-def _comparable(worse_by: float) -> str:
-    """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival."""
-    return {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[verdicts.comparable(worse_by)]
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
@@ -317,10 +312,10 @@ def _comparable_finding(measured: str, ours, rival, gap: float, name: str) -> Fi
     means): the test over seeds where both sides have several, else the single-run rule."""
     test = verdicts.comparable_over_seeds(ours, rival)
     if test is None:
-        return Finding(_comparable(gap), measured, "one run each, no test", verdicts.ONE_RUN)
+        return Finding(BY_DIRECTION[verdicts.comparable(gap)], measured, "one run each, no test", verdicts.ONE_RUN)
     direction, p = test
     side = "less" if gap <= verdicts.COMPARABLE else "more"
-    return Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
+    return Finding(BY_DIRECTION[direction], measured,
                    f"{name} {side} than {verdicts.COMPARABLE} nats worse: {welch_text(p)}", verdicts.COMPARABLE_SEEDS)
 
 
@@ -339,8 +334,7 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
                     f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})")
         direction = int(np.sign(row.nonrecurrent_depth - row.recurrent_depth))  # +1: the paper's pattern
         if np.isnan(row.p):
-            found = Finding({1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}[direction], measured,
-                            "one run per allocation, no test", LOWEST_LOSS_DEPTH)
+            found = Finding(BY_DIRECTION[direction], measured, "one run per allocation, no test", LOWEST_LOSS_DEPTH)
         else:
             deeper = definitions.family(direction < 0)  # the family whose best is deeper
             depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
@@ -397,7 +391,7 @@ def decode_faster(latency: xr.Dataset) -> Finding:
             ratio = float(latency["ratio"].sel(allocation=rec, **at))
             faster = ratio < 1
             a, b = _timed(latency, "decode_seconds", tra, **at), _timed(latency, "decode_seconds", rec, **at)
-            p = welch_greater(a, b) if faster else welch_greater(b, a)
+            p = welch_toward(a, b, faster)
             parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
                 _decided(1 if faster else -1, p), f"ms/token ratio {ratio:.3f}",
                 f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {welch_text(p)}",
@@ -427,7 +421,7 @@ def training_slower(throughput: xr.Dataset) -> Finding:
                 steps = slice(systems.SKIPPED, None)
                 a = _timed(throughput, "update_seconds", row, context=context)[steps]
                 b = _timed(throughput, "update_seconds", tra, context=context)[steps]
-                p = welch_greater(a, b) if ratio < 1 else welch_greater(b, a)
+                p = welch_toward(a, b, ratio < 1)
                 parts[where] = Finding(_decided(1 if ratio < 1 else -1, p), f"tokens/s ratio {ratio:.3f}",
                                        f"{'recurrent' if ratio < 1 else 'Transformer'} slower over the timed "
                                        f"updates: {welch_text(p)}", verdicts.WELCH)
