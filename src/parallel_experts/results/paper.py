@@ -131,7 +131,8 @@ SOKOBAN_TRAINING = {
 }
 # The agent's sizes besides (L, E, d): SPEC A.2 (encoder_hidden_dim = 32) and A.9 (head_hidden_dim = 256).
 SOKOBAN_AGENT = {
-    "encoder_channels": Quoted(32, "SPEC A.2: encoder_hidden_dim = 32 in all Sokoban runs [PRE_RL/README.md]"),
+    "encoder_channels": Quoted(DOMAIN_CONFIG["sokoban"]["encoder_channels"],  # one number, stated once
+                               "SPEC A.2: encoder_hidden_dim = 32 in all Sokoban runs [PRE_RL/README.md]"),
     "head_hidden": Quoted(256, "SPEC A.9: head_hidden_dim = 256 [PRE_RL/drc/net_utils.py]"),
 }
 # The levels: training on Boxoban's unfiltered training levels (Jumanji's default, SPEC A.1), solve rates on its
