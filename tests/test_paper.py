@@ -49,8 +49,9 @@ def test_the_numbers_quoted_from_the_text_are_in_the_text():
 
 
 def quoted_values():
-    return [(f"{name}.{key}", value) for name, table in vars(paper).items() if isinstance(table, dict)
-            for key, value in table.items() if isinstance(value, paper.Quoted)]
+    return [(name, value) for name, value in vars(paper).items() if isinstance(value, paper.Quoted)] + [
+        (f"{name}.{key}", value) for name, table in vars(paper).items() if isinstance(table, dict)
+        for key, value in table.items() if isinstance(value, paper.Quoted)]
 
 
 def test_every_quoted_number_cites_a_section_or_the_authors_file():

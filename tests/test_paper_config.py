@@ -125,16 +125,16 @@ def test_each_sokoban_sweep_trains_the_papers_seeds(config, sokoban_runs):
                 len(run.seeds))
     ours = {key: {name: shared(found, f"the seeds of {key} at {name}") for name, found in by_budget.items()}
             for key, by_budget in counts.items()}
-    agrees("sokoban.sweeps.<name>.seeds (how many per expert, family, budget)", ours,
-           plain("SOKOBAN_SEEDS", paper.SOKOBAN_SEEDS))
+    agrees("sokoban.sweeps.<name>.seeds (how many per expert, family, budget)", ours, paper.SOKOBAN_SEEDS)
 
 
 def test_the_large_budget_adds_the_nonrecurrent_depth_16_runs(config, sokoban_runs):
     """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
     the budget code admits, trained by the non-recurrent runs only (none of App. K's ConvGLU runs are large)."""
     large = next(b for b in budget.budgets(config, "sokoban") if b.name == "large")
-    inferred = plain("SOKOBAN_FAMILY_ALLOCATIONS", {family: tuple(budget.Allocation(*a) for a in by_budget["large"])
-                                                    for family, by_budget in paper.SOKOBAN_FAMILY_ALLOCATIONS.items()})
+    quoted = paper.SOKOBAN_FAMILY_ALLOCATIONS
+    inferred = quoted._replace(value={family: tuple(budget.Allocation(*a) for a in by_budget["large"])
+                                      for family, by_budget in quoted.value.items()})
     agrees("sokoban.budgets.large.family_allocations", large.family_only, inferred)
     anchor = budget.sokoban_work(large.anchor)
     admitted = budget.enumerate_allocations(budget.Allocation, lambda a: np.array([budget.sokoban_work(a) / anchor]),

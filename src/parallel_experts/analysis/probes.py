@@ -18,10 +18,10 @@ from parallel_experts.results import paper
 
 PAPER_PATTERN = ("the paper (Fig. 4): on two large-budget recurrent agents with nearly equal returns, the L = 4 "
                  "agent's plan recall is higher at first and the L = 2 agent catches up within a few steps.")
+PAPER_LEVELS, PAPER_TEST_LEVELS = paper.PROBES["solved_levels"].value, paper.PROBES["test_levels"].value
 PAPER_PROTOCOL = (f"thresholds at {paper.PROBES['precision'].value * 100:.0f} % precision over the first "
                   f"{paper.PROBES['calibration_steps'].value} steps; "
-                  f"the {paper.PROBES['solved_levels'].value} test levels all four "
-                  "probed policies solve")  # App. F
+                  f"the {PAPER_LEVELS} test levels all four probed policies solve")  # App. F
 EARLY, LATE = (0, 2), (5, 10)  # step windows: "at first" and "within a few steps"
 CONTROLS = ("encoder", "control")
 REPRESENTATION_NAMES = {"state": "final state s_t", "encoder": "encoder output z_t (observation baseline)",
@@ -148,15 +148,15 @@ def scored_levels(probes: xr.Dataset) -> int:
 def scored_words(probes: xr.Dataset) -> str:
     """ "on the 12 test levels every probed run solves (the paper: 906)" """
     return (f"on the {scored_levels(probes):,} test levels every probed run solves (the paper: "
-            f"{paper.PROBES['solved_levels'].value:,})")
+            f"{PAPER_LEVELS:,})")
 
 
 def level_set_note(probes: xr.Dataset) -> str:
     """What the scored level set is, beside the paper's, and what it means for the page's numbers."""
     scored, runs = scored_levels(probes), probes.sizes["run"]
     found = (f"Scored levels: the {scored:,} of {probes.attrs['test_levels']:,} test levels that each of the {runs} "
-             f"probed runs solves in greedy play at the probed seed (the paper: the {paper.PROBES['solved_levels'].value:,} of "
-             f"{paper.PROBES['test_levels'].value:,} that all four of its probed policies solve, App. F).")
+             f"probed runs solves in greedy play at the probed seed (the paper: the {PAPER_LEVELS:,} of "
+             f"{PAPER_TEST_LEVELS:,} that all four of its probed policies solve, App. F).")
     if not scored:
         return found + (" No test level is solved by every probed run, so there is nothing to score and this page "
                         "shows no recall: the probes need agents that solve some of the same levels.")

@@ -1,10 +1,11 @@
 """Every number this reproduction quotes from the paper and the authors' published results, each with its source.
 
 The tables (the authors' allocation grids, their per-seed Sokoban returns, Tables 5 and 6) ship as CSV files in
-`reference/`, each row with its source; the single numbers quoted in the text are constants here: a `Quoted` value
-carries its source, and `SOURCES` names the source of each plain constant that tests/test_paper_config.py checks
-config/paper.yaml against. Paper sections and pages are those of the paper and its appendices; "SPEC" is
-shared/paper/SPEC.md, our description of the authors' code (github.com/johanobandoc/iterative), and names their file.
+`reference/`, each row with its source; the single numbers quoted in the text are constants here. A `Quoted` value
+carries its source; the older constants that the code reads as plain values (ANCHORS, FINEWEB_RUN, ...) stay
+plain, and `SOURCES` names their sources where tests/test_paper_config.py checks config/paper.yaml against them.
+Paper sections and pages are those of the paper and its appendices; "SPEC" is shared/paper/SPEC.md, our
+description of the authors' code (github.com/johanobandoc/iterative), and names their file.
 Other systems' numbers are in `others`.
 """
 
@@ -130,7 +131,8 @@ SOKOBAN_TRAINING = {
 }
 # The agent's sizes besides (L, E, d): SPEC A.2 (encoder_hidden_dim = 32) and A.9 (head_hidden_dim = 256).
 SOKOBAN_AGENT = {
-    "encoder_channels": Quoted(32, "SPEC A.2: encoder_hidden_dim = 32 in all Sokoban runs [PRE_RL/README.md]"),
+    "encoder_channels": Quoted(DOMAIN_CONFIG["sokoban"]["encoder_channels"],  # one number, stated once
+                               "SPEC A.2: encoder_hidden_dim = 32 in all Sokoban runs [PRE_RL/README.md]"),
     "head_hidden": Quoted(256, "SPEC A.9: head_hidden_dim = 256 [PRE_RL/drc/net_utils.py]"),
 }
 # The levels: training on Boxoban's unfiltered training levels (Jumanji's default, SPEC A.1), solve rates on its
@@ -168,20 +170,24 @@ DEPTH_TEST_P = {"L=4 > L=2": ("0.0150", "0.0060", "0.1005"), "L=2 > L=1": ("< 0.
 # ConvGLU: App. K's return plots show "one standard error across three seeds", at the small and medium budgets only
 # (Figs. 19, 20; the paper has no large ConvGLU sweep). Non-recurrent ConvLSTM: not published, §5 says only "each
 # configuration is run with at least three random seeds"; 3, that minimum, is our assumption (config/paper.yaml).
-SOKOBAN_SEEDS = {
+SOKOBAN_SEEDS = Quoted({
     ("convlstm", True): {"small": 9, "medium": 9, "large": 3},
     ("convlstm", False): {"small": 3, "medium": 3, "large": 3},  # assumed: the stated minimum
     ("convglu", True): {"small": 3, "medium": 3},
     ("convglu", False): {"small": 3, "medium": 3},
-}
+}, "the authors' per-seed tables (recurrent ConvLSTM, SPEC G.3); App. K, Figs. 18-20 (ConvGLU: three seeds); §5 "
+   "(\"at least three random seeds\": the non-recurrent ConvLSTM, assumed)")
 # Allocations only one family trains, recurrent -> {budget: (L, E, d), ...}. Inferred from the text, not published:
 # §5.1's non-recurrent agents are "still improving at a within-step depth of 16 under the large budget", but the
 # authors' large grid (their PRE_RL/README.md, the recurrent runs') stops at L = 8. These are the L = 16 allocations
 # of that grid's widths within the large budget's tolerance (0.05) of the anchor's work: 1.046 and 1.000.
-SOKOBAN_FAMILY_ALLOCATIONS = {False: {"large": ((16, 1, 256), (16, 13, 64))}}
+SOKOBAN_FAMILY_ALLOCATIONS = Quoted({False: {"large": ((16, 1, 256), (16, 13, 64))}},
+                                    "§5.1: non-recurrent agents \"still improving at a within-step depth of 16 "
+                                    "under the large budget\" (inferred: the published grid stops at L = 8)")
 
 
-# Where each plain constant above comes from, as a failing check of config/paper.yaml names it.
+# Where each plain constant above comes from (a `Quoted` one says it itself), as a failing check of
+# config/paper.yaml names it.
 SOURCES = {
     "ANCHORS": "the budget definitions of the authors' rebuttal Table 2 [rebuttal/rebuttal_figures_and_tables.tex]; "
                "SPEC A.11, E.12",
@@ -201,10 +207,6 @@ SOURCES = {
     "SOKOBAN_ABLATION_RUNS": "Fig. 10's caption (L = 1, E = 4, d = 128; App. D); Fig. 11 (App. E), our reading",
     "SOKOBAN_ABLATION_SEEDS": "Fig. 10's caption: one standard error across three seeds",
     "FINEWEB_ABLATION_RUNS": "§5.2 (the small budget's L = 2 at W = 128); the allocation is our choice",
-    "SOKOBAN_SEEDS": "the authors' per-seed tables (recurrent ConvLSTM, SPEC G.3); App. K, Figs. 18-20 (ConvGLU: "
-                     "three seeds); §5 (\"at least three random seeds\": the non-recurrent ConvLSTM, assumed)",
-    "SOKOBAN_FAMILY_ALLOCATIONS": "§5.1: non-recurrent agents \"still improving at a within-step depth of 16 under "
-                                  "the large budget\" (inferred: the published grid stops at L = 8)",
     "table5_latency": "App. H.1, Table 5 (four H100s, B = 16, C = 128 and 2048)",
     "table6_throughput": "App. H.2, Table 6 (four H100s, 131k tokens per update)",
 }

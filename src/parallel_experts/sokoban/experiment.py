@@ -113,8 +113,13 @@ def sweep_seeds(config: Mapping, sweep_name: str, recurrent: bool, budget_name: 
     return _seeds(config, budget_name) if given is None else tuple(given)
 
 
+def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
+    """The seeds of a budget's runs: `sokoban.budgets.<name>.seeds`, else the top-level `seeds`."""
+    return tuple(config["sokoban"]["budgets"][budget_name].get("seeds", config["seeds"]))
+
+
 def _check_sweep_seeds(name: str, sweep: Mapping) -> None:
-    """A sweep's seeds by family and budget name only families and budgets that the sweep trains."""
+    """Refuse a sweep's seeds by family or budget that name a family or budget the sweep does not train."""
     given, where = sweep.get("seeds"), f"sokoban.sweeps.{name}.seeds"
     if not isinstance(given, Mapping):
         return
@@ -248,10 +253,6 @@ def budget_train_config(config: Mapping, budget_name: str, seeds: tuple[int, ...
         raise ConfigError(f"sokoban.budgets.{budget_name}.seeds_at_once: {group} does not divide the {len(seeds)} "
                           f"seeds {list(seeds)} of {where}; give a divisor of every seed count the budget trains")
     return replace(train, seeds_at_once=group)
-
-
-def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
-    return tuple(config["sokoban"]["budgets"][budget_name].get("seeds", config["seeds"]))
 
 
 def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bool) -> AgentConfig:
