@@ -34,6 +34,7 @@ def test_the_pages_give_the_scored_levels_beside_the_papers_and_say_when_they_ar
                     "the probed seed (the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
     few = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=29))
     assert few.startswith("Scored levels: the 29 of 100") and "fewer than 30 levels: the intervals" in few
+    assert "over 29 levels a 95 % interval of this bootstrap covers the truth about 94 % of the time" in few
     none = probe_recall(np.full(STEPS, 0.6), np.full(STEPS, 0.3), scored_levels=0)
     assert "No test level is solved by every probed run, so there is nothing to score" in (
         probe_analysis.level_set_note(none))

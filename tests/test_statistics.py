@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from parallel_experts.analysis import verdicts
+from parallel_experts.analysis import probes, verdicts
 from parallel_experts.sokoban.probe_scores import bootstrap_ratio
 
 RIVAL = [3.490, 3.502, 3.481, 3.497]  # per-seed validation losses
@@ -50,4 +50,5 @@ def test_the_probe_bootstrap_covers_as_the_closed_form_says(levels):
     covered = np.mean((low <= truth) & (truth <= high))
     z = stats.norm.ppf(0.975)
     closed = 2 * stats.t.cdf(z * np.sqrt((levels - 1) / levels), levels - 1) - 1
+    assert probes.coverage(levels) == pytest.approx(closed)  # what the probe pages say of a small level set
     assert abs(covered - closed) < 3 * np.sqrt(closed * (1 - closed) / sims) + 0.005  # + the bootstrap's own noise

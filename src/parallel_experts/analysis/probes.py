@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import stats
 
 from parallel_experts.core import definitions
 from parallel_experts.results import paper
@@ -27,10 +28,17 @@ CONTROLS = ("encoder", "control")
 REPRESENTATION_NAMES = {"state": "final state s_t", "encoder": "encoder output z_t (observation baseline)",
                         "control": "untrained agent's s_t (control)"}
 TARGET_NAMES = {"agent_onto": "C_A: agent moves onto", "box_pushed": "C_B: box pushed off"}
-# Fewer scored levels than this and the 95 % intervals over levels are rough (our choice, from a simulation of the
-# bootstrap of sokoban/probe_scores.py with levels like those of its coverage test: the interval covered the true
-# recall 83 % of the time over 5 levels, 90 % over 10, 91 % over 20, 93 % over 30 and 94 % over 50).
+# Fewer scored levels than this and the 95 % intervals over levels are rough (our choice): see `coverage`.
 SMALL_LEVEL_SET = 30
+
+
+def coverage(levels: int, interval: float = 0.95) -> float:
+    """How often the probes' percentile bootstrap over `levels` levels covers the truth, for a mean of normal
+    values: its interval is the mean ± z plug-in standard errors (dividing by n), which covers iff |t_{n-1}| ≤
+    z·√((n − 1)/n). 0.85 over 5 levels, 0.90 over 10, 0.94 over 30 (tests/test_statistics.py checks it against
+    bootstrap_ratio)."""
+    z = stats.norm.ppf((1 + interval) / 2)
+    return float(2 * stats.t.cdf(z * np.sqrt((levels - 1) / levels), levels - 1) - 1)
 
 
 def run_label(probes: xr.Dataset, run: str) -> str:
@@ -161,9 +169,10 @@ def level_set_note(probes: xr.Dataset) -> str:
         return found + (" No test level is solved by every probed run, so there is nothing to score and this page "
                         "shows no recall: the probes need agents that solve some of the same levels.")
     if scored < SMALL_LEVEL_SET:
-        return found + (f" That is fewer than {SMALL_LEVEL_SET} levels: the intervals over levels are rough (in a "
-                        "simulation of this bootstrap its 95 % interval covered the truth 90 % of the time over 10 "
-                        "levels, 83 % over 5), and levels solved early leave the later steps few or no episodes.")
+        rough = f"{100 * coverage(scored):.0f} % of the time" if scored > 1 else "never: one level has no spread"
+        return found + (f" That is fewer than {SMALL_LEVEL_SET} levels: the intervals over levels are rough (over "
+                        f"{scored} levels a 95 % interval of this bootstrap covers the truth about {rough}), and "
+                        "levels solved early leave the later steps few or no episodes.")
     return found
 
 
