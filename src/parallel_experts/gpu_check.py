@@ -38,7 +38,7 @@ from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
-from parallel_experts.planning import resources
+from parallel_experts.planning import costs, resources
 from parallel_experts.planning.memory import size
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
@@ -172,31 +172,27 @@ def _measure(config: dict, spec: dict, out: str) -> None:
 
 def priced(config: Mapping, spec: Mapping, result: Mapping, peaks: Mapping[str, float], rehearsed: Mapping) -> dict:
     """A training section's result with its achieved TFLOP/s and their fraction of the plan's peak (in the plan's
-    terms: the `plan.<family>` of its rule, else `plan.default`, as `planning.costs.assumed_rate` reads it), and
-    the CPU rehearsal's memory figure for its program."""
+    terms: `planning.costs.assumption` of its rule and model family), and the CPU rehearsal's memory figure for its
+    program."""
     rule = spec["section"]
     runs = sokoban_experiment.runs_by_id(config) if rule == "sokoban_train" else lm_experiment.runs_by_id(config)
     run = runs[spec["run"]]
     recurrent = run.agent.recurrent if rule == "sokoban_train" else run.model.recurrent
     found = dict(result) | {"cpu_rehearsal": cpu_figure(rehearsed, result)}
-    name = resources.FAMILY[rule]
-    plan = config.get("plan", {})
-    where = name if name in plan else "default"
-    assumed = plan.get(where)
-    if assumed is None or "flops_per_update" not in result or "seconds_per_update" not in result:
+    if "flops_per_update" not in result or "seconds_per_update" not in result:
         return found
-    key, efficiency = f"plan.{where}.efficiency", assumed["efficiency"]
-    if isinstance(efficiency, Mapping):  # per model family, or its default
-        kind = family(recurrent) if family(recurrent) in efficiency else "default"
-        key, efficiency = f"{key}.{kind}", efficiency.get(kind)
+    try:
+        assumed = costs.assumption(config, rule, family(recurrent))
+    except ConfigError:  # the config states no throughput to compare with: measured, not priced
+        return found
+    name = resources.FAMILY[rule]
     peak, source = ((peaks[name], "--peak-tflops") if name in peaks else
-                    (assumed["peak_tflops"], f"plan.{where}.peak_tflops"))
+                    (assumed.peak_tflops, f"{assumed.spec_key}.peak_tflops"))
     achieved = result["flops_per_update"] / result["seconds_per_update"] / 1e12
     return found | {"achieved_tflops": achieved, "peak_tflops": peak, "peak_source": source,
-                    "plan_device": assumed["device"], "efficiency": achieved / peak, "config_key": key,
-                    "assumed_efficiency": efficiency,
-                    "assumed_seconds_per_update": (result["flops_per_update"] / (peak * 1e12 * efficiency)
-                                                   if efficiency else None)}
+                    "plan_device": assumed.device, "efficiency": achieved / peak, "config_key": assumed.efficiency_key,
+                    "assumed_efficiency": assumed.efficiency,
+                    "assumed_seconds_per_update": result["flops_per_update"] / (peak * 1e12 * assumed.efficiency)}
 
 
 def plan_updates(found: Mapping) -> dict:
