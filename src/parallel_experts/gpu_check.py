@@ -38,8 +38,7 @@ from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
-from parallel_experts.planning import costs, resources
-from parallel_experts.planning.memory import size
+from parallel_experts.planning import costs, memory, resources
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
@@ -213,10 +212,10 @@ def plan_updates(found: Mapping) -> dict:
 
 def read_rehearsal(path: str | Path | None) -> dict:
     """The rehearsal's records by program key, and what the check says of the file."""
-    if path is None or not Path(path).exists():
+    rehearsed = None if path is None else memory.read_rehearsal(path)
+    if rehearsed is None:
         return {"records": {}, "about": {"file": None if path is None else str(path), "note": (
             "no rehearsal file: every CPU figure is null (`rehearse --config ... --only KEY` writes one)")}}
-    rehearsed = json.loads(Path(path).read_text())
     records = {record["key"]: record for record in rehearsed.get("programs", [])}
     return {"records": records, "about": {"file": str(path), "scale": rehearsed.get("scale"),
                                           "programs": len(records)}}
@@ -245,6 +244,6 @@ def summary(entry: Mapping) -> str:
         ms = ", ".join(f"{label} {value:.3f} ms/token" for label, value in entry["ms_per_token"].items())
         return f"{ms}; ratio {entry['ratio']:.3f}"
     shown = {"seconds_per_update": lambda s: f"{s:.3f} s per update", "efficiency": lambda e: f"{e:.1%} of the peak",
-             "peak_bytes": lambda b: f"XLA plans {size(b)} per device",
+             "peak_bytes": lambda b: f"XLA plans {memory.size(b)} per device",
              "compile_seconds": lambda s: f"compiled in {s:.0f} s"}
     return ", ".join(form(entry[name]) for name, form in shown.items() if name in entry)
