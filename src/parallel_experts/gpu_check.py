@@ -38,8 +38,7 @@ from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
-from parallel_experts.planning import resources
-from parallel_experts.planning.memory import size
+from parallel_experts.planning import costs, memory, resources
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
@@ -172,31 +171,27 @@ def _measure(config: dict, spec: dict, out: str) -> None:
 
 def priced(config: Mapping, spec: Mapping, result: Mapping, peaks: Mapping[str, float], rehearsed: Mapping) -> dict:
     """A training section's result with its achieved TFLOP/s and their fraction of the plan's peak (in the plan's
-    terms: the `plan.<family>` of its rule, else `plan.default`, as `planning.costs.assumed_rate` reads it), and
-    the CPU rehearsal's memory figure for its program."""
+    terms: `planning.costs.assumption` of its rule and model family), and the CPU rehearsal's memory figure for its
+    program."""
     rule = spec["section"]
     runs = sokoban_experiment.runs_by_id(config) if rule == "sokoban_train" else lm_experiment.runs_by_id(config)
     run = runs[spec["run"]]
     recurrent = run.agent.recurrent if rule == "sokoban_train" else run.model.recurrent
     found = dict(result) | {"cpu_rehearsal": cpu_figure(rehearsed, result)}
-    name = resources.FAMILY[rule]
-    plan = config.get("plan", {})
-    where = name if name in plan else "default"
-    assumed = plan.get(where)
-    if assumed is None or "flops_per_update" not in result or "seconds_per_update" not in result:
+    if "flops_per_update" not in result or "seconds_per_update" not in result:
         return found
-    key, efficiency = f"plan.{where}.efficiency", assumed["efficiency"]
-    if isinstance(efficiency, Mapping):  # per model family, or its default
-        kind = family(recurrent) if family(recurrent) in efficiency else "default"
-        key, efficiency = f"{key}.{kind}", efficiency.get(kind)
+    try:
+        assumed = costs.assumption(config, rule, family(recurrent))
+    except ConfigError:  # the config states no throughput to compare with: measured, not priced
+        return found
+    name = resources.FAMILY[rule]
     peak, source = ((peaks[name], "--peak-tflops") if name in peaks else
-                    (assumed["peak_tflops"], f"plan.{where}.peak_tflops"))
+                    (assumed.peak_tflops, f"{assumed.spec_key}.peak_tflops"))
     achieved = result["flops_per_update"] / result["seconds_per_update"] / 1e12
     return found | {"achieved_tflops": achieved, "peak_tflops": peak, "peak_source": source,
-                    "plan_device": assumed["device"], "efficiency": achieved / peak, "config_key": key,
-                    "assumed_efficiency": efficiency,
-                    "assumed_seconds_per_update": (result["flops_per_update"] / (peak * 1e12 * efficiency)
-                                                   if efficiency else None)}
+                    "plan_device": assumed.device, "efficiency": achieved / peak, "config_key": assumed.efficiency_key,
+                    "assumed_efficiency": assumed.efficiency,
+                    "assumed_seconds_per_update": result["flops_per_update"] / (peak * 1e12 * assumed.efficiency)}
 
 
 def plan_updates(found: Mapping) -> dict:
@@ -217,10 +212,10 @@ def plan_updates(found: Mapping) -> dict:
 
 def read_rehearsal(path: str | Path | None) -> dict:
     """The rehearsal's records by program key, and what the check says of the file."""
-    if path is None or not Path(path).exists():
+    rehearsed = None if path is None else memory.read_rehearsal(path)
+    if rehearsed is None:
         return {"records": {}, "about": {"file": None if path is None else str(path), "note": (
             "no rehearsal file: every CPU figure is null (`rehearse --config ... --only KEY` writes one)")}}
-    rehearsed = json.loads(Path(path).read_text())
     records = {record["key"]: record for record in rehearsed.get("programs", [])}
     return {"records": records, "about": {"file": str(path), "scale": rehearsed.get("scale"),
                                           "programs": len(records)}}
@@ -249,6 +244,6 @@ def summary(entry: Mapping) -> str:
         ms = ", ".join(f"{label} {value:.3f} ms/token" for label, value in entry["ms_per_token"].items())
         return f"{ms}; ratio {entry['ratio']:.3f}"
     shown = {"seconds_per_update": lambda s: f"{s:.3f} s per update", "efficiency": lambda e: f"{e:.1%} of the peak",
-             "peak_bytes": lambda b: f"XLA plans {size(b)} per device",
+             "peak_bytes": lambda b: f"XLA plans {memory.size(b)} per device",
              "compile_seconds": lambda s: f"compiled in {s:.0f} s"}
     return ", ".join(form(entry[name]) for name, form in shown.items() if name in entry)

@@ -247,22 +247,41 @@ def measured_rates(seconds: Mapping[Job, float]) -> dict[str, list[float]]:
     return rates
 
 
-def assumed_rate(config: Mapping, job: Job) -> Rate:
-    """The config's stated assumption for the job's resources family (`plan.<family>`, else `plan.default`)."""
-    name = resources.FAMILY[job.rule]
-    spec = config.get("plan", {}).get(name, config.get("plan", {}).get("default"))
-    if spec is None:
-        raise ConfigError(f"plan.{name}: no assumed throughput for {job.rule}, and no timed job of it on "
+class Assumption(NamedTuple):
+    """The config's stated throughput for one rule and model family, and the keys it is read from."""
+
+    spec_key: str  # plan.<family>, else plan.default
+    efficiency_key: str  # <spec_key>.efficiency, with .<model family> where it is given per family
+    device: str
+    peak_tflops: float
+    efficiency: float
+
+
+def assumption(config: Mapping, rule: str, kind: str = "") -> Assumption:
+    """The config's stated assumption for a job of `rule` and model family `kind` (`plan.<family>` of the rule's
+    resources family, else `plan.default`)."""
+    name = resources.FAMILY[rule]
+    plan = config.get("plan", {})
+    where = name if name in plan else "default"
+    if where not in plan:
+        raise ConfigError(f"plan.{name}: no assumed throughput for {rule}, and no timed job of it on "
                           f"this accelerator; give plan.{name} or plan.default (device, peak_tflops, efficiency)")
-    efficiency = spec["efficiency"]
+    spec = plan[where]
+    key, efficiency = f"plan.{where}.efficiency", spec["efficiency"]
     if isinstance(efficiency, Mapping):
-        if (job.family or "default") not in efficiency:
-            raise ConfigError(f"plan.{name}.efficiency: no value for {job.rule}, which has no model family; "
+        if (kind or "default") not in efficiency:
+            raise ConfigError(f"plan.{name}.efficiency: no value for {rule}, which has no model family; "
                               "give a default")
-        efficiency = efficiency[job.family or "default"]
+        key, efficiency = f"{key}.{kind or 'default'}", efficiency[kind or "default"]
+    return Assumption(f"plan.{where}", key, spec["device"], spec["peak_tflops"], efficiency)
+
+
+def assumed_rate(config: Mapping, job: Job) -> Rate:
+    """The config's stated assumption for the job's resources family (`assumption`), over the job's GPUs."""
+    assumed = assumption(config, job.rule, job.family)
     gpus = resources.spec(config, job.rule)["gpus"]
-    return Rate(spec["peak_tflops"] * 1e12 * efficiency * max(gpus, 1),
-                f"assumed: {efficiency:.1%} of {spec['device']}'s {spec['peak_tflops']:g} TFLOP/s"
+    return Rate(assumed.peak_tflops * 1e12 * assumed.efficiency * max(gpus, 1),
+                f"assumed: {assumed.efficiency:.1%} of {assumed.device}'s {assumed.peak_tflops:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""))
 
 
