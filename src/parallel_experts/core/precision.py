@@ -14,6 +14,8 @@ import os
 import sys
 from collections.abc import Mapping
 
+from parallel_experts.config.errors import ConfigError
+
 MATMUL_PRECISIONS = ("default", "tensorfloat32", "float32", "bfloat16")
 DEFAULT = "default"
 VARIABLE = "JAX_DEFAULT_MATMUL_PRECISION"  # read by JAX when imported: the processes a job starts inherit it
@@ -24,11 +26,16 @@ def of(config: Mapping, domain: str) -> str:
     return config[domain].get("training", {}).get("matmul_precision", DEFAULT)
 
 
+def check(name: str, key: str) -> None:
+    """Refuse a precision JAX does not name, in one line naming the config `key`."""
+    if name not in MATMUL_PRECISIONS:
+        raise ConfigError(f"{key}: expected one of {MATMUL_PRECISIONS}, got {name!r}")
+
+
 def use(name: str) -> None:
     """Compute float32 matmuls and convolutions at `name` in this process and those it starts; call it before the
     process compiles anything. `default` leaves JAX's own default, as code that never sets it gets."""
-    if name not in MATMUL_PRECISIONS:
-        raise ValueError(f"matmul precision {name!r}: expected one of {MATMUL_PRECISIONS}")
+    check(name, "matmul precision")
     value = None if name == DEFAULT else name
     if value is None:
         os.environ.pop(VARIABLE, None)

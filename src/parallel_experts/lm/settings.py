@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
-from parallel_experts.core.precision import MATMUL_PRECISIONS
+from parallel_experts.core.precision import DEFAULT as JAX_DEFAULT_PRECISION
+from parallel_experts.core.precision import check as check_precision
 
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the authors' LM/nanogpt/config.py)
 DTYPE_BYTES = {"bfloat16": 2, "float32": 4}  # the model dtypes (lm.dtype), bytes per value
@@ -69,16 +70,14 @@ class TrainConfig:
     schedule: str = "authors"  # where the matrix learning rate's cosine ends (optim.SCHEDULES)
     # How float32 matmuls compute on the device, in this run's every job (core/precision.py; the CLI sets it): the
     # bfloat16 model's matmuls are bfloat16 whatever it says; a float32 model's on a GPU change with it.
-    matmul_precision: str = "default"
+    matmul_precision: str = JAX_DEFAULT_PRECISION
 
     def __post_init__(self):
         where = "lm.training"
         if self.batch_tokens % self.sequence or (self.batch_tokens // self.sequence) % self.microbatch:
             raise ConfigError(f"{where}: batch_tokens {self.batch_tokens} must split into streams of "
                               f"{self.sequence} tokens, in groups of microbatch {self.microbatch} streams")
-        if self.matmul_precision not in MATMUL_PRECISIONS:
-            raise ConfigError(f"{where}.matmul_precision: expected one of {MATMUL_PRECISIONS}, got "
-                              f"{self.matmul_precision!r}")
+        check_precision(self.matmul_precision, f"{where}.matmul_precision")
         if self.checkpoint_every % self.log_every:
             raise ConfigError(f"{where}: checkpoint_every {self.checkpoint_every} must be a multiple of "
                               f"log_every {self.log_every}, so that a resumed run logs the same curve")

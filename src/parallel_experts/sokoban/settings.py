@@ -12,7 +12,8 @@ import numpy as np
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.aggregation import AGGREGATIONS, full_radius
-from parallel_experts.core.precision import MATMUL_PRECISIONS
+from parallel_experts.core.precision import DEFAULT as JAX_DEFAULT_PRECISION
+from parallel_experts.core.precision import check as check_precision
 from parallel_experts.results import paper
 
 EXPERT_TYPES = ("convlstm", "convglu")
@@ -97,14 +98,12 @@ class TrainConfig:
     seeds_at_once: int | None = None
     # How float32 matmuls and convolutions compute on the device, in this run's every job (core/precision.py; the CLI
     # sets it): on a GPU it changes the numbers, so it defines the run; on the CPU it changes nothing.
-    matmul_precision: str = "default"
+    matmul_precision: str = JAX_DEFAULT_PRECISION
 
     def __post_init__(self):
         if not isinstance(self.remat, (bool, np.bool_)):
             raise ConfigError(f"sokoban.training.remat: expected true or false, got {self.remat!r}")
-        if self.matmul_precision not in MATMUL_PRECISIONS:
-            raise ConfigError(f"sokoban.training.matmul_precision: expected one of {MATMUL_PRECISIONS}, got "
-                              f"{self.matmul_precision!r}")
+        check_precision(self.matmul_precision, "sokoban.training.matmul_precision")
         group = self.seeds_at_once
         if group is not None and (isinstance(group, bool) or not isinstance(group, numbers.Integral) or group < 1):
             raise ConfigError(f"seeds_at_once: expected a positive integer or null (all seeds), got {group!r}")
