@@ -13,7 +13,7 @@ from helpers import REPO, write_sokoban_results
 
 from parallel_experts import cli, study
 from parallel_experts.analysis import expert_count
-from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.analysis import sokoban_scores
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.reporting import catalogue, plots
@@ -144,7 +144,7 @@ def test_the_figure_puts_sokoban_left_and_draws_one_line_per_recurrence_and_dept
 def test_table2_takes_each_budgets_best_by_final_five_return_not_by_solve_rate():
     data = xr.concat([sokoban_sweep(RUNS), sokoban_sweep([(True, "small", 1, 1, 128, [9.0, 9.0], 0.1)], "convglu")],
                      dim="run", join="outer")
-    best = analysis.best_agents(data)
+    best = sokoban_scores.best_agents(data)
     got = [(r["budget"], r["family"], r["sweep"], r["depth"], r["experts"], r["width"]) for _, r in best.iterrows()]
     # small, recurrent: the ConvGLU (1,1,128) scores 9 with a solve rate of 0.1, above every ConvLSTM run.
     assert got == [("small", "recurrent", "convglu", 1, 1, 128), ("small", "non-recurrent", "convlstm", 4, 1, 64),
@@ -157,13 +157,13 @@ def test_table2_takes_each_budgets_best_by_final_five_return_not_by_solve_rate()
 def test_prior_work_compares_like_for_like_only_on_boxoban_unfiltered_test():
     demo = files.load([REPO / "config/config.yaml"])
     paper = files.load([REPO / "config/paper.yaml"])
-    assert analysis.prior_work_comparison(demo).startswith("Not like for like: the published solve rates are on "
+    assert sokoban_scores.prior_work_comparison(demo).startswith("Not like for like: the published solve rates are on "
                                                            "Boxoban unfiltered/test, this config's test levels are "
                                                            "200 generated 6×6 rooms with 2 boxes")
-    assert analysis.prior_work_comparison(paper) == (
+    assert sokoban_scores.prior_work_comparison(paper) == (
         "Like for like in levels: ours are also Boxoban unfiltered/test; trained as long as ours (50M environment "
         "steps): DRC(3,3) at 50M, ResNet at 50M.")
-    table = analysis.prior_work()
+    table = sokoban_scores.prior_work()
     # The published numbers: Taufeeque et al. (2024); camail-official/LoopedActor's sokoban/README.md (81.5 ± 5.7 %,
     # 42.8 ± 6.2 %, 0.2 ± 0.3 % on unfiltered_test, mean ± std over seeds 1-3)
     assert table[["agent", "trained", "solve rate"]].values.tolist() == [

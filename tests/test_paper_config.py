@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import REPO
 
-from parallel_experts.analysis.sokoban import PAPER_EXPERT
+from parallel_experts.analysis.sokoban_scores import PAPER_EXPERT
 from parallel_experts.config.files import load
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment

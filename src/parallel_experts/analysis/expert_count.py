@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import lm as lm_analysis
-from parallel_experts.analysis import sokoban as analysis
+from parallel_experts.analysis import lm_losses
+from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import definitions
 from parallel_experts.results import store
@@ -65,7 +65,7 @@ def points(sokoban: Iterable[xr.Dataset], lm: xr.Dataset | None, window: int) ->
 def sokoban_points(sweep: xr.Dataset) -> pd.DataFrame:
     """Points of a Sokoban dataset (`sokoban.experiment.collect`): mean final-five return over seeds (higher is
     better) ± its standard error, one panel per sweep."""
-    table = analysis.configuration_scores(analysis.per_seed_scores(sweep))
+    table = sokoban_scores.configuration_scores(sokoban_scores.per_seed_scores(sweep))
     table = table.assign(panel=[sokoban_panel(s) for s in table["sweep"]]).rename(columns={"mean": "score"})
     return _points(table, sign=1)
 
@@ -75,7 +75,7 @@ def lm_points(sweep: xr.Dataset, window: int) -> pd.DataFrame:
     lower is better, ± its standard error (NaN for one seed, the paper's and our default)."""
     selected = sweep.isel(run=(sweep["window"] == window).values)
     table = pd.DataFrame({name: selected[name].values for name in ["recurrent", "budget", "depth", "experts", "width"]})
-    table = pd.concat([table, lm_analysis.over_seeds(selected)], axis=1)
+    table = pd.concat([table, lm_losses.over_seeds(selected)], axis=1)
     table = table.dropna(subset=["validation_loss"]).rename(columns={"validation_loss": "score"})
     return _points(table.assign(panel=lm_panel(window)), sign=-1)
 
@@ -84,7 +84,7 @@ def chance_panels(sokoban: Iterable[xr.Dataset]) -> set[str]:
     """The Sokoban panels (one per sweep) whose every agent is at chance (sokoban.analysis.at_chance): their
     scores cannot show an effect of the number of experts."""
     return {sokoban_panel(name) for ds in sokoban for name in dict.fromkeys(ds["sweep"].values.tolist())
-            if analysis.at_chance(ds.isel(run=(ds["sweep"] == name).values))}
+            if sokoban_scores.at_chance(ds.isel(run=(ds["sweep"] == name).values))}
 
 
 def _points(table: pd.DataFrame, sign: int) -> pd.DataFrame:

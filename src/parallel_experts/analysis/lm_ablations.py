@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import lm as analysis
+from parallel_experts.analysis import lm_losses
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
@@ -63,15 +63,15 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`, in the config's order: the value, the run's budget, window,
     allocation, validation loss (with its standard error and seed count where a value has several seeds) and
     final training cross-entropy, means over seeds."""
-    runs = analysis.run_table(data)
+    runs = lm_losses.run_table(data)
     table = members(runs, data, setting)
-    return table[analysis.with_seed_columns(runs, [
-        "run", setting, "budget", "window", *analysis.ALLOCATION, "q_heads", "kv_heads", "validation_loss",
+    return table[lm_losses.with_seed_columns(runs, [
+        "run", setting, "budget", "window", *lm_losses.ALLOCATION, "q_heads", "kv_heads", "validation_loss",
         "final_train_ce_loss", "train_tokens", "scored_tokens"])]
 
 
 def members(runs: pd.DataFrame, data: xr.Dataset, setting: str) -> pd.DataFrame:
-    """The rows of `runs` (analysis.run_table of `data`) that the ablation of `setting` trains, in the config's
+    """The rows of `runs` (lm_losses.run_table of `data`) that the ablation of `setting` trains, in the config's
     order, each with its value of the setting (column `setting`) after its run id."""
     table = runs.set_index("run").loc[store.ablation_members(data)[setting]].reset_index()
     table.insert(1, setting, data[setting].sel(run=table["run"].values).values)
@@ -85,8 +85,8 @@ def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) 
         return None, ["the paper gives no value of this configuration, only the effect stated below"]
     budget, window, allocation = PAPER_RUNS[setting]
     row = table.iloc[0]
-    ours = (row["budget"], int(row["window"]), tuple(int(row[c]) for c in analysis.ALLOCATION))
-    reasons = analysis.comparability(config, ours[0], ours[1], vocab)
+    ours = (row["budget"], int(row["window"]), tuple(int(row[c]) for c in lm_losses.ALLOCATION))
+    reasons = lm_losses.comparability(config, ours[0], ours[1], vocab)
     if ours != (budget, window, allocation):
         reasons.append(f"this ablation runs the {ours[0]} budget's L{ours[2][0]} E{ours[2][1]} d{ours[2][2]} at "
                        f"W = {ours[1]}, the paper's the {budget} budget's L{allocation[0]} E{allocation[1]} "

@@ -17,8 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts.analysis import comparison
-from parallel_experts.analysis import \
-    sokoban as analysis  # not sokoban.experiment: Jumanji breaks a notebook's matplotlib
+from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import aggregation
 from parallel_experts.results import paper as published
@@ -35,7 +34,7 @@ def paper_value(setting: str) -> float:
     """The authors' mean final-five return of the configuration the paper's ablation varies (the sqrt-sum, the
     full radius): their medium-budget sweep's score of that allocation."""
     budget, (depth, experts, width) = PAPER_RUNS[setting]
-    table = analysis.configuration_scores(analysis.paper_per_seed_scores())
+    table = sokoban_scores.configuration_scores(sokoban_scores.paper_per_seed_scores())
     row = table[(table["budget"] == budget) & (table["depth"] == depth) & (table["experts"] == experts)
                 & (table["width"] == width)]
     return float(row["mean"].iloc[0])
@@ -85,14 +84,15 @@ def runs(data: xr.Dataset, setting: str) -> xr.Dataset:
 
 
 def at_chance(data: xr.Dataset, setting: str) -> bool:
-    """Whether every agent of one ablation is at chance (analysis.at_chance): its ordering then means nothing."""
-    return analysis.at_chance(runs(data, setting))
+    """Whether every agent of one ablation is at chance (sokoban_scores.at_chance): its ordering then means nothing."""
+    return sokoban_scores.at_chance(runs(data, setting))
 
 
 def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     """One row per value of the ablation's `setting`: mean, variance, stderr and seeds of the final-five score,
     aggregation rules in the paper's order, radii ascending (`full`: the radius that reaches every expert)."""
-    table = analysis.configuration_scores(analysis.per_seed_scores(runs(data, setting), [setting]), [setting])
+    per_seed = sokoban_scores.per_seed_scores(runs(data, setting), [setting])
+    table = sokoban_scores.configuration_scores(per_seed, [setting])
     if setting == "aggregation":
         table = table.sort_values("aggregation", key=lambda rule: rule.map(aggregation.AGGREGATIONS.index))
     else:
@@ -106,7 +106,7 @@ def is_paper_run(config: Mapping, setting: str, table: pd.DataFrame) -> bool:
     """Whether the ablation runs the paper's configuration (its budget, as the paper anchors it, and allocation),
     so that the authors' value compares with ours."""
     budget, allocation = PAPER_RUNS[setting]
-    ours = tuple(int(table[column].iloc[0]) for column in analysis.ALLOCATION)
+    ours = tuple(int(table[column].iloc[0]) for column in sokoban_scores.ALLOCATION)
     return (table["budget"].iloc[0] == budget and ours == allocation
             and comparison.same_budget_as_paper(config, "sokoban", budget))
 
@@ -177,7 +177,7 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool 
              "not comparable: this config runs another budget or allocation")
     lines = [f"this run: {verdict}",
              f"paper, {which}: {paper_value(setting):.3f} (the authors' {budget} L{allocation[0]} E{allocation[1]} "
-             f"d{allocation[2]}, {analysis.steps_text(published.SOKOBAN_TRAINING['env_steps'].value)} steps; "
+             f"d{allocation[2]}, {sokoban_scores.steps_text(published.SOKOBAN_TRAINING['env_steps'].value)} steps; "
              f"{where})",
              PAPER_FINDINGS[setting]]
     note = seeds_note(table, paper_run)

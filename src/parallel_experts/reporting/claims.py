@@ -26,10 +26,10 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts.analysis import expert_count
-from parallel_experts.analysis import lm as lm_analysis
+from parallel_experts.analysis import lm_losses
 from parallel_experts.analysis import lm_ablations
 from parallel_experts.analysis import probes as probe_analysis
-from parallel_experts.analysis import sokoban as sokoban_analysis
+from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
 from parallel_experts.analysis.verdicts import welch_greater, welch_text, welch_toward
@@ -90,8 +90,8 @@ def _decided(direction: int, p: float | None) -> str:
 
 
 def _sokoban_scores(data: xr.Dataset, variants: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    per_seed = sokoban_analysis.per_seed_scores(data, variants)
-    return per_seed, sokoban_analysis.configuration_scores(per_seed, variants)
+    per_seed = sokoban_scores.per_seed_scores(data, variants)
+    return per_seed, sokoban_scores.configuration_scores(per_seed, variants)
 
 
 def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
@@ -101,7 +101,7 @@ def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
 
 
 def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
-    return sokoban_analysis.at_chance(data.sel(run=list(runs)))
+    return sokoban_scores.at_chance(data.sel(run=list(runs)))
 
 
 def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFrame], Finding]) -> Finding:
@@ -149,7 +149,7 @@ def _best_depths(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
     if not len(within):
         return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {shallow_depth}")
     rival = within.loc[within["mean"].idxmax()]
-    p = welch_greater(sokoban_analysis.seed_scores(per_seed, best[deeper]), sokoban_analysis.seed_scores(per_seed, rival))
+    p = welch_greater(sokoban_scores.seed_scores(per_seed, best[deeper]), sokoban_scores.seed_scores(per_seed, rival))
     return Finding(_decided(1 if non > rec else -1, p), measured,
                    f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
                    f"{shallow_depth}: {welch_text(p)}", verdicts.WELCH)
@@ -166,7 +166,7 @@ def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | N
         return None
     deep, within = _best(non[non["depth"] == deepest], False), _best(non[non["depth"] <= shared], False)
     gap = deep["mean"] - within["mean"]
-    ours, theirs = sokoban_analysis.seed_scores(per_seed, deep), sokoban_analysis.seed_scores(per_seed, within)
+    ours, theirs = sokoban_scores.seed_scores(per_seed, deep), sokoban_scores.seed_scores(per_seed, within)
     p = welch_toward(ours, theirs, gap >= 0)
     return Finding(_decided(1 if gap >= 0 else -1, p),
                    f"non-recurrent at L = {deepest} {deep['mean']:.3f} (E = {int(deep['experts'])}, "
@@ -208,11 +208,11 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     mine, others = table[default].iloc[0], table[~default]
     rival = others.loc[others["mean"].idxmax()]
     gap = mine["mean"] - rival["mean"]
-    ours, theirs = sokoban_analysis.seed_scores(per_seed, mine, (setting,)), sokoban_analysis.seed_scores(per_seed, rival, (setting,))
+    ours, theirs = (sokoban_scores.seed_scores(per_seed, row, (setting,)) for row in (mine, rival))
     p = welch_toward(ours, theirs, gap >= 0)
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
-    if sokoban_analysis.at_chance(members):  # nothing to test: the returns of agents at chance
+    if sokoban_scores.at_chance(members):  # nothing to test: the returns of agents at chance
         return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
     return gap, p, measured, f"{label if gap >= 0 else name} better: {welch_text(p)}"
 
@@ -252,13 +252,13 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
-        runs = lm_ablations.members(lm_analysis.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
+        runs = lm_ablations.members(lm_losses.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
         default, others = runs[runs["aggregation"] == "sqrt_sum"], runs[runs["aggregation"] != "sqrt_sum"]
         if len(default) and len(others):
             mine, rival = default.iloc[0], others.loc[others["validation_loss"].idxmin()]
             gap = mine["validation_loss"] - rival["validation_loss"]
-            measured = (f"sqrt_sum: {lm_analysis.loss_text(mine)}, best other ({rival['aggregation']}): "
-                        f"{lm_analysis.loss_text(rival)} ({gap:+.3f} nats)")
+            measured = (f"sqrt_sum: {lm_losses.loss_text(mine)}, best other ({rival['aggregation']}): "
+                        f"{lm_losses.loss_text(rival)} ({gap:+.3f} nats)")
             parts["FineWeb"] = _comparable_finding(measured, mine["losses"], rival["losses"], gap, "sqrt_sum")
     return combine(parts)
 
@@ -294,7 +294,7 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
     window (means over seeds), comparable or better within verdicts.COMPARABLE nats: tested over seeds where both
     have several (verdicts.comparable_over_seeds), the single-run rule where not."""
 
-    runs = lm_analysis.run_table(sweep)
+    runs = lm_losses.run_table(sweep)
     runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
     rec = runs[runs["recurrent"] & (runs["depth"] <= 2)]
     non = runs[~runs["recurrent"].astype(bool)]
@@ -302,8 +302,8 @@ def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Findin
         return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
     r, n = rec.loc[rec["validation_loss"].idxmin()], non.loc[non["validation_loss"].idxmin()]
     gap = r["validation_loss"] - n["validation_loss"]
-    measured = (f"recurrent {r['allocation']}: {lm_analysis.loss_text(r)}, best non-recurrent {n['allocation']}: "
-                f"{lm_analysis.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
+    measured = (f"recurrent {r['allocation']}: {lm_losses.loss_text(r)}, best non-recurrent {n['allocation']}: "
+                f"{lm_losses.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
     return _comparable_finding(measured, r["losses"], n["losses"], gap, "recurrent")
 
 
@@ -325,7 +325,7 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
     best must be significantly better than its best within the other's depth (one-sided Welch over seeds); with
     one, the depths alone decide."""
 
-    table = lm_analysis.fewer_layers(lm_analysis.run_table(sweep))
+    table = lm_losses.fewer_layers(lm_losses.run_table(sweep))
     if not len(table):
         return not_run("FineWeb losses of both families at one budget and window")
     parts = {}
