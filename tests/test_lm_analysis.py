@@ -11,7 +11,7 @@ import xarray as xr
 from parallel_experts.analysis import comparison
 from parallel_experts.analysis import lm_losses
 from parallel_experts.core import definitions
-from parallel_experts.reporting import plots
+from parallel_experts.reporting import markup, page, plots
 from parallel_experts.results import grids
 
 matplotlib.use("Agg")
@@ -227,7 +227,7 @@ def test_summaries_follow_the_data_and_end_with_the_papers_finding(runs):
     assert "shows the paper's pattern" in depth[0] and depth[1].startswith("in every setting")
     assert depth[2] == lm_losses.PAPER_FINDING and lm_losses.PAPER_FINDING.startswith("the paper's finding (§5.2)")
     assert lm_losses.depth_summary(one_family)[0].startswith("no budget and window")
-    assert comparison.bullets(["a", "b"]) == "- a\n- b"
+    assert markup.bullets(["a", "b"]) == "- a\n- b"
 
 
 def test_best_allocation_table_per_depth_puts_the_recurrent_family_first(runs):
@@ -257,7 +257,7 @@ def test_select_setting_names_the_file_when_nothing_matches():
 
 def test_scale_note_lists_what_a_demo_reduced(paper_config):
     _, config = paper_config(lm={"vocabulary": 4096})
-    note = lm_losses.scale_note(config, sweep())
+    note = page.scale_note(config, sweep())
     assert note.startswith("What this run reduced or changed relative to the paper's FineWeb runs:\n- ")
     assert "- vocabulary: 4,096 token ids" in note
     _, paper = paper_config()
@@ -265,7 +265,7 @@ def test_scale_note_lists_what_a_demo_reduced(paper_config):
     at_paper_scale = at_paper_scale.assign_coords(
         train_tokens=("run", [1_310_720_000] * 2), tokens=("update", [131_072, 262_144, 393_216]),
         q_heads=("run", [8, 8]), kv_heads=("run", [4, 4])).assign(scored_tokens=("run", [99_614_720] * 2))
-    assert lm_losses.scale_note(paper, at_paper_scale) == ("Same corpus, vocabulary, budget anchors, windows and "
+    assert page.scale_note(paper, at_paper_scale) == ("Same corpus, vocabulary, budget anchors, windows and "
                                                           "training length as the paper's FineWeb runs.")
 
 

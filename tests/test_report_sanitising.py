@@ -14,7 +14,6 @@ from helpers import REPO
 from nbconvert import HTMLExporter
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from parallel_experts.analysis import comparison
 from parallel_experts.config import files
 from parallel_experts.planning import costs, memory
 from parallel_experts.planning import tables as plan_tables
@@ -82,7 +81,7 @@ def test_each_hostile_string_would_run_unsanitised_and_does_not_after(hostile):
     assert dangers(markup.markdown(hostile)) == []
     assert dangers(markup.sanitise(hostile)) == []
     assert dangers(markup.sanitise(markdown2html_mistune(hostile))) == []
-    assert dangers(markup.markdown(comparison.scale_banner("demo", hostile))) == []  # the description's banner
+    assert dangers(markup.markdown(markup.scale_banner("demo", hostile))) == []  # the description's banner
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -106,7 +105,7 @@ def test_plain_text_shows_as_typed_and_a_file_name_never_becomes_a_scheme(hostil
 
 
 def test_harmless_markdown_still_renders():
-    page = markup.markdown(comparison.scale_banner("demo", HARMLESS))
+    page = markup.markdown(markup.scale_banner("demo", HARMLESS))
     assert "<strong>Scale: demo.</strong>" in page and "<em>emphasised</em>" in page and "<code>code</code>" in page
     assert '<a href="plan.html"' in page and '<a href="https://arxiv.org/abs/2609.12531"' in page
     assert '<a href="mailto:a@example.org"' in markup.markdown("[mail](mailto:a@example.org)")

@@ -1,44 +1,16 @@
-"""What every report says about how our results stand beside the paper's, in the same words for both domains.
-
-Whether a budget of the config is the paper's (so the authors' numbers may be drawn beside ours), which of the
-authors' allocations the config also runs, and the report text both domains share: the scale banner at the top
-of every page and the bulleted summaries under the figures.
+"""How our results stand beside the paper's, by the same rules for both domains: whether a budget of the config
+is the paper's (so that the authors' numbers may be drawn beside ours), and which of the authors' allocations the
+config also runs. The words and markup of the reports are `reporting`'s.
 """
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
 from parallel_experts.core import budget as budgets
 from parallel_experts.results import paper as published
-
-# The allocation report's section titles, one per domain.
-DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
-                 "lm": "FineWeb language model (Transformer experts, per token)"}
-
-
-def scale_banner(scale: str, description: str) -> str:
-    """The first line of every report: the config's scale and what it reduced (Markdown)."""
-    return f"**Scale: {text(scale)}.** {text(description)}"
-
-
-def text(value) -> str:
-    """A config string (free text, a path) inside Markdown, escaped: Markdown passes HTML through, so a
-    description holding `<script>` or `<img onerror=…>` would otherwise run in every report."""
-    return html.escape(str(value), quote=False)
-
-
-def bullets(lines: Iterable[str]) -> str:
-    """A Markdown list, one item per line."""
-    return "\n".join(f"- {line}" for line in lines)
-
-
-def check_mark(flag: bool) -> str:
-    """How a table shows a true flag (✓) and a false one (blank)."""
-    return "✓" if flag else ""
 
 
 def anchor(config: Mapping, domain: str, name: str) -> budgets.Allocation | None:
@@ -81,15 +53,3 @@ def in_this_config(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.Series:
         return table[columns].astype(str).agg(" ".join, axis=1)
 
     return key(paper).isin(set(key(ours)))
-
-
-def allocations_heading(domain: str, scale: str, allocations: int, budget_count: int, proxy: str = "",
-                        measured: str = "") -> str:
-    """The allocation report's heading of one domain and of this config's grid (Markdown), with its work proxy and
-    what the measured FLOPs count, as the grid's dataset states them."""
-    lines = [f"## {DOMAIN_TITLES[domain]}", f"### This configuration ({scale}): {allocations} allocations in "
-             f"{budget_count} budgets"]
-    lines += [f"Work proxy: W = {text(proxy)}."] if proxy else []
-    lines += [f"Measured: {text(measured)}."] if measured else []
-    return "\n\n".join(lines)
-

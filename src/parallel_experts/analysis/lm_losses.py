@@ -377,11 +377,3 @@ def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
         found.append(f"precision: {lm['dtype']} instead of {PAPER['dtype']}")
     return found
 
-
-def scale_note(config: Mapping, sweep: xr.Dataset) -> str:
-    """The paragraph under an LM report's scale banner: what this sweep reduced (Markdown), or that it is the
-    paper's setting."""
-    reduced = scale_differences(config, sweep)
-    if reduced:
-        return "What this run reduced or changed relative to the paper's FineWeb runs:\n" + comparison.bullets(reduced)
-    return "Same corpus, vocabulary, budget anchors, windows and training length as the paper's FineWeb runs."

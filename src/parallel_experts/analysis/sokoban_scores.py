@@ -202,10 +202,11 @@ def training_returns(sweep: xr.Dataset) -> pd.DataFrame:
 
 
 def training_note(sweep: xr.Dataset) -> str:
-    """The line under every Sokoban report's scale banner: training length, test levels and how many pushes a
-    push-optimal solution of them needs on average (where the level set was solved)."""
+    """The line under every Sokoban report's scale banner (plain text, which the report escapes): training length,
+    test levels and how many pushes a push-optimal solution of them needs on average (where the level set was
+    solved)."""
     note = (f"Training: {int(sweep['env_steps'].max()):,} environment steps per run; test levels: "
-            f"{comparison.text(sweep.attrs['test_levels'])}.")
+            f"{sweep.attrs['test_levels']}.")
     if "test_mean_optimal_pushes" in sweep.attrs:
         note += (f" A push-optimal solution of a test level takes {sweep.attrs['test_mean_optimal_pushes']:.2f} "
                  f"pushes on average ({int(sweep.attrs['test_optimal_pushes_levels']):,} levels solved).")

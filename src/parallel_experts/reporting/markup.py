@@ -1,5 +1,7 @@
 """Every string that reaches a report's HTML passes here: plain text is escaped, a file path becomes a relative
-URL, Markdown is rendered and then sanitised, HTML is sanitised, all against one allow-list.
+URL, Markdown is rendered and then sanitised, HTML is sanitised, all against one allow-list. The small Markdown
+pieces every page shares (the scale banner, a list of summary lines, a table's check mark) are built here too, so
+that the config strings in them pass the one escaping function, `text`.
 
 Strings from a config (its `description`, `plan.<family>.device`), a results file or a file name end up on
 pages that a reader opens in a browser; a `<script>`, an `on…` attribute or a `javascript:` link among them
@@ -13,6 +15,7 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
+from collections.abc import Iterable
 from pathlib import PurePath
 
 import nh3
@@ -38,6 +41,22 @@ SAFE_CSS = re.compile(r"[\w\s#.,:;{}>%!*+~-]*")
 def text(value) -> str:
     """Plain text (a config value, a name read from a file) as HTML text: shown as typed, never parsed."""
     return html.escape(str(value))
+
+
+def scale_banner(scale: str, description: str) -> str:
+    """The first line of every report: the config's scale and what it reduced (Markdown). Markdown passes HTML
+    through, so a description holding `<script>` or `<img onerror=…>` is escaped, else it would run on every page."""
+    return f"**Scale: {text(scale)}.** {text(description)}"
+
+
+def bullets(lines: Iterable[str]) -> str:
+    """A Markdown list, one item per line."""
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def check_mark(flag: bool) -> str:
+    """How a table shows a true flag (✓) and a false one (blank)."""
+    return "✓" if flag else ""
 
 
 def url(path: str | PurePath) -> str:

@@ -1,23 +1,58 @@
-"""What every report notebook does first, in one call: the display settings, the scale banner at the top of the
-page, and the configuration that produced the results it shows."""
+"""What report notebooks show besides their tables and figures: the scale banner at the top of every page (with
+the display settings and the configuration that produced the results, in one call), the LM reports' note on what
+a sweep reduced, and the allocation report's headings and grids."""
 
 from __future__ import annotations
 
-import pandas as pd
-from IPython.display import Markdown, display
+from collections.abc import Mapping
 
-from parallel_experts.analysis import comparison
+import pandas as pd
+import xarray as xr
+from IPython.display import Markdown, display
+from pandas.io.formats.style import Styler
+
+from parallel_experts.analysis import lm_losses
 from parallel_experts.config import files
+from parallel_experts.reporting import markup
 from parallel_experts.results import snapshot
+
+# The allocation report's section titles, one per domain.
+DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
+                 "lm": "FineWeb language model (Transformer experts, per token)"}
 
 
 def begin(scale: str, description: str, config_path: str | None = None, precision: int = 3) -> dict | None:
     """Show the banner of the page's scale and what the config reduced; return the config read from
     `config_path` (the workflow's snapshot, results/config.json), if given."""
     pd.set_option("display.precision", precision)
-    display(Markdown(comparison.scale_banner(scale, description)))
+    display(Markdown(markup.scale_banner(scale, description)))
     if not config_path:
         return None
     config = files.load([config_path])
     snapshot.verify(config, config_path)
     return config
+
+
+def scale_note(config: Mapping, sweep: xr.Dataset) -> str:
+    """The paragraph under an LM report's scale banner: what this sweep reduced (Markdown), or that it is the
+    paper's setting."""
+    reduced = lm_losses.scale_differences(config, sweep)
+    if reduced:
+        return "What this run reduced or changed relative to the paper's FineWeb runs:\n" + markup.bullets(reduced)
+    return "Same corpus, vocabulary, budget anchors, windows and training length as the paper's FineWeb runs."
+
+
+def allocations_heading(domain: str, scale: str, allocations: int, budget_count: int, proxy: str = "",
+                        measured: str = "") -> str:
+    """The allocation report's heading of one domain and of this config's grid (Markdown), with its work proxy and
+    what the measured FLOPs count, as the grid's dataset states them."""
+    lines = [f"## {DOMAIN_TITLES[domain]}", f"### This configuration ({markup.text(scale)}): {allocations} "
+             f"allocations in {budget_count} budgets"]
+    lines += [f"Work proxy: W = {markup.text(proxy)}."] if proxy else []
+    lines += [f"Measured: {markup.text(measured)}."] if measured else []
+    return "\n\n".join(lines)
+
+
+def allocation_grid(table: pd.DataFrame, flag: str, na_rep: str | None = None) -> Styler:
+    """An allocation grid as the allocation report shows it: three decimals, the column `flag` as check marks."""
+    return table.style.hide(axis="index").format(precision=3, na_rep=na_rep).format(markup.check_mark, subset=[flag])

@@ -24,7 +24,6 @@ import papermill
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from parallel_experts.analysis import comparison
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic, records
 from parallel_experts.reporting import catalogue, markup
@@ -150,7 +149,7 @@ def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config
                                     f"({markup.text(meta['config_digest'])}), {markup.text(meta['rendered'])}</td>"))
     atomic.write_text(index_path, INDEX_TEMPLATE.format(
         rows="\n".join(rows),
-        banner=markup.markdown(comparison.scale_banner(config["scale"], config["description"])),
+        banner=markup.markdown(markup.scale_banner(config["scale"], config["description"])),
         built=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     ))
 
