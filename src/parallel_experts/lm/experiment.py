@@ -28,7 +28,7 @@ import xarray as xr
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
-from parallel_experts.lm.settings import DTYPE_BYTES, ModelConfig, TrainConfig
+from parallel_experts.lm.settings import DTYPE_BYTES, ModelConfig, TrainConfig, memory_for
 from parallel_experts.results.store import run_results, with_ablations
 
 # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
@@ -113,7 +113,7 @@ def train_config(config: Mapping, model: ModelConfig, window: int) -> TrainConfi
     # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
     microbatch = ({"microbatch": max(1, training["microbatch_tokens"] // sequence)}
                   if "microbatch_tokens" in training else {})
-    train = TrainConfig(sequence=sequence, memory=window if model.recurrent else 0,
+    train = TrainConfig(sequence=sequence, memory=memory_for(window, model.recurrent),
                         train_tokens=lm["train_tokens"], **options, **microbatch)
     if not model.recurrent or "microbatch_cache_gb" not in training:
         return train

@@ -60,7 +60,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     sequence: int  # T: the window of an independent sequence (non-recurrent) or a TBPTT segment (recurrent)
-    memory: int = 0  # M: the rolling cache of the recurrent model; 0 for the non-recurrent one
+    # M (`memory_for`): a key of every stored run definition (run locks, rule params), so it keeps its name
+    memory: int = 0
     batch_tokens: int = 131_072  # tokens per optimiser update, equal for both families
     microbatch: int = 512  # streams per forward/backward pass
     train_tokens: int = 1_310_720_000  # 10,000 updates
@@ -101,3 +102,11 @@ class TrainConfig:
     def warmup(self) -> int:
         """Windows at the start of each shard that only warm up the recurrent state: ⌈M/T⌉."""
         return math.ceil(self.memory / self.sequence)
+
+
+def memory_for(window: int, recurrent: bool) -> int:
+    """M, the tokens whose keys and values a model carries from one training window to the next. The recurrent model
+    carries its rolling KV cache, as long as its attention window W (paper §5: 128 or 1,024 tokens); the
+    non-recurrent model carries nothing: its training sequences are independent, and W is the window of its
+    sliding-window evaluation."""
+    return window if recurrent else 0
