@@ -1,15 +1,16 @@
 # The two set-up commands of the README, both idempotent:
 #   make reports   install into .venv (from the lock) and run the default pipeline -> reports/index.html
-#   make test      install into .venv and run the tests
+#   make test      install into .venv, with the tests' tools (the dev extra), and run the tests
 # Variant for GPU machines: make reports VARIANT=cuda
 
 PYTHON ?= python3
 VARIANT ?= cpu
 VENV := .venv
 STAMP := $(VENV)/.installed-$(VARIANT)
+DEV_STAMP := $(VENV)/.dev-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install reports test lock clean-results
+.PHONY: install install-dev reports test lock clean-results
 
 install: $(STAMP)
 
@@ -21,18 +22,31 @@ $(STAMP): requirements/$(VARIANT).txt requirements/corpus.txt requirements/build
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
+# pytest, import-linter and snakefmt (pyproject.toml's dev extra), on top of either variant's install.
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): requirements/dev.txt $(STAMP)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/dev.txt
+	touch $@
+
 reports: install
 	snakemake --cores all
 
-test: install
+test: install-dev
 	python -m pytest
 
-# Re-resolve the pinned versions (needs uv: pip install uv) and regenerate the conda files in envs/.
+# Re-resolve the pinned versions (needs uv: pip install uv) and regenerate the conda files in envs/. The dev lock
+# holds the dev extra at the runtime lock's versions, less what that lock pins already, so that the two install
+# together.
 lock:
 	uv pip compile pyproject.toml --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --generate-hashes --no-header -q -o requirements/cpu.txt
 	uv pip compile pyproject.toml --extra cuda --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --generate-hashes --no-header -q -o requirements/cuda.txt
+	uv pip compile pyproject.toml --extra dev -c requirements/cpu.txt \
+	  $$(sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/--no-emit-package \1/p' requirements/cpu.txt) \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 --generate-hashes --no-header -q \
+	  -o requirements/dev.txt
 	uv pip compile requirements/corpus.in --no-deps --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	  --generate-hashes --no-header -q -o requirements/corpus.txt
 	uv pip compile requirements/build.in --no-deps --python-version 3.11 --python-platform x86_64-manylinux_2_28 \

@@ -54,6 +54,6 @@ rule config_snapshot:
     output:
         CONFIG_JSON,
     log:
-        "results/logs/config_snapshot.log",
+        paths.log("config_snapshot"),
     run:
         Path(log[0]).write_text(snapshot.write(config, output[0]))

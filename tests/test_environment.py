@@ -46,3 +46,17 @@ def test_cuda_lock_has_the_cuda_plugin_and_cpu_lock_does_not(repo):
     assert "jax-cuda12-plugin" in lock_pins(repo, "cuda")
     assert "jax-cuda12-plugin" not in lock_pins(repo, "cpu")
     assert lock_pins(repo, "cuda")["jax"] == lock_pins(repo, "cpu")["jax"]
+
+
+def test_dev_lock_pins_the_dev_extra_and_nothing_the_runtime_locks_pin(repo):
+    """The tests' and CI's tools install from their own lock on top of either runtime lock (`make test`); the
+    pipeline's own install (`make reports`) goes without them."""
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    dev = lock_pins(repo, "dev")
+    for requirement in project["optional-dependencies"]["dev"]:
+        name = normal(re.split(r"[<>=\[ ]", requirement)[0])
+        assert name in dev, requirement
+        assert name not in lock_pins(repo, "cpu") and name not in lock_pins(repo, "cuda"), requirement
+    assert not dev.keys() & (lock_pins(repo, "cpu").keys() | lock_pins(repo, "cuda").keys())
+    text = (repo / "requirements/dev.txt").read_text()
+    assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", text)) >= len(dev)

@@ -10,7 +10,7 @@ rule ablations:
     output:
         paths.ablations("{domain}"),
     log:
-        "results/logs/{domain}/ablations.log",
+        paths.log("{domain}/ablations"),
     wildcard_constraints:
         domain=one_of(ABLATIONS),
     conda:

@@ -7,7 +7,7 @@ rule allocation_grid:
     output:
         paths.allocations("{domain}"),
     log:
-        "results/logs/allocations/{domain}.log",
+        paths.log("allocations/{domain}"),
     wildcard_constraints:
         domain=one_of(budget.DOMAINS),
     conda:

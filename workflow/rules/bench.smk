@@ -11,7 +11,7 @@ rule lm_latency:
     output:
         paths.LATENCY,
     log:
-        "results/logs/lm/latency.log",
+        paths.log("lm/latency"),
     benchmark:
         paths.benchmark("lm_latency")
     conda:
@@ -33,7 +33,7 @@ rule lm_throughput:
     output:
         paths.THROUGHPUT,
     log:
-        "results/logs/lm/throughput.log",
+        paths.log("lm/throughput"),
     benchmark:
         paths.benchmark("lm_throughput")
     conda:

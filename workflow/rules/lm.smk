@@ -7,7 +7,7 @@ rule lm_tokens:
     output:
         directory(paths.LM_TOKENS),
     log:
-        "results/logs/lm/tokens.log",
+        paths.log("lm/tokens"),
     conda:
         CONDA_ENV
     threads: threads("lm_tokens")
@@ -31,7 +31,7 @@ rule lm_train:
         curve=paths.curve("lm", "{run}"),
         model=paths.weights("lm", "{run}"),
     log:
-        "results/logs/lm/train/{run}.log",
+        paths.log("lm/train/{run}"),
     benchmark:
         paths.benchmark("lm_train", run="{run}")
     wildcard_constraints:
@@ -60,7 +60,7 @@ rule lm_evaluate:
     output:
         paths.evaluation("lm", "{run}"),
     log:
-        "results/logs/lm/evaluate/{run}.log",
+        paths.log("lm/evaluate/{run}"),
     benchmark:
         paths.benchmark("lm_evaluate", run="{run}")
     wildcard_constraints:
@@ -87,7 +87,7 @@ rule lm_sweep:
     output:
         paths.LM_SWEEP,
     log:
-        "results/logs/lm/sweep.log",
+        paths.log("lm/sweep"),
     conda:
         CONDA_ENV
     threads: threads("lm_sweep")

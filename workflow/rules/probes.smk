@@ -11,7 +11,7 @@ rule sokoban_probe_data:
     output:
         paths.probe_data("{run}", "{split}"),
     log:
-        "results/logs/sokoban/probe_data/{run}/{split}.log",
+        paths.log("sokoban/probe_data/{run}/{split}"),
     benchmark:
         paths.benchmark("sokoban_probe_data", run="{run}", split="{split}")
     wildcard_constraints:
@@ -41,7 +41,7 @@ rule sokoban_probe_fit:
     output:
         paths.probe_scores("{run}"),
     log:
-        "results/logs/sokoban/probe_fit/{run}.log",
+        paths.log("sokoban/probe_fit/{run}"),
     benchmark:
         paths.benchmark("sokoban_probe_fit", run="{run}")
     wildcard_constraints:
@@ -71,7 +71,7 @@ rule sokoban_probes:
     output:
         paths.SOKOBAN_PROBES,
     log:
-        "results/logs/sokoban/probes.log",
+        paths.log("sokoban/probes"),
     conda:
         CONDA_ENV
     threads: threads("sokoban_probes")

@@ -18,7 +18,7 @@ rule rehearse_part:
     output:
         paths.rehearsal_part(config["scale"], "{part}"),
     log:
-        f"results/logs/rehearsal/{config['scale']}-parts/{{part}}.log",
+        paths.log(f"rehearsal/{config['scale']}-parts/{{part}}"),
     wildcard_constraints:
         part=r"\d+",
     conda:
@@ -40,11 +40,11 @@ rule rehearse:
     output:
         paths.rehearsal(config["scale"]),
     log:
-        f"results/logs/rehearsal/{config['scale']}.log",
+        paths.log(f"rehearsal/{config['scale']}"),
     conda:
         CONDA_ENV
     params:
-        run_dir=f"results/rehearsal/{config['scale']}-runs",
+        run_dir=paths.rehearsal_runs(config["scale"]),
     shell:
         "python -m parallel_experts rehearse --config {input.config:q} --merge {input.parts:q} --out {output:q} "
         "--levels {input.levels:q} --run-dir {params.run_dir:q} > {log:q} 2>&1"

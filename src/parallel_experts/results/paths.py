@@ -10,6 +10,8 @@
     results/{domain}/{dataset}.nc                  the datasets the reports read (sweeps, ablations, probes, ...)
     results/benchmarks/...                         Snakemake's timing of each job, which the planner reads
     results/xla-cache/                             compiled programs, shared by every job (core.compile_cache)
+    results/logs/...                               every job's log, by its rule and wildcards
+    results/rehearsal/...                          the rehearsal of a config's DAG (planning.memory reads it)
 
 The workflow's rules build their patterns from these functions (`run_dir(domain, "{run}")`), the library its
 paths, so that the two cannot disagree.
@@ -32,6 +34,10 @@ THROUGHPUT = f"{ROOT}/lm/throughput.nc"  # Table 6
 PLAN = f"{ROOT}/plan/config"  # the plan of the workflow's config (planning.tables.write), a folder
 PAPER_PLAN = f"{ROOT}/plan/paper"  # the plan of config/paper.yaml
 REPORTS = f"{ROOT}/reports"  # executed notebooks and the sidecar JSON that the index reads
+# What the scripts outside the DAG write by default (workflow/scripts/gpu_check.sh, systems_one_gpu.sh).
+GPU_CHECK = f"{ROOT}/gpu_check.json"  # the first GPU's check at config/paper.yaml's shapes
+GPU_CHECK_SMOKE = f"{ROOT}/gpu_check-smoke.json"  # the same at config/smoke.yaml's
+SYSTEMS_ONE_GPU = f"{ROOT}/systems_one_gpu"  # Tables 5 and 6 at paper width on one GPU, a folder
 # The files of a run's folder: its learning curve, its trained weights and its evaluation (per domain).
 CURVE = "curve.nc"
 WEIGHTS = {"sokoban": "agents.eqx", "lm": "model.eqx"}
@@ -87,6 +93,11 @@ def benchmark(rule: str, **wildcards: str) -> str:
     return f"{ROOT}/benchmarks/{BENCHMARKS[rule].format(**wildcards)}.tsv"
 
 
+def log(name: str) -> str:
+    """A job's log file: `log("sokoban/train/{run}")` is the rule's pattern, results/logs/sokoban/train/{run}.log."""
+    return f"{ROOT}/logs/{name}.log"
+
+
 def rehearsal(scale: str) -> str:
     """The rehearsal of a config of scale `scale`: every distinct program compiled, with XLA's memory per device."""
     return f"{ROOT}/rehearsal/{scale}.json"
@@ -95,3 +106,8 @@ def rehearsal(scale: str) -> str:
 def rehearsal_part(scale: str, part: int | str) -> str:
     """Part `part` of that rehearsal (`rehearsal.parts`), compiled as a job of its own."""
     return f"{ROOT}/rehearsal/{scale}-parts/{part}.json"
+
+
+def rehearsal_runs(scale: str) -> str:
+    """The folder in which that rehearsal trains its chosen runs for a few updates (`rehearsal_updates`)."""
+    return f"{ROOT}/rehearsal/{scale}-runs"
