@@ -148,8 +148,8 @@ def test_a_config_file_name_reaches_the_shell_as_one_word(tmp_path):
 
 def test_a_huge_config_never_reaches_a_command_line(tmp_path):
     config = files.load([SMOKE])
-    # The issue's case was 300k seeds; 30k already make each run's definition about 190 KB of JSON, over the
-    # 128 KiB that Linux allows one argument, and keep this dry run quick.
+    # A config of 300k seeds was the case found; 30k already make each run's definition about 190 KB of JSON, over
+    # the 128 KiB that Linux allows one argument, and keep this dry run quick.
     config["seeds"] = list(range(30_000))
     path = tmp_path / "seeds.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -245,7 +245,8 @@ def test_a_run_the_config_does_not_define_is_one_line(tmp_path, smoke):
 
 
 # --------------------------------------------------------------------------------------------------
-# Config files that would hang or crash a reader (issue 24, item 4): the YAML itself, then sizes and limits.
+# Config files that would hang or crash a reader (a YAML bomb, deep nesting, a huge file or list): the YAML
+# itself, then sizes and limits.
 # Each case runs `python -m parallel_experts check-config FILE` (`cli`: an alarm turns a hang into that case's
 # failure). config/README.md states the limits; these cases lie on both sides of them.
 

@@ -44,6 +44,19 @@ def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | N
     return fig
 
 
+def _sweep_closed(fig, ax, palette, widths, ylabel: str, title: str, notes=()) -> plt.Figure:
+    """A sweep figure finished: the axes' labels, and a legend beside the plot of the families' lines, a marker per
+    width (`palette`'s colour) and `notes` (legend lines without a marker), then the title."""
+    ax.set_xlabel("within-step depth L")
+    ax.set_ylabel(ylabel)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
+    handles += [plt.Line2D([], [], ls="", label=note) for note in notes]
+    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig
+
+
 def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.Figure:
     """Figs. 2, 16-17, 19-20: mean final-five return of every allocation against depth L, recurrent vs not.
 
@@ -72,13 +85,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
     depths = sorted(set(scores["depth"]) | (set(paper["depth"]) if paper is not None else set()))
     ax.set_xscale("log", base=2)
     ax.set_xticks(depths, [str(d) for d in depths])
-    ax.set_xlabel("within-step depth L")
-    ax.set_ylabel("mean return (final five logs)")
-    handles, labels = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
-    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
-    ax.set_title(title)
-    return fig
+    return _sweep_closed(fig, ax, palette, widths, "mean return (final five logs)", title)
 
 
 def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
@@ -183,14 +190,8 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
     _paper_losses(ax, paper)
     paper_depths = [] if paper is None else [*paper["depth"].dropna(), *paper["max_depth"].dropna()]
     _depth_axis(ax, [*runs["depth"], *paper_depths])
-    ax.set_xlabel("within-step depth L")
-    ax.set_ylabel("validation loss (nats/token, lower is better)")
-    handles, _ = ax.get_legend_handles_labels()
-    handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
-    handles.append(plt.Line2D([], [], ls="", label="marker area grows\nwith experts E"))
-    fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
-    ax.set_title(title)
-    return fig
+    return _sweep_closed(fig, ax, palette, widths, "validation loss (nats/token, lower is better)", title,
+                         notes=["marker area grows\nwith experts E"])
 
 
 def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
@@ -254,13 +255,21 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
     return fig
 
 
-def _score_range(ax, means, errors, extra=()) -> None:
-    """A y-range that shows differences of a few standard errors between settings (not a baseline at 0, which is
-    why the settings are points, not bars: a bar's length would read as its value)."""
+def _ablation_closed(fig, ax, means, errors, paper: float | None, xlabel: str, ylabel: str,
+                     title: str) -> plt.Figure:
+    """An ablation figure finished: a y-range that shows differences of a few standard errors between settings and
+    the paper's value (not a baseline at 0, which is why the settings are points, not bars: a bar's length would
+    read as its value), the axes' labels, the legend and the title."""
+    extra = [] if paper is None else [paper]
     low = min([*(means - errors), *extra])
     high = max([*(means + errors), *extra])
     pad = 0.15 * (high - low) + 0.05
     ax.set_ylim(low - pad, high + pad)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(title)
+    return fig
 
 
 def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
@@ -274,13 +283,10 @@ def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) 
     if paper is not None:
         ax.scatter(["paper:\nsqrt_sum"], [paper], marker="x", s=60, color="tab:red", zorder=3,
                    label=f"paper, sqrt-sum ({paper:.3f})")
-    _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
-    ax.set_ylabel("mean return (final five logs)")
-    ax.set_xlabel(f"aggregation rule (seeds per rule: {', '.join(map(str, scores['seeds']))})")
     ax.margins(x=0.2)
-    ax.legend(frameon=False, fontsize="small")
-    ax.set_title(title)
-    return fig
+    return _ablation_closed(fig, ax, scores["mean"], errors, paper,
+                            f"aggregation rule (seeds per rule: {', '.join(map(str, scores['seeds']))})",
+                            "mean return (final five logs)", title)
 
 
 def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
@@ -295,12 +301,8 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
         full = scores.loc[scores["full"], "radius"]
         ax.scatter(full if len(full) else [scores["radius"].max()], [paper], marker="x", s=60, color="tab:red",
                    zorder=3, label=f"paper, full radius ({paper:.3f})")
-    _score_range(ax, scores["mean"], errors, [] if paper is None else [paper])
-    ax.set_xlabel("communication radius r on the ring of experts")
-    ax.set_ylabel("mean return (final five logs)")
-    ax.legend(frameon=False, fontsize="small")
-    ax.set_title(title)
-    return fig
+    return _ablation_closed(fig, ax, scores["mean"], errors, paper, "communication radius r on the ring of experts",
+                            "mean return (final five logs)", title)
 
 
 def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float | None, title: str) -> plt.Figure:
@@ -317,15 +319,11 @@ def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float |
     if paper is not None:
         ax.scatter([f"paper:\n{default}"], [paper], marker="x", s=60, color="tab:red", zorder=3,
                    label=f"paper, {default} (≈ {paper:.2f})")
-    _score_range(ax, losses, errors, [] if paper is None else [paper])
-    ax.set_ylabel("validation loss (nats/token)")
     runs = ("one run each" if "seeds" not in scores else
             "mean ± 1 standard error over seeds: " + ", ".join(map(str, scores["seeds"])))
-    ax.set_xlabel(f"{setting} ({runs}; lower is better)")
     ax.margins(x=0.2)
-    ax.legend(frameon=False, fontsize="small")
-    ax.set_title(title)
-    return fig
+    return _ablation_closed(fig, ax, losses, errors, paper, f"{setting} ({runs}; lower is better)",
+                            "validation loss (nats/token)", title)
 
 
 CONTROL_LINES = {"encoder": (".", "encoder output"), "control": ("x", "untrained control")}
