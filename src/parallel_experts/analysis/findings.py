@@ -355,7 +355,8 @@ def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding
             verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
             parts[where] = Finding(verdict,
                                    f"more experts help in {helped}, hurt in {hurt} of {_families(len(rows))}",
-                                   f"gain beyond {verdicts.NOISE} standard errors over seeds", verdicts.TWO_STANDARD_ERRORS)
+                                   f"gain beyond {verdicts.NOISE} standard errors over seeds",
+                                   verdicts.TWO_STANDARD_ERRORS)
     return combine(parts)
 
 
