@@ -54,9 +54,11 @@ class Report:
         return items.CAPTIONS[self.notebook]
 
 
-def _page(name: str, key: tuple[str, ...], inputs: Mapping[str, str], params: Mapping[str, str | int] | None = None
-          ) -> Report:
-    """The report `name` of the page `key` (its notebook, then its setting), titled and targeted by its paper item."""
+def _page(name: str, inputs: Mapping[str, str], params: Mapping[str, str | int] | None = None,
+          key: tuple[str, ...] | None = None) -> Report:
+    """The report `name` of the page `key` (its notebook, then its setting; by default the notebook `name`), titled
+    and targeted by the paper item that lists it."""
+    key = key or (name,)
     title, target = items.page(*key)
     return Report(name, title, key[0], inputs, params or {}, target)
 
@@ -80,7 +82,7 @@ def shows(report: Report, run, config: Mapping) -> bool:
 def reports(config: Mapping) -> list[Report]:
     """Every report of a validated config, in index order: the paper's claims judged, allocation grids, Sokoban,
     its probes, its ablations, language model, its ablations, number of experts, the systems tables."""
-    found = [_page("allocations", ("allocations",), ALLOCATION_GRIDS)]
+    found = [_page("allocations", ALLOCATION_GRIDS)]
     found += _sokoban(config)
     found += _probes(config)
     found += _sokoban_ablations(config)
@@ -90,7 +92,7 @@ def reports(config: Mapping) -> list[Report]:
     found += _lm_systems(config)
     read = {path for report in found for path in report.inputs.values()}
     claimed = {name: path for name, path in CLAIM_INPUTS.items() if path in read}
-    return [_page("claims", ("claims",), claimed), _page("plan", ("plan",), PLAN), *found]
+    return [_page("claims", claimed), _page("plan", PLAN), *found]
 
 
 def index_items(config: Mapping) -> list[tuple[Item, list[Report]]]:
@@ -124,7 +126,7 @@ def _sokoban(config: Mapping) -> list[Report]:
                                 "sokoban_sweep", SOKOBAN_SWEEP, {"sweep_name": sweep_name, "budget": budget_name},
                                 target))
     if found:  # a sweep report exists exactly where the config trains Sokoban runs
-        found += [_page(name, (name,), SOKOBAN_SWEEP) for name in ("sokoban_depth", "sokoban_tables", "sokoban_table2")]
+        found += [_page(name, SOKOBAN_SWEEP) for name in ("sokoban_depth", "sokoban_tables", "sokoban_table2")]
     return found
 
 
@@ -132,18 +134,17 @@ def _probes(config: Mapping) -> list[Report]:
     probes = config["sokoban"].get("probes")
     if not probes:
         return []
-    found = [_page("sokoban_probe_depth", ("sokoban_probe_depth",), SOKOBAN_PROBES)]
+    found = [_page("sokoban_probe_depth", SOKOBAN_PROBES)]
     if "compare" in probes:
-        found.insert(0, _page("sokoban_probe_recall", ("sokoban_probe_recall",), SOKOBAN_PROBES,
-                              {"compare": ",".join(probes["compare"])}))
+        found.insert(0, _page("sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(probes["compare"])}))
     if "picture" in probes:
-        found.append(_page("sokoban_plans", ("sokoban_plans",), SOKOBAN_PROBES, {"run": probes["picture"]["run"]}))
+        found.append(_page("sokoban_plans", SOKOBAN_PROBES, {"run": probes["picture"]["run"]}))
     return found
 
 
 def _sokoban_ablations(config: Mapping) -> list[Report]:
     # One report per ablation the config trains; it reads the ablations dataset (rule ablations).
-    return [_page(f"sokoban_{setting}", ("sokoban_ablation", setting), SOKOBAN_ABLATIONS, {"setting": setting})
+    return [_page(f"sokoban_{setting}", SOKOBAN_ABLATIONS, {"setting": setting}, key=("sokoban_ablation", setting))
             for (setting,) in items.settings("sokoban_ablation") if setting in config["sokoban"].get("ablations", {})]
 
 
@@ -158,7 +159,7 @@ def _lm(config: Mapping) -> list[Report]:
                             f"{figure} FineWeb allocation sweep: {budget_name} budget, {window}-token window",
                             "lm_sweep", LM_SWEEP, {"budget": budget_name, "window": window}, target))
     if settings:
-        found.append(_page("lm_depth", ("lm_depth",), LM_SWEEP))
+        found.append(_page("lm_depth", LM_SWEEP))
     return found
 
 
@@ -194,7 +195,7 @@ def _expert_count(config: Mapping) -> list[Report]:
     sources = {"sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
                "expert_count": (EXPERT_COUNT, extra), "lm_sweep": (LM_SWEEP["sweep"], lm)}
     inputs = {name: path for name, (path, planned) in sources.items() if _has_family(planned)}
-    found = [_page("expert_count", ("expert_count",), inputs, {"window": window})] if inputs else []
+    found = [_page("expert_count", inputs, {"window": window})] if inputs else []
     for (expert,) in items.settings("expert_count"):  # one sweep's own view, Fig. 18's of the first ConvGLU sweep
         figure, target = items.page("expert_count", expert)
         name = next((name for name, sweep in sokoban.get("sweeps", {}).items() if sweep["expert"] == expert), None)
@@ -215,5 +216,4 @@ def _has_family(planned: Iterable[tuple]) -> bool:
 
 def _lm_systems(config: Mapping) -> list[Report]:
     """Tables 5 and 6, where the config defines them (`lm.latency`, `lm.throughput`); one notebook each."""
-    return [_page(f"lm_{table}", (f"lm_{table}",), {table: path}) for table, path in LM_SYSTEMS.items()
-            if table in config["lm"]]
+    return [_page(f"lm_{table}", {table: path}) for table, path in LM_SYSTEMS.items() if table in config["lm"]]
