@@ -11,8 +11,8 @@ from helpers import REPO
 
 from parallel_experts import study
 from parallel_experts.config import files
-from parallel_experts.reporting import catalogue
 from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.targets import catalogue, items
 
 
 def load(name):
@@ -140,11 +140,11 @@ def test_probe_reports_exist_exactly_where_the_config_probes():
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
 def test_the_index_lists_every_paper_item_and_every_report_once(name):
     cfg = load(name)
-    items = catalogue.index_items(cfg)
-    assert [item.target for item, _ in items[:len(catalogue.PAPER_ITEMS)]] == [i.target for i in catalogue.PAPER_ITEMS]
-    listed = [report.name for _, found in items for report in found]
+    index = catalogue.index_items(cfg)
+    assert [item.target for item, _ in index[:len(items.ITEMS)]] == [i.target for i in items.ITEMS]
+    listed = [report.name for _, found in index for report in found]
     assert sorted(listed) == sorted(r.name for r in catalogue.reports(cfg))  # no report lost, none twice
-    missing = {item.target for item, found in items if not found}
+    missing = {item.target for item, found in index if not found}
     if name == "paper.yaml":
         assert missing == set()  # the paper config has every figure and table
     if name == "config.yaml":
@@ -165,8 +165,8 @@ def readme_targets() -> set[str]:
 
 
 def test_the_readme_lists_every_paper_item_of_the_catalogue_and_every_notebook_has_a_caption():
-    assert {item.target for item in catalogue.PAPER_ITEMS} <= readme_targets()
+    assert {item.target for item in items.ITEMS} <= readme_targets()
     notebooks = {path.stem for path in (REPO / "workflow/notebooks").glob("*.ipynb")}
-    assert notebooks == set(catalogue.CAPTIONS)
+    assert notebooks == set(items.CAPTIONS)
     for config in ("config.yaml", "paper.yaml", "smoke.yaml"):
         assert all(report.caption for report in catalogue.reports(files.load([REPO / "config" / config])))

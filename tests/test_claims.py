@@ -1,5 +1,6 @@
-"""The claims page's verdict rules on hand-made results, one case per outcome of each rule, and its catalogue
-entry. Each case is built so that the verdict follows from numbers a reader can check by eye."""
+"""The claims' verdict rules (analysis.findings) on hand-made results, one case per outcome of each rule, and the
+claims page (reporting.claims) with its catalogue entry. Each case is built so that the verdict follows from numbers
+a reader can check by eye."""
 
 import json
 
@@ -9,10 +10,11 @@ import pytest
 import xarray as xr
 from helpers import REPO, ablation_data, probe_recall
 
-from parallel_experts.analysis import verdicts
+from parallel_experts.analysis import findings, verdicts
+from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
 from parallel_experts.config import files
-from parallel_experts.reporting import catalogue, claims
-from parallel_experts.reporting.claims import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
+from parallel_experts.reporting import claims
+from parallel_experts.targets import catalogue
 
 NOISY = [-0.3, 0.0, 0.3]  # seed offsets: standard error 0.17 for three seeds
 
@@ -28,7 +30,7 @@ def load(name):
     ({"a": NOT_RUN, "b": NOT_RUN}, NOT_RUN),
 ])
 def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict):
-    found = claims.combine({name: Finding(v, f"m{name}", f"t{name}") for name, v in parts.items()})
+    found = findings.combine({name: Finding(v, f"m{name}", f"t{name}") for name, v in parts.items()})
     assert found.verdict == verdict
     assert found.measured.startswith("a: ma")
     assert found.test.startswith("a: ta") if verdict != NOT_RUN else found.test == ""  # no test of a part not run
@@ -65,7 +67,7 @@ SHALLOW_RECURRENT = {(True, 1): 14.0, (True, 4): 13.0, (False, 1): 8.0, (False, 
     (sokoban_sweep({(True, 1): 14.0, (True, 4): 13.0}), NOT_RUN),  # one family only
 ])
 def test_fewer_layers_with_recurrence_needs_the_deeper_family_significantly_better_deeper(data, verdict):
-    found = claims.sokoban_fewer_layers(data)
+    found = findings.sokoban_fewer_layers(data)
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured == ("convlstm, small budget: best recurrent at L = 1 (14.000), non-recurrent at "
@@ -84,14 +86,14 @@ STILL_IMPROVING = {(True, 1): 14.0, (True, 8): 13.0, (False, 1): 8.0, (False, 8)
 def test_the_nonrecurrent_family_must_still_improve_at_the_depth_only_it_trains(deepest, verdict):
     """§5.1, the large budget: where the non-recurrent runs go deeper (L = 16) than every recurrent one (L ≤ 8), the
     claim also tests its best at L = 16 against its best at L ≤ 8 (one-sided Welch over seeds)."""
-    found = claims.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING | {(False, 16): deepest}))
+    found = findings.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING | {(False, 16): deepest}))
     assert found.verdict == verdict
     gap = deepest - 12.0
     assert (f"still improving: non-recurrent at L = 16 {deepest:.3f} (E = 0, d = 8), its best at L ≤ 8 "
             f"12.000 (L = 8; {gap:+.3f})") in found.measured
     assert f"non-recurrent L = 16 {'>' if gap >= 0 else '<'} its best at L ≤ 8: one-sided Welch p = " in found.test
     # Without the deeper runs, the same sweep has no such part.
-    assert "still improving" not in claims.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING)).measured
+    assert "still improving" not in findings.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING)).measured
 
 
 def radius(means, seeds=3):
@@ -107,7 +109,7 @@ def radius(means, seeds=3):
     (ablation_data("aggregation", ["sqrt_sum", "mean"], [[1.0], [2.0]]), NOT_RUN),
 ])
 def test_full_communication_is_best_only_where_it_beats_the_best_narrower_radius(data, verdict):
-    found = claims.full_communication(data)
+    found = findings.full_communication(data)
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured == "full radius: 14.000, best other (radius 1): 13.000 (+1.000)"
@@ -164,7 +166,7 @@ def lm_aggregation(losses):
     (None, lm_aggregation({"sqrt_sum": seeded(3.52, CLOSE), "mean": seeded(3.51, CLOSE)}), SUPPORTED),
 ])
 def test_the_sqrt_sum_is_a_good_default_where_no_rule_beats_it(sokoban, lm, verdict):
-    assert claims.sqrt_sum_default(sokoban, lm).verdict == verdict
+    assert findings.sqrt_sum_default(sokoban, lm).verdict == verdict
 
 
 STEPS = np.arange(12)
@@ -177,14 +179,14 @@ STEPS = np.arange(12)
     (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.7, INCONCLUSIVE),  # the controls read more
 ])
 def test_deeper_agents_plan_earlier_only_where_the_probes_read_a_plan(deep, shallow, control, verdict):
-    assert claims.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow").verdict == verdict
+    assert findings.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow").verdict == verdict
 
 
 def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_them():
     caught_up = np.minimum(0.3 + 0.1 * STEPS, 0.6)
-    found = claims.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")
+    found = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")
     assert found.verdict == SUPPORTED and "on the 40 test levels every probed run solves (the paper: 906)" in found.measured
-    none = claims.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=0), "deep", "shallow")
+    none = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=0), "deep", "shallow")
     assert none.verdict == INCONCLUSIVE and none.measured.startswith("no test level is solved by every probed run")
 
 
@@ -198,7 +200,7 @@ def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_
     ({(True, 4): 3.40, (False, 4): 3.51}, NOT_RUN),  # no recurrent run at L ≤ 2
 ])
 def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(losses, verdict):
-    found = claims.lm_comparable_shallow(lm_sweep(losses), "small", 64)
+    found = findings.lm_comparable_shallow(lm_sweep(losses), "small", 64)
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured.startswith("recurrent L2 E2 d64: 3.520, best non-recurrent L4 E1 d64: 3.510 (+0.010")
@@ -213,7 +215,7 @@ def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(loss
     (seeded(3.52, NOISY), 3.51, SUPPORTED),  # one non-recurrent seed: no test, the single-run rule
 ])
 def test_over_seeds_comparable_is_a_one_sided_welch_test_against_the_margin(recurrent, nonrecurrent, verdict):
-    found = claims.lm_comparable_shallow(lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent}), "small", 64)
+    found = findings.lm_comparable_shallow(lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent}), "small", 64)
     assert found.verdict == verdict
     assert found.rule == (verdicts.ONE_RUN if np.ndim(nonrecurrent) == 0 else verdicts.COMPARABLE_SEEDS)
     if recurrent == seeded(3.52, CLOSE):
@@ -239,12 +241,12 @@ def points(gains):
 def test_more_experts_help_where_every_family_gains_beyond_two_standard_errors(gains, verdict):
     frame = points(gains) if gains else pd.DataFrame(columns=["panel", "recurrent", "depth", "width", "budget",
                                                               "experts", "score", "stderr", "sign"])
-    assert claims.more_experts(frame).verdict == verdict
+    assert findings.more_experts(frame).verdict == verdict
     if verdict == SUPPORTED:
-        assert claims.more_experts(frame).measured.startswith(
+        assert findings.more_experts(frame).measured.startswith(
             "Sokoban, recurrent: more experts help in 1, hurt in 0 of 1 (L, d) family; Sokoban, non-recurrent: more")
     if gains:  # Sokoban agents at chance decide nothing, whatever their scores
-        assert claims.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
+        assert findings.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
 
 
 def latency(transformer_ms, recurrent_ms):
@@ -270,14 +272,14 @@ def throughput(transformer_s, recurrent_s, oom=False):
 
 
 def test_decode_and_training_speed_are_tested_over_the_timed_calls():
-    assert claims.decode_faster(latency(1.0, 0.4)).verdict == SUPPORTED
-    assert claims.decode_faster(latency(0.4, 1.0)).verdict == CONTRADICTED
-    assert claims.decode_faster(latency(1.0, 0.999)).verdict == INCONCLUSIVE  # 0.001 ms apart, spread 0.01
-    assert claims.decode_faster(latency(1.0, 0.4).sel(allocation=["recurrent L1 E16"])).verdict == NOT_RUN
-    assert claims.training_slower(throughput(0.5, 1.0)).verdict == SUPPORTED
-    assert claims.training_slower(throughput(0.5, 1.0, oom=True)).verdict == SUPPORTED  # OOM where it fits
-    assert claims.training_slower(throughput(1.0, 0.5)).verdict == CONTRADICTED
-    assert claims.training_slower(throughput(0.5, 1.0)).measured == "recurrent L1 E16, C = 128: tokens/s ratio 0.500"
+    assert findings.decode_faster(latency(1.0, 0.4)).verdict == SUPPORTED
+    assert findings.decode_faster(latency(0.4, 1.0)).verdict == CONTRADICTED
+    assert findings.decode_faster(latency(1.0, 0.999)).verdict == INCONCLUSIVE  # 0.001 ms apart, spread 0.01
+    assert findings.decode_faster(latency(1.0, 0.4).sel(allocation=["recurrent L1 E16"])).verdict == NOT_RUN
+    assert findings.training_slower(throughput(0.5, 1.0)).verdict == SUPPORTED
+    assert findings.training_slower(throughput(0.5, 1.0, oom=True)).verdict == SUPPORTED  # OOM where it fits
+    assert findings.training_slower(throughput(1.0, 0.5)).verdict == CONTRADICTED
+    assert findings.training_slower(throughput(0.5, 1.0)).measured == "recurrent L1 E16, C = 128: tokens/s ratio 0.500"
 
 
 # ------------------------------------------------------------------------------------------------ the page
@@ -293,9 +295,13 @@ def test_the_claims_page_comes_first_and_reads_what_the_other_reports_read(name)
     assert set(first.inputs) <= set(catalogue.CLAIM_INPUTS)
 
 
+def test_every_decision_has_its_claim_in_the_paper_order():
+    assert list(claims.CLAIMS) == list(findings.DECISIONS)
+
+
 def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
-    table = claims.judge(cfg, {}, [report.name for report in catalogue.reports(cfg)])
+    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(cfg)])
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
     # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.
     assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"
@@ -312,7 +318,7 @@ def test_a_config_that_produces_no_results_runs_no_claim():
     (sokoban_sweep({(True, 1): 14.0}), NOT_RUN),
 ])
 def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_say(data, verdict):
-    found = claims.sokoban_recurrence_better(data)
+    found = findings.sokoban_recurrence_better(data)
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured == "convlstm, small budget: best recurrent 14.000, best non-recurrent 12.000 (+2.000)"
@@ -325,7 +331,7 @@ def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_sa
     ({(True, 1): 4.75}, NOT_RUN),
 ])
 def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, verdict):
-    found = claims.lm_fewer_layers(lm_sweep(losses))
+    found = findings.lm_fewer_layers(lm_sweep(losses))
     assert found.verdict == verdict
     if verdict == SUPPORTED:
         assert found.measured == ("small budget, W = 64: recurrent lowest at L = 1 (4.750), non-recurrent at L = 4 "
@@ -339,7 +345,7 @@ def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, v
 def test_over_seeds_fewer_fineweb_layers_needs_the_deeper_best_significantly_better(non_recurrent_l1, verdict):
     losses = {(True, 1): seeded(4.75, CLOSE), (True, 4): seeded(4.82, CLOSE), (False, 1): non_recurrent_l1,
               (False, 4): seeded(4.81, CLOSE)}
-    found = claims.lm_fewer_layers(lm_sweep(losses))
+    found = findings.lm_fewer_layers(lm_sweep(losses))
     assert (found.verdict, found.rule) == (verdict, verdicts.WELCH)
     assert found.test.startswith("small budget, W = 64: non-recurrent loss at L = 4 below its best at L ≤ 1: "
                                  "one-sided Welch p = ")
@@ -350,7 +356,7 @@ def test_ablations_of_agents_at_chance_decide_nothing():
         return data.assign(solve_rate=(("run", "seed", "mode"), np.zeros((data.sizes["run"], data.sizes["seed"], 2)))
                            ).assign_attrs(test_random_solve_rate=0.08)
 
-    assert claims.full_communication(radius([12.0, 13.0, 14.0])).verdict == SUPPORTED
-    found = claims.full_communication(at_chance(radius([12.0, 13.0, 14.0])))
+    assert findings.full_communication(radius([12.0, 13.0, 14.0])).verdict == SUPPORTED
+    found = findings.full_communication(at_chance(radius([12.0, 13.0, 14.0])))
     assert (found.verdict, found.test) == (INCONCLUSIVE, "no test: every agent at chance")
-    assert claims.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0])), None).verdict == INCONCLUSIVE
+    assert findings.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0])), None).verdict == INCONCLUSIVE

@@ -14,7 +14,7 @@ from parallel_experts.core.run_folder import ATTEMPTS, run_lock
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs, resources
 from parallel_experts.planning import tables as plan
-from parallel_experts.reporting import catalogue
+from parallel_experts.targets import catalogue
 from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import flops as sokoban_flops

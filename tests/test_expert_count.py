@@ -16,9 +16,10 @@ from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.reporting import catalogue, plots
+from parallel_experts.reporting import plots
 from parallel_experts.results import paper, store
 from parallel_experts.sokoban import experiment
+from parallel_experts.targets import catalogue
 
 matplotlib.use("Agg")
 

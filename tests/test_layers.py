@@ -40,11 +40,12 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path):
 
 
 def test_the_layers_that_read_results_load_no_jax():
-    """What the report, index and plan jobs import when they start: the CLI, every analysis, reporting and planning
-    module, and the study (the plan loads JAX only when it counts FLOPs, through the domains' `flops`)."""
+    """What the report, index and plan jobs import when they start: the CLI, every analysis, target registry,
+    reporting and planning module, and the study (the plan loads JAX only when it counts FLOPs, through the domains'
+    `flops`)."""
     code = ("import importlib, pkgutil, sys\n"
             "import parallel_experts.cli, parallel_experts.study\n"
-            "for layer in ('analysis', 'reporting', 'planning', 'results', 'config'):\n"
+            "for layer in ('analysis', 'targets', 'reporting', 'planning', 'results', 'config'):\n"
             "    package = importlib.import_module(f'parallel_experts.{layer}')\n"
             "    for module in pkgutil.iter_modules(package.__path__, f'parallel_experts.{layer}.'):\n"
             "        importlib.import_module(module.name)\n"

@@ -17,8 +17,9 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.lm import experiment
 from parallel_experts.lm.settings import ModelConfig
-from parallel_experts.reporting import catalogue, plots
+from parallel_experts.reporting import plots
 from parallel_experts.results import store
+from parallel_experts.targets import catalogue, items
 
 matplotlib.use("Agg")
 
@@ -120,7 +121,7 @@ def test_each_settings_default_is_model_configs():
     for setting, default in ablations.DEFAULTS.items():
         assert getattr(ModelConfig(1, 1, 8, 2, 1), setting) == default
     assert set(ablations.DEFAULTS) == set(experiment.VARIANTS) == set(ablations.PAGES) == set(ablations.VERDICTS)
-    assert set(catalogue.LM_ABLATION_FIGURES) == set(experiment.VARIANTS)
+    assert {setting for (setting,) in items.settings("lm_ablation")} == set(experiment.VARIANTS)
 
 
 # ---------------------------------------------------------------------------------------------- report

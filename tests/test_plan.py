@@ -57,7 +57,7 @@ def test_the_plan_page_loads_no_jumanji():
     import subprocess
     import sys
 
-    check = ("import sys, parallel_experts.planning.tables, parallel_experts.reporting.catalogue, parallel_experts.reporting.claims; "
+    check = ("import sys, parallel_experts.planning.tables, parallel_experts.targets.catalogue, parallel_experts.reporting.claims; "
              "assert 'jumanji' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", check]).returncode == 0
 

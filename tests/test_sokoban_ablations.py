@@ -15,9 +15,10 @@ from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import definitions
-from parallel_experts.reporting import catalogue, plots
+from parallel_experts.reporting import plots
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.settings import AgentConfig
+from parallel_experts.targets import catalogue, items
 
 
 def load(name):
@@ -166,14 +167,13 @@ def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(nam
     cfg = load(name)
     reports = {r.name: r for r in catalogue.reports(cfg) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
     trained = set(experiment.ablation_runs(cfg))
-    assert {catalogue.SOKOBAN_ABLATION_FIGURES[s][0] for s in trained} == set(reports)
+    assert {f"sokoban_{s}" for s in trained} == set(reports)
     targets = catalogue.targets(reports.values())
-    assert targets == {catalogue.SOKOBAN_ABLATION_FIGURES[s][2]: [catalogue.SOKOBAN_ABLATION_FIGURES[s][0]]
-                       for s in trained}
+    assert targets == {items.page("sokoban_ablation", s)[1]: [f"sokoban_{s}"] for s in trained}
     for setting in experiment.ABLATIONS:  # and each one goes when its ablation does
         fewer = copy.deepcopy(cfg)
         fewer["sokoban"].get("ablations", {}).pop(setting, None)
-        assert catalogue.SOKOBAN_ABLATION_FIGURES[setting][0] not in {r.name for r in catalogue.reports(fewer)}
+        assert f"sokoban_{setting}" not in {r.name for r in catalogue.reports(fewer)}
 
 
 # ---------------------------------------------------------------------------------------------- scores

@@ -1,5 +1,5 @@
 """The study a configuration defines: both domains' runs, checked together, and which result dataset collects which
-of them.
+of them, and which of its settings is the paper's Fig. 5.
 
 `check` is the whole validation of a config: its schema, every budget's allocation grid, and every run that the
 domains build from it, so that what a run's settings reject (fewer updates than one log interval, a window that
@@ -81,3 +81,9 @@ def dataset_runs(config: Mapping) -> dict[str, list]:
              paths.LM_SWEEP: lm_experiment.runs(config),
              paths.ablations("lm"): list(by_id(lm_experiment.ablation_runs(config).values()).values())}
     return {path: runs for path, runs in found.items() if runs}
+
+
+def fig5_setting(config: Mapping) -> tuple[str, int]:
+    """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper). Its page, the
+    expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting."""
+    return "small", config["lm"]["windows"][0]

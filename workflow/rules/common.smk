@@ -29,7 +29,7 @@ from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import resources as job_resources
 from parallel_experts.planning import tables as plan
-from parallel_experts.reporting import catalogue
+from parallel_experts.targets import catalogue
 from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
@@ -47,7 +47,7 @@ except ConfigError as error:
 CONFIG_JSON = paths.CONFIG_JSON
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
-# Every report of the config (parallel_experts.reporting.catalogue): its notebook, the results it reads, its target.
+# Every report of the config (parallel_experts.targets.catalogue): its notebook, the results it reads, its target.
 REPORTS = {report.name: report for report in catalogue.reports(config)}
 
 

@@ -6,7 +6,7 @@ A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one 
 seed, as the LM's runs have by default). A *family* is every point of one panel, recurrence, L and d, kept where it
 has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps
 is our choice). The same selection decides, from the config alone, whether the figure's data can exist
-(`catalogue`).
+(`targets.catalogue`).
 
 Two questions are answered from the points, with a noise of two standard errors where seeds give one (with one
 LM run per allocation, any difference counts there):

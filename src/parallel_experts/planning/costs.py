@@ -34,7 +34,7 @@ from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
-from parallel_experts.reporting import catalogue
+from parallel_experts.targets import catalogue
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig

@@ -1,1 +1,2 @@
-"""Showing results: the report catalogue, the claims page, the index, HTML rendering and plots. No JAX."""
+"""Showing results: the claims page, the index, HTML rendering and plots; what pages exist is the target registry's
+(parallel_experts.targets). No JAX."""

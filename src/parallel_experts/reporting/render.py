@@ -26,7 +26,8 @@ from papermill.exceptions import PapermillExecutionError
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic, records
-from parallel_experts.reporting import catalogue, markup
+from parallel_experts.reporting import markup
+from parallel_experts.targets import catalogue
 
 SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
 MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\s*", re.DOTALL)
