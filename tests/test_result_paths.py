@@ -27,11 +27,10 @@ def code_files():
 
 
 def notebook_code(path) -> str:
-    """A notebook's code cells but its `parameters` cell, whose values papermill replaces with the rule's (from
-    results/paths.py): the defaults there only let the notebook open by hand."""
+    """A notebook's code cells, its `parameters` cell included: papermill passes every path (targets.catalogue, from
+    results/paths.py), so the defaults there are empty."""
     cells = json.loads(path.read_text())["cells"]
-    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"
-                     and "parameters" not in cell["metadata"].get("tags", []))
+    return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
 
 
 def test_only_results_paths_writes_a_results_path():
