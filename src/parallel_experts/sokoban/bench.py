@@ -5,7 +5,7 @@ env-steps/s against the anchor's, achieved GFLOP/s against the matmul peak measu
 noisy machine absolute speeds drift from minute to minute, ratios taken a few seconds apart much less.
 
 1. Matmul peak: a jitted fp32 n×n matmul (2n³ FLOPs) at the training's matmul precision (`sokoban.training.
-   matmul_precision`, which the CLI sets), median of several calls → GFLOP/s. Measured once at the
+   matmul_precision`, which `study.load` sets), median of several calls → GFLOP/s. Measured once at the
    start and the end (drift check) and briefly again right before each allocation's timing (the denominator of
    its fraction of peak).
 2. Env only: the batched Jumanji env (`env.batched(env.make_env(levels))`) stepped with uniformly random actions
