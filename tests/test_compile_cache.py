@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
-from parallel_experts import cli
+from parallel_experts import study
 from parallel_experts.core import compile_cache
 
 SMOKE = str(REPO / "config/smoke.yaml")
@@ -22,8 +22,8 @@ VARIABLES = (compile_cache.CACHE_DIR, compile_cache.ENABLE, *compile_cache.SETTI
 # end (the programs of a real training job, at the tests' size), counting JAX's cache events.
 TRAIN = """
 import collections, json, sys
-from parallel_experts import cli
-cli.load_config(sys.argv[1:3])
+from parallel_experts import study
+study.load(sys.argv[1:3])
 from jax import monitoring
 events = collections.Counter()
 monitoring.register_event_listener(lambda event, **_: events.update([event]))
@@ -49,24 +49,24 @@ def config_with(tmp_path: Path, text: str) -> list[str]:
 
 def test_the_config_names_the_cache_folder(fresh_environment, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cli.load_config([SMOKE])  # no key: inside the results folder of the working directory
+    study.load([SMOKE])  # no key: inside the results folder of the working directory
     assert os.environ[compile_cache.CACHE_DIR] == str(tmp_path / "results/xla-cache")
     assert os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
 
 
 def test_a_relative_folder_is_made_absolute_and_false_means_none(fresh_environment, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cli.load_config(config_with(tmp_path, "compile_cache: shared/xla\n"))
+    study.load(config_with(tmp_path, "compile_cache: shared/xla\n"))
     assert os.environ[compile_cache.CACHE_DIR] == str(tmp_path / "shared/xla")
     monkeypatch.delenv(compile_cache.CACHE_DIR)
-    cli.load_config(config_with(tmp_path, "compile_cache: false\n"))
+    study.load(config_with(tmp_path, "compile_cache: false\n"))
     assert compile_cache.CACHE_DIR not in os.environ
 
 
 def test_a_variable_the_caller_set_wins(fresh_environment, tmp_path, monkeypatch):
     monkeypatch.setenv(compile_cache.CACHE_DIR, "/elsewhere")
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "2")
-    cli.load_config(config_with(tmp_path, f"compile_cache: {tmp_path / 'xla'}\n"))
+    study.load(config_with(tmp_path, f"compile_cache: {tmp_path / 'xla'}\n"))
     assert os.environ[compile_cache.CACHE_DIR] == "/elsewhere"
     assert os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "2"
 

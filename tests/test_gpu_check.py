@@ -13,11 +13,11 @@ import pytest
 import yaml
 from helpers import REPO
 
-from parallel_experts import gpu_check, rehearsal
-from parallel_experts.cli import load_config
+from parallel_experts import gpu_check, study
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import programs as lm_programs
+from parallel_experts.rehearsal import programs as rehearsal
 
 SMOKE = "config/smoke.yaml"
 
@@ -28,7 +28,7 @@ def positive(value) -> bool:
 
 @pytest.mark.pipeline
 def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields(tmp_path):
-    config = load_config([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)])
     plan = yaml.safe_load((REPO / SMOKE).read_text())["plan"]["default"]  # the smoke's one assumption
     sokoban_run = gpu_check.default_sokoban_runs(config)[0]
     transformer, recurrent = gpu_check.default_lm_runs(config)
@@ -85,7 +85,7 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
 
 
 def test_a_failing_or_hanging_section_is_its_own_error():
-    config = load_config([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)])
     failed = gpu_check.isolated(config, {"section": "lm_latency", "context": -1, "batch": 2}, timeout=300)
     assert not failed["ok"] and "error" in failed and failed["machine"]["backend"] == "cpu"
     hung = gpu_check.isolated(config, {"section": "lm_latency", "context": 8, "batch": 2}, timeout=0.5)
@@ -93,7 +93,7 @@ def test_a_failing_or_hanging_section_is_its_own_error():
 
 
 def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_path, monkeypatch):
-    config = load_config([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)])
     chosen = gpu_check.sections(config, lm_runs=gpu_check.default_lm_runs(config)[:1])
     results = iter([{"ok": False, "error": "RuntimeError: out of memory"},
                     {"ok": True, "flops_per_update": 2e12, "seconds_per_update": 4.0, "peak_bytes": 10,
@@ -113,8 +113,8 @@ def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_p
 def test_the_check_itself_never_loads_jax():
     """XLA preallocates most of a GPU's memory in the first process that uses it: the check's own process must
     leave the GPU to the sections' processes."""
-    code = ("import sys; from parallel_experts import gpu_check; from parallel_experts.cli import load_config; "
-            f"gpu_check.sections(load_config([{SMOKE!r}])); print('jax' in sys.modules)")
+    code = ("import sys; from parallel_experts import gpu_check, study; "
+            f"gpu_check.sections(study.load([{SMOKE!r}])); print('jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -275,7 +275,7 @@ def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config)
     assert set(lm_losses.run_table(sweep())["family"]) == set(definitions.FAMILIES.values())
     _, config = paper_config()
     grid = grids.allocation_dataset(config | {"scale": "test"}, "lm")
-    assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # the order cli.allocations measures
+    assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # as planning.plan.allocations measures
 
 
 def seeded(offsets, runs=RUNS):

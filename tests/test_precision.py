@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 from helpers import REPO
 
-from parallel_experts import cli
+from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.core import precision
 from parallel_experts.lm import experiment as lm_experiment
@@ -38,14 +38,14 @@ def dot_precision() -> str:
 def test_a_job_computes_at_its_familys_precision(restored, tmp_path):
     override = tmp_path / "override.yaml"
     override.write_text("sokoban: {training: {matmul_precision: float32}}\n")
-    cli.load_config([SMOKE, str(override)], "sokoban")
+    study.load([SMOKE, str(override)], "sokoban")
     assert dot_precision() == "HIGHEST"
     started = subprocess.run([sys.executable, "-c", "import jax; print(jax.config.jax_default_matmul_precision)"],
                              capture_output=True, text=True, check=True)  # lm-throughput's process per cell
     assert started.stdout.split()[-1] == "float32"
-    cli.load_config([SMOKE, str(override)], "lm")  # the LM's: not given, JAX's default
+    study.load([SMOKE, str(override)], "lm")  # the LM's: not given, JAX's default
     assert precision.VARIABLE not in os.environ and dot_precision() == "DEFAULT"
-    cli.load_config([SMOKE, str(override)])  # a command of neither family changes nothing
+    study.load([SMOKE, str(override)])  # a command of neither family changes nothing
     assert dot_precision() == "DEFAULT"
 
 

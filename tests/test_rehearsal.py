@@ -1,4 +1,4 @@
-"""The rehearsal (src/parallel_experts/rehearsal.py): every distinct program of a config's DAG compiled with abstract
+"""The rehearsal (src/parallel_experts/rehearsal/): every distinct program of a config's DAG compiled with abstract
 inputs, and the plan's memory check that reads its file (planning/memory.py)."""
 
 import json
@@ -13,15 +13,16 @@ import yaml
 
 import helpers
 from helpers import REPO, snakemake
-from parallel_experts import rehearsal, rehearsal_updates
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.planning import costs, memory
+from parallel_experts.rehearsal import programs as rehearsal
 from parallel_experts.results import paths
 from parallel_experts.sokoban import flops as sokoban_flops
 from parallel_experts.sokoban import programs as sokoban_programs
+from parallel_experts.sokoban import rehearsal_updates
 
 SMOKE, PAPER = REPO / "config/smoke.yaml", REPO / "config/paper.yaml"
 
@@ -234,7 +235,6 @@ def test_every_view_accepts_the_stand_in_levels():
 
 def test_the_real_updates_train_the_largest_run_of_each_budget_and_kind_and_one_small_large_one():
     config = files.load([PAPER])
-    from parallel_experts import rehearsal_updates
     from parallel_experts.sokoban import experiment
 
     runs = experiment.runs(config)

@@ -30,21 +30,63 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.options import config_files, option
 from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, memory, resources
+from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
 SECTION_SECONDS = 240  # the most one section may take, compiling included
 LAST_START = 20  # seconds of the budget below which no section starts
 SOKOBAN_UPDATES = 2  # per timed Sokoban call (the paper's large updates: seconds each)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuCheck:
+    """on one GPU, in under ten minutes: a training update of each family compiled (XLA's memory plan beside the CPU
+    rehearsal's), timed and priced as the plan's efficiency, and Table 5's decode latency of L1 E16 against L16 E1
+    (JSON; gpu_check.py)"""
+
+    config: tuple[str, ...] = config_files()
+    out: str = option()
+    rehearsal: str | None = option("a rehearsal file (rehearse) with the CPU's plan of the programs (default: the "
+                                   "config's scale's, results/rehearsal/SCALE.json, where it exists)", default=None)
+    sokoban_run: tuple[str, ...] = option("a Sokoban run to time (repeatable; default: the largest budget's anchor "
+                                          "and its allocation of the most experts)", action="append", metavar="RUN",
+                                          default=())
+    lm_run: tuple[str, ...] = option("an LM run to time (repeatable; default: the first budget's anchor at the "
+                                     "longest window, both families)", action="append", metavar="RUN", default=())
+    sokoban_updates: int | None = option("updates per timed Sokoban call (default: 2)", type=int, default=None)
+    context: int | None = option("Table 5's context (default: the config's longest)", type=int, default=None)
+    batch: int | None = option("Table 5's batch (default: the config's smallest)", type=int, default=None)
+    peak_tflops: tuple[str, ...] = option("the peak of this GPU for a plan family (train, lm_train) instead of the "
+                                          "config's plan.FAMILY.peak_tflops", action="append", metavar="FAMILY=TFLOPS",
+                                          default=())
+    budget_seconds: float | None = option("no section starts after this (default: 540)", type=float, default=None)
+
+
+def job(options: GpuCheck, config: Mapping) -> int:
+    """`gpu-check`: the sections measured, one line for the file, one per failed section and per plan update; exit
+    status 1 where a section failed."""
+    peak = peaks(options.peak_tflops)
+    chosen = sections(config, options.sokoban_run, options.lm_run, options.context, options.batch,
+                      options.sokoban_updates or SOKOBAN_UPDATES)
+    rehearsal = options.rehearsal or paths.rehearsal(config["scale"])
+    found = check(config, chosen, options.out, rehearsal, peak, options.budget_seconds or BUDGET_SECONDS)
+    print(f"{options.out}: {len(chosen) - len(found['errors'])} of {len(chosen)} sections measured in "
+          f"{found['seconds']:.0f} s" + "".join(f"\n  failed: {error}" for error in found["errors"]))
+    for key, entry in found["plan_updates"].items():
+        print(f"  {key}: {entry['value']:.4f} (the config assumes {entry['assumed']})")
+    return 1 if found["errors"] else 0
 
 
 def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
@@ -159,7 +201,7 @@ def isolated(config: Mapping, spec: Mapping, timeout: float) -> dict:
 
 
 def _measure(config: dict, spec: dict, out: str) -> None:
-    # The family's matmul precision, as its jobs set it (cli.load_config), before JAX is imported here.
+    # The family's matmul precision, as its jobs set it (study.load), before JAX is imported here.
     precision.use(precision.of(config, "sokoban" if spec["section"] == "sokoban_train" else "lm"))
     from parallel_experts import gpu_measure  # JAX: in the section's own process only
 

@@ -1,8 +1,8 @@
 """The sections of the GPU check (`gpu_check`), each measured in a process of its own.
 
-A training section compiles the job's program as the rehearsal does (`rehearsal.compiled`: the domain's program
-builder, the job's donation) and runs the executable on concrete arguments of the same shapes: one call to warm up,
-then timed calls (each blocked until ready; compiling excluded). The latency section is Table 5's job itself
+A training section compiles the job's program as the rehearsal does (`rehearsal.programs.compiled`: the domain's
+program builder, the job's donation) and runs the executable on concrete arguments of the same shapes: one call to
+warm up, then timed calls (each blocked until ready; compiling excluded). The latency section is Table 5's job itself
 (`lm.latency.run`) at one context and batch. Each section yields what it found stage by stage, so that a section
 that fails part-way still reports its compile and memory plan.
 """
@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from parallel_experts import rehearsal
 from parallel_experts.analysis.systems import paper_table
 from parallel_experts.core import atomic, compile_cache
 from parallel_experts.core.benchmarking import machine_info, time_calls
@@ -29,6 +28,7 @@ from parallel_experts.lm import latency, systems
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.lm.train import Trainer as LMTrainer
 from parallel_experts.planning import costs
+from parallel_experts.rehearsal import programs as rehearsal
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import flops as sokoban_flops
 from parallel_experts.sokoban import generator

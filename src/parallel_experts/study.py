@@ -4,20 +4,22 @@ of them, and which of its settings is the paper's Fig. 5.
 `check` is the whole validation of a config: its schema, every budget's allocation grid, and every run that the
 domains build from it, so that what a run's settings reject (fewer updates than one log interval, a window that
 does not divide a batch, an evaluation that does not fit the validation shard) fails before anything trains. The
-workflow calls it once when it starts; the CLI calls it for a command a user runs by hand.
+workflow calls it once when it starts; `load` calls it for every command that reads a config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from parallel_experts.config import files, locations, schema
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core import budget
+from parallel_experts.config.options import option
+from parallel_experts.core import budget, compile_cache, precision
 from parallel_experts.core.definitions import by_id
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm.shards import DataError, check_fit
-from parallel_experts.results import paths
+from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 
@@ -33,6 +35,35 @@ def check(config: Mapping) -> None:
     sokoban_experiment.expert_count_runs(config)
     sokoban_experiment.ablation_runs(config)
     _check_lm(config)
+
+
+def load(config_files: Sequence[str], domain: str | None = None) -> dict:
+    """The validated config of `config_files` (merged in order), as a command reads it: checked whole (`check`), the
+    snapshot a workflow's job started with verified, the compile cache set up before anything imports JAX, and,
+    for a command that computes one domain's jobs (`sokoban`, `lm`), that family's matmul precision."""
+    loaded = files.load(config_files)
+    try:
+        check(loaded)
+    except ConfigError as error:
+        raise ConfigError(f"{' + '.join(config_files)}: {error}") from None
+    for path in config_files:  # a job of a workflow: the snapshot it started with
+        snapshot.verify(loaded, path)
+    compile_cache.use(loaded.get("compile_cache", paths.XLA_CACHE) or None)
+    if domain is not None:
+        precision.use(precision.of(loaded, domain))
+    return loaded
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """validate config files (merged in order) and exit"""
+
+    config: tuple[str, ...] = option(None, "config", nargs="+", metavar="files")
+
+
+def check_config(options: CheckConfig, config: Mapping) -> int:
+    print(f"{' + '.join(options.config)}: valid (scale {config['scale']}, digest {files.digest(config)})")
+    return 0
 
 
 def check_given(config: Mapping, paths: Sequence[str], overrides: Mapping) -> None:

@@ -171,9 +171,9 @@ def run_dir(domain):
 @functools.cache
 def rehearsal_parts():
     """The config's programs in parts (imports JAX: only where the rehearsal is in the DAG)."""
-    from parallel_experts import rehearsal
+    from parallel_experts.rehearsal import programs
 
-    return rehearsal.parts(config)
+    return programs.parts(config)
 
 
 def rehearsal_part_files(wildcards):

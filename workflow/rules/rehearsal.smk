@@ -1,7 +1,7 @@
 # The rehearsal (opt-in, not part of `all`): every distinct program of the config's DAG compiled at its exact
 # shapes with abstract inputs, on the machine Snakemake runs on (local rules: run it on a GPU node for the GPU's
 # own figures), in parts that run side by side and each stay done (a paper rehearsal compiles for hours), then
-# Sokoban training updates run for real at the config's shapes (rehearsal_updates).
+# Sokoban training updates run for real at the config's shapes (sokoban.rehearsal_updates).
 # `snakemake rehearsal --configfile config/paper.yaml`; the plan report reads its file.
 
 

@@ -79,9 +79,9 @@ def measured(argv: list[str], cache: Path, run_dir: Path) -> dict:
 
 def measure(out: str, argv: list[str]) -> None:
     """Run one CLI command in this process and write what JAX's monitoring saw of its compiles to `out`."""
-    from parallel_experts import cli
+    from parallel_experts import cli, study
 
-    cli.load_config(cli.parser().parse_args(argv).config)  # sets the cache up as the command will, before JAX loads
+    study.load(cli.parser().parse_args(argv).config)  # sets the cache up as the command will, before JAX loads
     from jax import monitoring
 
     seconds, timed, events = Counter(), Counter(), Counter()

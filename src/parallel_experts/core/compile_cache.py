@@ -44,12 +44,11 @@ def use(directory: str | Path | None) -> None:
         values[CACHE_DIR] = str(Path(directory).absolute())
     for name, value in values.items():
         os.environ.setdefault(name, value)
-    # JAX reads the variables once, when it is imported; a command that imported it before reading the config
-    # (sokoban-train's modules do) would otherwise compile without a cache, silently. Its first compile reads
+    # JAX reads the variables once, when it is imported; a process that imported it before reading the config
+    # (one that ran another command first) would otherwise compile without a cache, silently. Its first compile reads
     # the settings, so until then they can still be given to JAX directly.
-    if "jax" in sys.modules:
-        import jax
-
+    jax = sys.modules.get("jax")  # imported already: set it directly (importing it here would load it for all)
+    if jax is not None:
         jax.config.update("jax_compilation_cache_dir", os.environ.get(CACHE_DIR))
         for name in SETTINGS:
             jax.config.update(name.lower(), float(os.environ[name]))
@@ -59,7 +58,6 @@ def off() -> None:
     """No persistent cache in this process or those it starts, whatever the caller set: for the benchmarks, whose
     compile seconds (sokoban-bench, Table 5's first call) would otherwise time a read from the cache."""
     os.environ[ENABLE] = "false"
-    if "jax" in sys.modules:  # as in `use`: the benchmarks import JAX first
-        import jax
-
+    jax = sys.modules.get("jax")  # as in `use`: the benchmarks import JAX first
+    if jax is not None:
         jax.config.update("jax_enable_compilation_cache", False)

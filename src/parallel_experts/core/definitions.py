@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from parallel_experts.config.errors import ConfigError, quote
 
@@ -43,6 +43,13 @@ def _rebuilt(kind, value):
     if dataclasses.is_dataclass(kind):
         return kind(**value)
     return tuple(value) if typing.get_origin(kind) is tuple else value
+
+
+def named(runs: Mapping[str, Definition], run_id: str, config_files: Sequence[str]) -> Definition:
+    """The run `run_id` of a domain's `runs` (its `runs_by_id`) in the config of `config_files`."""
+    if run_id not in runs:
+        raise ConfigError(f"{' + '.join(config_files)}: defines no run {run_id!r}")
+    return runs[run_id]
 
 
 def by_id(groups: Iterable[Iterable[Definition]]) -> dict[str, Definition]:

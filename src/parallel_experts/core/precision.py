@@ -5,7 +5,7 @@ JAX's names (`jax_default_matmul_precision`); it acts on float32 inputs only, so
 bfloat16 whatever it says. `default` is JAX's default, which leans to speed: TensorFloat-32 on NVIDIA Ampere and
 later GPUs (tensor cores, 10 bits of mantissa), full float32 on older GPUs and on the CPU (docs.jax.dev, "Matmul
 precision"). XLA:CPU computes float32 products in float32 at every setting, so on the CPU it changes no number.
-No JAX here: the CLI sets the precision before a job compiles, as it sets the compilation cache.
+No JAX here: `study.load` sets the precision before a job compiles, as it sets the compilation cache.
 """
 
 from __future__ import annotations

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from parallel_experts.core.atomic import atomic_open
+from parallel_experts.lm import jobs
 from parallel_experts.lm.shards import (EOT, HEADER_INTS, MAGIC, N_VOCAB, VERSION, DataError, ShardError, read_shard,
                                         shard_name)
 
@@ -279,3 +281,11 @@ def download_shards(spec: dict, out_dir: Path) -> list[Path]:
                             f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
         read_shard(paths[-1])  # the format check, before the next (100M-token) download
     return paths
+
+
+def tokens_job(options: jobs.Tokens) -> int:
+    """`lm-tokens`: the token shards of the configured corpus."""
+    written = corpus_shards(json.loads(options.corpus), options.out, options.shard_tokens)
+    counts = [len(read_shard(path)) for path in written]
+    print(f"{options.out}: {len(written)} shards, {counts[0]} validation and {sum(counts[1:])} training tokens")
+    return 0

@@ -13,7 +13,9 @@ scored tokens and their count, which equals (⌊(ℓ−1)/C⌋ − ⌈W/C⌉)·S
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -21,8 +23,11 @@ import jax.numpy as jnp
 import optax
 import xarray as xr
 
+from parallel_experts.core.definitions import named
+from parallel_experts.lm import experiment, jobs, shards, train
 from parallel_experts.lm.models import KVCache, RecurrentState, RecurrentTransformer, Transformer, logits
 from parallel_experts.lm.shards import CHUNK, check_fit, stream_windows
+from parallel_experts.results import store
 
 
 def _empty_state(model, window: int, lanes: int):
@@ -74,3 +79,16 @@ def as_dataset(run, loss: float, scored: int, spec: dict, validation_path):
          "scored_tokens": ((), scored, {"long_name": "validation tokens scored"})},
         attrs={"run": run.id, "window": run.window, "streams": spec["streams"], "chunk": CHUNK,
                "validation_shard": str(validation_path)})
+
+
+def job(options: jobs.Evaluate, config: Mapping) -> int:
+    """`lm-evaluate`: the sliding-window validation loss of the trained run `options.run`, as netCDF."""
+    run = named(experiment.runs_by_id(config), options.run, options.config)
+    spec = json.loads(options.evaluation)
+    vocabulary, validation, _ = shards.model_shards(options.tokens, run.model.vocab)
+    model = train.load_model(run.model, options.run_dir)
+    loss, scored = validation_loss(model, shards.load_tokens(validation, vocabulary), run.window, spec["streams"],
+                                   spec["lanes"])
+    store.write_netcdf(as_dataset(run, loss, scored, spec, validation), options.out)
+    print(f"{options.out}: validation loss {loss:.4f} over {scored} tokens (window {run.window})")
+    return 0

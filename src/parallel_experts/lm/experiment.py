@@ -28,7 +28,9 @@ import xarray as xr
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
+from parallel_experts.lm import jobs
 from parallel_experts.lm.settings import DTYPE_BYTES, ModelConfig, TrainConfig, memory_for
+from parallel_experts.results import store
 from parallel_experts.results.store import run_results, with_ablations
 
 # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
@@ -230,3 +232,11 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
         return ds
     return with_ablations(ds, {setting: list(dict.fromkeys(named.get(i, i) for i in ids))
                                for setting, ids in ablations.items()})
+
+
+def sweep_job(options: jobs.Sweep) -> int:
+    """`lm-sweep`: every language-model run given, in one dataset."""
+    ds = collect(options.curves, options.evals, options.ablations)
+    store.write_netcdf(ds, options.out)
+    print(f"{options.out}: {ds.sizes['run']} runs")
+    return 0

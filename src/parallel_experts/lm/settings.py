@@ -69,7 +69,7 @@ class TrainConfig:
     log_every: int = 10  # updates per point of the learning curve
     checkpoint_every: int = 100  # updates
     schedule: str = "authors"  # where the matrix learning rate's cosine ends (optim.SCHEDULES)
-    # How float32 matmuls compute on the device, in this run's every job (core/precision.py; the CLI sets it): the
+    # How float32 matmuls compute on the device, in this run's every job (core/precision.py; `study.load` sets it): the
     # bfloat16 model's matmuls are bfloat16 whatever it says; a float32 model's on a GPU change with it.
     matmul_precision: str = JAX_DEFAULT_PRECISION
 

@@ -21,8 +21,9 @@ Training shards are cycled when `train_tokens` exceeds them (the demo's small co
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,12 +39,14 @@ from tqdm import tqdm
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
+from parallel_experts.core.definitions import named
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
-from parallel_experts.lm import models, optim
+from parallel_experts.core.training_job import training_job
+from parallel_experts.lm import experiment, jobs, models, optim
 from parallel_experts.lm.models import RecurrentState
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
-from parallel_experts.lm.shards import DataError, num_batches, stream_windows
+from parallel_experts.lm.shards import DataError, load_tokens, model_shards, num_batches, stream_windows
 from parallel_experts.results import paths, store
 
 
@@ -276,3 +279,16 @@ def load_model(model_config: ModelConfig, run_dir: str | Path):
     """The trained model of a run folder."""
     params, static = eqx.partition(models.build(model_config, jax.random.key(0)), eqx.is_array)
     return eqx.combine(load_weights(Path(run_dir) / paths.WEIGHTS["lm"], params, "the model"), static)
+
+
+def job(options: jobs.Train, config: Mapping) -> int:
+    """`lm-train`: train the run `options.run` of the validated `config`, resumable."""
+    run = named(experiment.runs_by_id(config), options.run, options.config)
+    with training_job(options.run_dir, run.to_dict(), options.time_limit) as frame:
+        vocabulary, _, training = model_shards(options.tokens, run.model.vocab)
+        trainer = Trainer(run.model, run.train, device_mesh(), seed=run.seed)
+        tokens = [load_tokens(path, vocabulary) for path in training]
+        carry, curve = frame.train(partial(train, trainer, tokens, options.run_dir), "tokens", run.train.batch_tokens)
+        save_outputs(run, carry, curve, options.run_dir)
+    print(f"{options.run_dir}: final training loss {curve[-1]['loss']:.4f} after {curve[-1]['tokens']} tokens")
+    return 0

@@ -24,9 +24,10 @@ import papermill
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
+from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic, records
-from parallel_experts.reporting import markup
+from parallel_experts.reporting import jobs, markup
 from parallel_experts.targets import catalogue
 
 SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
@@ -180,3 +181,21 @@ th {{ background: #f4f4f4; }}
 <p>Index built {built}.</p>
 </body></html>
 """
+
+
+def report_job(options: jobs.Report, config: Mapping) -> int:
+    """`report`: the notebook executed with its parameters and the config's, rendered, with its provenance."""
+    parameters = dict(param.split("=", 1) for param in options.param)
+    provenance = {"paper": options.paper, "scale": config["scale"], "config_files": list(options.config_files),
+                  "config_digest": files.digest(config)}
+    parameters |= {"config_path": options.config[-1], "scale": config["scale"], "description": config["description"]}
+    render(options.notebook, options.html, options.executed, options.meta, parameters, provenance)
+    print(f"{options.html}: rendered from {options.notebook}")
+    return 0
+
+
+def index_job(options: jobs.Index, config: Mapping) -> int:
+    """`index`: reports/index.html from the reports' sidecar JSON."""
+    write_index(options.meta, options.out, config)
+    print(f"{options.out}: {len(options.meta)} reports")
+    return 0

@@ -66,7 +66,7 @@ def allocation_dataset(config: Mapping, domain: str, step_flops: Callable[[budge
             "q_heads": ("allocation", [a.q_heads for _, a, _ in rows]),
             "kv_heads": ("allocation", [a.kv_heads for _, a, _ in rows]),
             "window": ("window", list(domain_config["windows"])),
-            # in the order of the flag, as `cli.allocations` measures them: non-recurrent, then recurrent
+            # in the order of the flag, as `planning.plan.allocations` measures them: non-recurrent, then recurrent
             "family": ("family", [family_id(recurrent) for recurrent in sorted(FAMILIES)]),
         }
     ds = xr.Dataset(

@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import xarray as xr
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.config.files import digest
+from parallel_experts.config.options import option
 from parallel_experts.core.atomic import atomic_open
 from parallel_experts.core.definitions import Definition
 
@@ -77,3 +79,16 @@ def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_pat
         if evaluation.attrs["run"] != run.id:
             raise PipelineError(f"{eval_path} evaluates {evaluation.attrs['run']}, not {run.id} of {curve_path}")
         yield run, curve, evaluation
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sweep:
+    """The options of a domain's `*-sweep` command: its runs' files, collected into one dataset."""
+
+    out: str = option()
+    curves: tuple[str, ...] = option("the runs' learning curves", nargs="+")
+    evals: tuple[str, ...] = option("the runs' evaluations, in the same order", nargs="+")
+    # A run may belong to several ablations, so their dataset names each one's runs.
+    ablations: dict[str, list[str]] | None = option("JSON {setting: run ids in the order of its values}: the dataset "
+                                                    "of the ablations (the domain's ablations in the config)",
+                                                    type=json.loads, default=None)

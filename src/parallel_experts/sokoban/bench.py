@@ -5,7 +5,7 @@ env-steps/s against the anchor's, achieved GFLOP/s against the matmul peak measu
 noisy machine absolute speeds drift from minute to minute, ratios taken a few seconds apart much less.
 
 1. Matmul peak: a jitted fp32 n×n matmul (2n³ FLOPs) at the training's matmul precision (`sokoban.training.
-   matmul_precision`, which the CLI sets), median of several calls → GFLOP/s. Measured once at the
+   matmul_precision`, which `study.load` sets), median of several calls → GFLOP/s. Measured once at the
    start and the end (drift check) and briefly again right before each allocation's timing (the denominator of
    its fraction of peak).
 2. Env only: the batched Jumanji env (`env.batched(env.make_env(levels))`) stepped with uniformly random actions
@@ -32,7 +32,7 @@ machine and JAX versions.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -42,11 +42,12 @@ import jax
 import numpy as np
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core import atomic, budget
+from parallel_experts.core import atomic, budget, compile_cache
 from parallel_experts.core.benchmarking import (counted_flops, flops_of, machine_info, matmul_peak, time_calls,
                                                 unrolled_scans, usable_cpus)
 from parallel_experts.core.tables import fmt, table
 from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban import jobs
 from parallel_experts.sokoban.agent import agent_step_flops
 from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
@@ -155,7 +156,8 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list[budget.Allocation], int, dict]:
+def _anchor_and_allocations(args: jobs.Bench, config: dict
+                            ) -> tuple[budget.Allocation, list[budget.Allocation], int, dict]:
     found = {b.name: b for b in budget.budgets(config, "sokoban")}
     if args.budget not in found:
         raise ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
@@ -165,11 +167,12 @@ def _anchor_and_allocations(args, config: dict) -> tuple[budget.Allocation, list
     return chosen.anchor, allocations, config["sokoban"]["encoder_channels"], config["sokoban"]
 
 
-def run(args, config: dict) -> int:
-    """The benchmark of `python -m parallel_experts sokoban-bench` (see the CLI for the options), on a validated
-    config."""
-    if args.quick:  # a new namespace: the caller's arguments stay what was parsed
-        args = argparse.Namespace(**vars(args) | QUICK | {"allocations": (args.allocations or [QUICK_ALLOCATION])[:1]})
+def run(args: jobs.Bench, config: dict) -> int:
+    """The benchmark of `python -m parallel_experts sokoban-bench` (`sokoban.jobs.Bench`: the options), on a
+    validated config."""
+    compile_cache.off()
+    if args.quick:
+        args = dataclasses.replace(args, **QUICK, allocations=(args.allocations or [QUICK_ALLOCATION])[:1])
     wall_start = time.perf_counter()
     anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args, config)
     overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,
@@ -247,8 +250,8 @@ def run(args, config: dict) -> int:
     if args.json:
         machine["loadavg_end"] = list(os.getloadavg())
         out = {"machine": machine,
-               "settings": {k: (v if not isinstance(v, list) else [str(x) for x in v])
-                            for k, v in vars(args).items() if k != "handler"}
+               "settings": {k: (v if not isinstance(v, (list, tuple)) else [str(x) for x in v])
+                            for k, v in ({"command": "sokoban-bench"} | vars(args)).items()}
                | {"train_config": {k: getattr(train_config, k) for k in train_config.__dataclass_fields__},
                   "anchor": anchor.as_list(), "reference": reference["allocation"]},
                "matmul_peak_start": peak_start, "matmul_peak_end": peak_end, "env_only": env,

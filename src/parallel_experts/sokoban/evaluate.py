@@ -6,14 +6,19 @@ an episode ends is ignored (no auto-reset), so no level is skipped or counted tw
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from parallel_experts.core.definitions import named
+from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import train
+from parallel_experts.sokoban import experiment, jobs, train
+from parallel_experts.sokoban.levels import LevelSet
 
 MODES = ("greedy", "sampled")
 
@@ -119,3 +124,12 @@ def push_attrs(test) -> dict:
     if test.pushes is None or not len(test.pushes):
         return {}
     return {"mean_optimal_pushes": float(np.mean(test.pushes)), "optimal_pushes_levels": len(test.pushes)}
+
+
+def job(options: jobs.Evaluate, config: Mapping) -> int:
+    """`sokoban-evaluate`: the solve rate of the trained run `options.run` on a level set, as netCDF."""
+    run = named(experiment.runs_by_id(config), options.run, options.config)
+    result = evaluate_run(run, train.load_agents(run, options.run_dir), LevelSet.load(options.levels))
+    store.write_netcdf(result, options.out)
+    print(f"{options.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")
+    return 0

@@ -13,6 +13,7 @@ and two ablations of one allocation share their default run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -22,9 +23,9 @@ from tqdm import tqdm  # not tqdm.auto, which warns on the report pages that imp
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import aggregation, budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
-from parallel_experts.results import paths
+from parallel_experts.results import paths, store
 from parallel_experts.results.store import run_results, with_ablations
-from parallel_experts.sokoban import boxoban, generator, solver
+from parallel_experts.sokoban import boxoban, generator, jobs, solver
 from parallel_experts.sokoban.levels import LevelError, LevelSet
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 
@@ -286,6 +287,14 @@ def level_set(source: Mapping, boxoban_source: Mapping) -> LevelSet:
         raise LevelError(f"{found.source}: {error}; give fewer levels in pushes") from None
 
 
+def levels_job(options: jobs.Levels) -> int:
+    """`sokoban-levels`: write the level set of a source (.npz)."""
+    found = level_set(json.loads(options.source), json.loads(options.boxoban))
+    found.save(options.out)
+    print(f"{options.out}: {found.source}")
+    return 0
+
+
 CURVE_VARIABLES, EVAL_VARIABLES = ("final_five", "episodic_return"), ("solved", "episode_return", "episode_length")
 
 
@@ -324,3 +333,11 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(test_levels=evaluation.attrs.get("levels", ""),
                                                                   **pushes)
     return ds if ablations is None else with_ablations(ds, ablations)
+
+
+def sweep_job(options: jobs.Sweep) -> int:
+    """`sokoban-sweep`: every Sokoban run given, in one dataset."""
+    ds = collect(options.curves, options.evals, options.ablations, family=options.family)
+    store.write_netcdf(ds, options.out)
+    print(f"{options.out}: {ds.sizes['run']} runs")
+    return 0

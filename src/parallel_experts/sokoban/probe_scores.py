@@ -22,8 +22,9 @@ import numpy as np
 import xarray as xr
 
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.results import store
 from parallel_experts.results.store import open_dataset
-from parallel_experts.sokoban import probes
+from parallel_experts.sokoban import jobs, probes
 from parallel_experts.sokoban.experiment import Run
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
 
@@ -232,3 +233,27 @@ def collect(paths: list[str]) -> xr.Dataset:
             agent_seed=("run", [scores.attrs["agent_seed"]])))
     return xr.concat(per_run, dim="run", join="outer").assign(scored=scored[0]).assign_attrs(
         {key: value for key, value in scores.attrs.items() if key not in ("run", "run_config", "agent_seed")})
+
+
+def fit_job(options: jobs.ProbeFit) -> int:
+    """`sokoban-probe-fit`: the probes of one run fitted, calibrated and scored on the levels every probed run
+    solves, as netCDF."""
+    picture = json.loads(options.picture)
+    train, calibration, test = (open_dataset(path) for path in (options.train, options.calibration, options.test))
+    scored = solved_by_all([open_dataset(path) for path in options.solved], json.loads(options.seeds),
+                           int(test.attrs["levels"]))
+    scores = score(train, calibration, test, scored, ProbeConfig(**json.loads(options.fit)), picture.get("level", 0),
+                   picture.get("steps", 3))
+    store.write_netcdf(scores, options.out)
+    recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
+    print(f"{options.out}: {len(scored)} of {test.attrs['levels']} test levels solved by every probed run; C_A recall "
+          f"of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
+    return 0
+
+
+def collect_job(options: jobs.Probes) -> int:
+    """`sokoban-probes`: every probed run's scores in one dataset."""
+    ds = collect(options.scores)
+    store.write_netcdf(ds, options.out)
+    print(f"{options.out}: {ds.sizes['run']} probed runs")
+    return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from functools import partial
 
 import equinox as eqx
@@ -29,8 +30,10 @@ import optax
 import xarray as xr
 
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.core.definitions import named
+from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import evaluate, train
+from parallel_experts.sokoban import evaluate, experiment, jobs, train
 from parallel_experts.sokoban.agent import patches
 from parallel_experts.sokoban.levels import AGENT, BOX, VARIABLE, LevelSet
 from parallel_experts.sokoban.settings import CLASSES, TARGETS
@@ -213,3 +216,12 @@ def predict(weights: np.ndarray, x: np.ndarray, kernel: int = 1, chunk: int = PR
     parts = [jax.device_get(_predict(jnp.asarray(weights), jnp.asarray(x[i:i + chunk], jnp.float32), kernel))
              for i in range(0, max(len(x), 1), chunk)]  # one (empty) part where x is empty: arrays of n = 0
     return tuple(np.concatenate(arrays, axis=1) for arrays in zip(*parts))
+
+
+def job(options: jobs.ProbeData, config: Mapping) -> int:
+    """`sokoban-probe-data`: the probe data of one trained agent of the run `options.run`, as netCDF."""
+    run = named(experiment.runs_by_id(config), options.run, options.config)
+    data = run_data(run, options.run_dir, LevelSet.load(options.levels), options.seed, options.count)
+    store.write_netcdf(data, options.out)
+    print(f"{options.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")
+    return 0

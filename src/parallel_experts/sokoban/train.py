@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,12 +30,16 @@ from tqdm import tqdm
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
+from parallel_experts.core.definitions import named
 from parallel_experts.core.checkpoint import (NonFiniteLossError, checkpoint_update, load_checkpoint, load_weights,
                                               save_checkpoint, save_weights)
 from parallel_experts.core.programs import split
+from parallel_experts.core.training_job import training_job
 from parallel_experts.results import paths, store
 from parallel_experts.sokoban import env as sokoban_env
+from parallel_experts.sokoban import experiment, jobs
 from parallel_experts.sokoban.agent import Agent, reset_where
+from parallel_experts.sokoban.levels import LevelSet
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 
 
@@ -385,3 +390,15 @@ def load_agent(run, run_dir: str | Path, seed: int) -> Agent:
 def one_seed(agents: Agent, index: int) -> Agent:
     """Seed `index` of agents stacked along a leading seed axis."""
     return jax.tree.map(lambda x: x[index] if eqx.is_array(x) else x, agents)
+
+
+def job(options: jobs.Train, config: Mapping) -> int:
+    """`sokoban-train`: train the run `options.run` of the validated `config` (all its seeds), resumable."""
+    run = named(experiment.runs_by_id(config), options.run, options.config)
+    with training_job(options.run_dir, run.to_dict(), options.time_limit) as frame:
+        trainer = Trainer(run.agent, run.train, LevelSet.load(options.levels).levels)
+        steps = len(run.seeds) * run.train.num_envs * run.train.num_steps  # per update, all seeds
+        carry, log = frame.train(partial(train, trainer, run.seeds, options.run_dir), "env_steps", steps, run.seeds)
+        save_outputs(run, carry, log, options.run_dir)
+    print(f"{options.run_dir}: final-five return per seed {[round(x, 3) for x in log.final_five()]}")
+    return 0

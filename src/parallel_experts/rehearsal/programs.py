@@ -1,7 +1,7 @@
 """The rehearsal: every distinct compiled program of a config's DAG, lowered with abstract arguments (nothing is
 allocated, not even the paper's 900k-level table) and compiled on the local backend, with what XLA says of it.
 
-`python -m parallel_experts rehearse --config FILE --out results/rehearsal/SCALE.json` compiles them all; the
+`python -m parallel_experts rehearse --config FILE --out results/rehearsal/SCALE.json` compiles them all (`job`); the
 `rehearsal` target compiles them in parts (`parts`: `rehearse --part N`), as jobs that run side by side and each stay
 done, so a rehearsal of many hours resumes where it stopped, and then merges the parts (`merge`).
 Per program: the jobs that run it, compile seconds (and, apart, the seconds to build and lower it), the parameter
@@ -16,17 +16,21 @@ The planner reads the file (`planning.memory`) without JAX.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import jax
 
-from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic
+from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.core import atomic, compile_cache
 from parallel_experts.core.programs import Program
 from parallel_experts.lm import programs as lm_programs
+from parallel_experts.rehearsal import jobs
 from parallel_experts.sokoban import programs as sokoban_programs
+from parallel_experts.sokoban import rehearsal_updates
+from parallel_experts.sokoban.levels import LevelSet
 
 # A part's compiling, in units of about 16 s (XLA:CPU on this project's 2-core machine, paper shapes): the mean of any
 # program but a Sokoban training update, which takes 80 s (5 units; up to 8 minutes). A part is about ten minutes.
@@ -136,3 +140,29 @@ def write(config: Mapping, records: list[dict], out: str | Path, updates: list[d
     """The rehearsal's file: the config's scale, every compiled program's record and the updates run for real."""
     found = {"scale": config["scale"], "programs": records} | ({"updates": updates} if updates is not None else {})
     atomic.write_text(out, json.dumps(found, indent=1))
+
+
+def job(options: jobs.Rehearse, config: Mapping) -> int:
+    """`rehearse`: compile the config's programs (all, `--only` some, or `--part` N), or `--merge` the parts' files;
+    with `--levels`, also run the chosen Sokoban updates for real. One line: what compiled, and on which backend."""
+    compile_cache.off()  # compile seconds are what a rehearsal measures, not reads from the cache
+    # A job that splits its data over N GPUs is compiled for N devices; on a CPU the host can pose as N devices, if
+    # told before JAX starts its backend.
+    devices = max(1, *(spec["gpus"] for spec in config["resources"].values()))
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    if options.merge:
+        records = merge(config, options.merge)
+        write(config, records, options.out)
+    else:
+        keys = part_keys(config, options.part) if options.part is not None else options.only and set(options.only)
+        records = rehearse(config, options.out, keys=keys)
+    if options.levels:
+        if not options.run_dir:
+            raise ConfigError("rehearse: --levels needs --run-dir, where the runs checkpoint")
+        updates = rehearsal_updates.run_all(config, records, LevelSet.load(options.levels).levels, options.run_dir,
+                                            options.seeds)
+        write(config, records, options.out, updates)
+    failed = [r for r in records if "error" in r]
+    print(f"{options.out}: {len(records) - len(failed)} programs compiled on {records[0]['backend'] if records else '-'}"
+          + (f", {len(failed)} not ({failed[0]['error']})" if failed else ""))
+    return 0

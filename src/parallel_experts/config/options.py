@@ -1,0 +1,42 @@
+"""A command's options, declared once: the fields of a frozen dataclass, each with its type, default and help.
+
+The command's function takes that dataclass (as Levanter's `main(config)` does); the CLI builds the command's
+parser from its fields (`option`'s keywords are argparse's) and the dataclass from what it parsed. A field without a
+default is a required option. The dataclass's docstring is the command's help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+def option(help: str | None = None, *flags: str, default: Any = dataclasses.MISSING, **argparse: Any):
+    """A field of a command's options: `flags` on the command line (default `--field-name`; a name without a dash
+    is positional), `help` and the other keywords of argparse's `add_argument`. `group`: a name shared by fields
+    that exclude each other; `negative`: a flag that sets a boolean field false."""
+    return dataclasses.field(default=default, metadata={"flags": flags, "help": help, **argparse})
+
+
+def config_files(help: str = "config files, merged in order", **argparse: Any):
+    """The `--config` option of a command that reads the config: the CLI hands the command the validated config."""
+    return option(help, "--config", nargs="+", **argparse)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunCommand:
+    """A command on one run of the config (its definition read from the config by id: a run's definition, all its
+    seeds, has no size limit, a command line has)."""
+
+    config: tuple[str, ...] = config_files()
+    run: str = option("the run's id in the config (see sokoban/experiment.py, lm/experiment.py)")
+    run_dir: str = option("checkpoints and outputs of this run")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Training(RunCommand):
+    """A training command's options, both domains' (`core.training_job` runs the job's frame)."""
+
+    time_limit: float | None = option("stop cleanly (checkpoint, exit status 75) before this many seconds have "
+                                      "passed; default: the time SLURM leaves the job, if it runs in one, else none",
+                                      type=float, metavar="SECONDS", default=None)

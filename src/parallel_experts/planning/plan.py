@@ -1,0 +1,69 @@
+"""The `plan` and `allocations` commands: what each named target costs (its jobs' FLOPs ÷ throughput, calibrated
+against the paper's own run times, each job's memory beside its device's), and a domain's allocation grid.
+
+Counting FLOPs lowers the models (JAX), which planning never imports: the caller hands the domains' counters in
+(`costs.Counters`), once the config has been checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from parallel_experts.config.options import config_files, option
+from parallel_experts.core import budget
+from parallel_experts.planning import costs, memory, tables
+from parallel_experts.results import grids, paths, store
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """the cost of every training and evaluation job the DAG runs for the named targets (all of them by default):
+    FLOPs ÷ throughput, per target and in total, with its assumptions"""
+
+    config: tuple[str, ...] = option("a config file; repeat it to merge several in order", "--configfile",
+                                     action="append", metavar="FILE")
+    directory: str = option("the working directory whose results/ holds timed jobs of an earlier run (as "
+                            "Snakemake's); their throughput replaces the config's assumptions", default=".")
+    jobs: bool = option("print every job, not only the sums per target", action="store_true", default=False)
+    out: str | None = option("a folder for the plan as CSV: targets.csv (per target), jobs.csv (every target and "
+                             "job), check.csv (every timed job beside its predictions)", default=None)
+    targets: tuple[str, ...] = option("named targets (fig2, table5, ...); default: every one", "targets", nargs="*",
+                                      default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Allocations:
+    """write the allocation grid of one domain (netCDF)"""
+
+    config: tuple[str, ...] = config_files()
+    domain: str = option(None, choices=budget.DOMAINS)
+    out: str = option()
+
+
+def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
+    """The plan of `options.targets`, printed (every job with `--jobs`) and written as CSV to `options.out`, with
+    each job's rehearsed peak memory beside its device's (`planning.memory`)."""
+    directory = Path(options.directory)
+    timed = costs.timed_jobs(config, counters, directory / paths.ROOT)  # every benchmark file read once
+    table = costs.plan(config, counters, timed, options.targets)
+    calibration = costs.paper_efficiency(config, table)
+    print(tables.printed(table, tables.unit(config), options.jobs, calibration))
+    if options.out:
+        tables.write(config, table, costs.held_out(config, timed), calibration, options.out)
+    rehearsal = memory.read_rehearsal(directory / paths.rehearsal(config["scale"]))
+    frame = memory.per_job(config, table, rehearsal)
+    print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))
+    if options.out:
+        memory.write(frame, rehearsal, options.out)
+    return 0
+
+
+def allocations(options: Allocations, config: Mapping, counters: costs.Counters) -> int:
+    """Every allocation of the domain's budgets with its FLOPs, as netCDF."""
+    counted = getattr(counters, options.domain)
+    ds = grids.allocation_dataset(config, options.domain, counted.allocation_flops(config), counted.flops_per(config))
+    store.write_netcdf(ds, options.out)
+    print(f"{options.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
+    return 0
