@@ -98,8 +98,8 @@ def runs(config: Mapping) -> Runs:
 
 def dataset_runs(config: Mapping) -> dict[str, list]:
     """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules read
-    this; the planner reads `runs`, by domain): the Sokoban sweeps, the expert-count sweep, the ablations (a run two ablations share
-    once), the LM sweep and its ablations. A family the config lacks has no entry."""
+    this; the planner reads `runs`, by domain): the Sokoban sweeps, the expert-count sweep, the ablations (a run
+    two ablations share once), the LM sweep and its ablations. A family the config lacks has no entry."""
     found = runs(config)
     return found.sokoban_datasets | found.lm_datasets
 
