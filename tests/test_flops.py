@@ -24,7 +24,7 @@ from parallel_experts.sokoban.settings import AgentConfig
 
 
 def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
-    assert sokoban_flops.step_flops(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
+    assert sokoban_flops.forward(agent, 10, fit=True) == pytest.approx(agent_step_flops(agent, 10, 10), rel=1e-5)
 
 
 @pytest.mark.parametrize("model, window", [
@@ -35,7 +35,7 @@ def test_a_fitted_sokoban_count_is_xlas_count_of_the_whole_agent(agent):
 
 
 def test_a_fitted_lm_count_is_xlas_count_of_the_whole_model(model, window):
-    assert lm_flops.token_flops(model, window, fit=True) == pytest.approx(models.token_flops(model, window), rel=1e-5)
+    assert lm_flops.forward(model, window, fit=True) == pytest.approx(models.token_flops(model, window), rel=1e-5)
 
 
 def test_the_allocations_report_counts_the_demo_agent_on_its_own_view_with_its_own_channels():

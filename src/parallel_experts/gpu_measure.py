@@ -129,14 +129,15 @@ def timed_update(config: Mapping, run, program, start, updates: int, share: floa
     yield {"call_seconds": seconds, "seconds_per_update": statistics.median(seconds) / updates,
            "loss": losses.tolist(), "loss_finite": bool(np.isfinite(losses).all()),
            "device_peak_bytes": device_stat("peak_bytes_in_use"), "device_bytes_limit": device_stat("bytes_limit")}
-    yield {"flops_per_update": planner_flops(config, run) * share, "share_of_job_update": share}
+    yield {"flops_per_update": planner_flops(run) * share, "share_of_job_update": share}
 
 
-def planner_flops(config: Mapping, run) -> float:
-    """FLOPs of one training update of `run` as the plan prices its job (`planning.costs`)."""
-    forward = costs.forward_flops([run], [run], costs.Counters(sokoban_flops, lm_flops))[run.id]
-    updates = run.train.num_updates if isinstance(run, sokoban_experiment.Run) else run.train.updates
-    return costs.train_job(run, config, forward).flops / updates
+def planner_flops(run) -> float:
+    """FLOPs of one training update of `run` as the plan prices its job (`planning.costs`), its model counted."""
+    if isinstance(run, sokoban_experiment.Run):
+        job = costs.sokoban_train_job(run, sokoban_flops.forward(run.agent, run.train.view))
+        return job.flops / run.train.num_updates
+    return costs.lm_train_job(run, lm_flops.forward(run.model, run.window)).flops / run.train.updates
 
 
 def level_table(config: Mapping) -> tuple[np.ndarray, str]:

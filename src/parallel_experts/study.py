@@ -30,10 +30,7 @@ def check(config: Mapping) -> None:
         budget.budgets(config, domain)
     schema.check_references(config)
     locations.check(config)
-    sokoban_experiment.runs(config)
-    sokoban_experiment.probed_runs(config)
-    sokoban_experiment.expert_count_runs(config)
-    sokoban_experiment.ablation_runs(config)
+    sokoban_experiment.families(config)
     _check_lm(config)
 
 
@@ -102,16 +99,39 @@ def _check_lm(config: Mapping) -> None:
             raise ConfigError(f"lm.evaluation: {error}") from None
 
 
+@dataclass(frozen=True)
+class Runs:
+    """Both domains' runs of a config, each domain's families built once, and the run datasets that collect them."""
+
+    sokoban: sokoban_experiment.Families
+    lm: lm_experiment.Families
+
+    @property
+    def sokoban_datasets(self) -> dict[str, list[sokoban_experiment.Run]]:
+        """The Sokoban run datasets (`dataset_runs`): the budget sweeps, the expert-count sweep, the ablations."""
+        found = {paths.SOKOBAN_SWEEP: self.sokoban.sweeps, paths.EXPERT_COUNT: self.sokoban.expert_count,
+                 paths.ablations("sokoban"): list(by_id(self.sokoban.ablations.values()).values())}
+        return {path: members for path, members in found.items() if members}
+
+    @property
+    def lm_datasets(self) -> dict[str, list[lm_experiment.Run]]:
+        """The LM run datasets (`dataset_runs`): the sweep and the ablations."""
+        found = {paths.LM_SWEEP: self.lm.sweeps,
+                 paths.ablations("lm"): list(by_id(self.lm.ablations.values()).values())}
+        return {path: members for path, members in found.items() if members}
+
+
+def runs(config: Mapping) -> Runs:
+    """Every run of a validated config, by domain and family."""
+    return Runs(sokoban_experiment.families(config), lm_experiment.families(config))
+
+
 def dataset_runs(config: Mapping) -> dict[str, list]:
-    """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules and the
-    planner read this): the Sokoban sweeps, the expert-count sweep, the ablations (a run two ablations share
-    once), the LM sweep and its ablations. A family the config lacks has no entry."""
-    found = {paths.SOKOBAN_SWEEP: sokoban_experiment.runs(config),
-             paths.EXPERT_COUNT: sokoban_experiment.expert_count_runs(config),
-             paths.ablations("sokoban"): list(by_id(sokoban_experiment.ablation_runs(config).values()).values()),
-             paths.LM_SWEEP: lm_experiment.runs(config),
-             paths.ablations("lm"): list(by_id(lm_experiment.ablation_runs(config).values()).values())}
-    return {path: runs for path, runs in found.items() if runs}
+    """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules read
+    this; the planner reads `runs`, by domain): the Sokoban sweeps, the expert-count sweep, the ablations (a run
+    two ablations share once), the LM sweep and its ablations. A family the config lacks has no entry."""
+    found = runs(config)
+    return found.sokoban_datasets | found.lm_datasets
 
 
 def fig5_setting(config: Mapping) -> tuple[str, int]:

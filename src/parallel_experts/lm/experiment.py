@@ -155,12 +155,13 @@ def cache_bounded(train: TrainConfig, model: ModelConfig, limit_gb: float, devic
     return replace(train, microbatch=max(fitting))
 
 
-def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
+def ablation_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> dict[str, list[Run]]:
     """Each ablation's runs (`lm.ablations.<setting>`), in the order of its values, each value's seeds together:
     the sweep's recurrent run at the ablation's budget, window and allocation, with ModelConfig.<setting> set to
     each value, once per seed of the ablation (default: the budget's). A value equal to the sweep's setting gives
-    the sweep's runs themselves."""
-    sweep = [run for run in runs(config) if run.seed == seeds(config, run.budget)[0]]  # one per configuration
+    the sweep's runs themselves (`sweep_runs`: `runs`, where the caller has them)."""
+    sweep = [run for run in (runs(config) if sweep_runs is None else sweep_runs)
+             if run.seed == seeds(config, run.budget)[0]]  # one per configuration
     found = {}
     for setting, spec in config["lm"].get("ablations", {}).items():
         where = f"lm.ablations.{setting}"
@@ -191,9 +192,24 @@ def _allocation(model: ModelConfig) -> list[int]:
     return [model.depth, model.experts, model.width, model.q_heads, model.kv_heads]
 
 
+@dataclass(frozen=True)
+class Families:
+    """Every family of LM runs of a config: the sweep's (`runs`) and each ablation's."""
+
+    sweeps: list[Run]
+    ablations: dict[str, list[Run]]
+
+
+def families(config: Mapping) -> Families:
+    """Every family of LM runs of a validated config, the sweep built once for both."""
+    sweeps = runs(config)
+    return Families(sweeps, ablation_runs(config, sweeps))
+
+
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every LM run of a validated config (the sweep and every ablation), by id."""
-    return by_id([runs(config), *ablation_runs(config).values()])
+    found = families(config)
+    return by_id([found.sweeps, *found.ablations.values()])
 
 
 def evaluation(config: Mapping) -> dict:

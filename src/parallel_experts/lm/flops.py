@@ -1,5 +1,6 @@
 """XLA's count of the FLOPs of one token of a language model with a full window: counted on the lowered program,
-or fitted from its family (`core.flops`) where many models of one family are priced (the planner)."""
+or fitted from its family (`core.flops`) where many models of one family are priced (the planner, which takes this
+module as a `planning.costs.FlopCounter`: `family` and `forward`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def family(model: ModelConfig, window: int):
 
 
 @functools.cache
-def token_flops(model: ModelConfig, window: int, fit: bool = False) -> float:
+def forward(model: ModelConfig, window: int, fit: bool = False) -> float:
     """Forward FLOPs of one token of `model` with a full window, fitted from its family or counted."""
     if not fit or family(model, window) is None:
         return _model_flops(model, window)
@@ -54,7 +55,7 @@ def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarra
     lm = config["lm"]
 
     def flops(a: budget.Allocation) -> np.ndarray:
-        return np.array([[token_flops(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
+        return np.array([[forward(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
                                                   vocab=lm["vocabulary"], recurrent=recurrent,
                                                   dtype=lm["dtype"]), window)
                           for recurrent in sorted(FAMILIES)] for window in lm["windows"]])

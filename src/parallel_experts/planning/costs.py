@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -32,12 +31,13 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.definitions import family
 from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
+from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
 from parallel_experts.targets import catalogue
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
-from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS, ProbeConfig
+from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS
 
 TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
 # A rematerialised rollout (sokoban.training.remat) reruns the agent's forward pass in the backward pass: XLA's count
@@ -46,6 +46,16 @@ TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench count
 REMAT_PASSES = 1
 EVAL_MODES = 2  # greedy and sampled
 FIT_FROM = 8  # a family of at least this many models is fitted (12 counts), a smaller one counted model by model
+
+
+class Trained(Protocol):
+    """What planning needs of a run of either domain (`sokoban.experiment.Run`, `lm.experiment.Run`): its id, and
+    its definition, which its run folder records."""
+
+    @property
+    def id(self) -> str: ...
+
+    def to_dict(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,11 @@ class Job:
     flops: float
     benchmark: str  # its Snakemake benchmark file
     family: str = ""  # recurrent or non-recurrent, where the rule's throughput depends on it
-    run: object = None  # the run it trains or evaluates (a systems table: None)
+    run: Trained | None = None  # the run it trains or evaluates (a systems table: None)
+    folder: str = ""  # the run's folder (`paths.run_dir`), where its definition and attempts are recorded
+    seeds: int = 0  # the seeds a Sokoban job trains or plays together (0: an LM or systems job)
+    budget: str | None = None  # the run's budget (None: the expert-count sweep, a systems table)
+    remat: bool = False  # a Sokoban job whose rollout is rematerialised (REMAT_PASSES)
 
     @property
     def group(self) -> str:
@@ -68,92 +82,112 @@ class Job:
 # ------------------------------------------------------------------------------------------------ FLOPs
 
 
-class Counters(NamedTuple):
-    """How each domain counts the FLOPs of its programs: `sokoban.flops` (`family(agent, view)`,
-    `step_flops(agent, view, fit)`) and `lm.flops` (`family(model, window)`, `token_flops(model, window, fit)`).
-    Counting lowers the models (JAX), so the caller passes the domains' modules in and planning never imports them."""
+class FlopCounter(Protocol):
+    """What planning needs of a domain's count of forward FLOPs (`sokoban.flops` of an agent's environment step on
+    its view, `lm.flops` of a model's token at its window). Counting lowers the models (JAX), so the caller hands
+    the counters in and planning never imports them."""
 
-    sokoban: ModuleType
-    lm: ModuleType
+    def family(self, model, context: int) -> Hashable | None:
+        """The models one fit covers (None: a model counted as it is)."""
+
+    def forward(self, model, context: int, fit: bool = False) -> float:
+        """Forward FLOPs of one step or token of `model`, fitted from its family or counted."""
 
 
-def forward_flops(runs: Iterable, among: Iterable, counters: Counters) -> dict[str, float]:
-    """Forward FLOPs of one step (Sokoban) or token (LM) of every run, by id: fitted where FIT_FROM or more runs
-    `among` the config's share its family, counted run by run elsewhere."""
-    def family_and_count(run):
-        if isinstance(run, sokoban_experiment.Run):
-            sokoban = counters.sokoban
-            return sokoban.family(run.agent, run.train.view), sokoban.step_flops, (run.agent, run.train.view)
-        return counters.lm.family(run.model, run.window), counters.lm.token_flops, (run.model, run.window)
+@dataclass(frozen=True)
+class Counters:
+    """Each domain's FLOP counter."""
 
-    sizes = Counter(family_and_count(run)[0] for run in among)
+    sokoban: FlopCounter
+    lm: FlopCounter
+
+
+def forward_flops(programs: Mapping[str, tuple], among: Iterable[tuple], counter: FlopCounter) -> dict[str, float]:
+    """Forward FLOPs of one step or token of every program, (model, context) by run id: fitted where FIT_FROM or
+    more programs `among` the config's share its family, counted program by program elsewhere."""
+    sizes = Counter(counter.family(*program) for program in among)
     found = {}
-    for run in runs:
-        key, count, args = family_and_count(run)
-        found[run.id] = count(*args, fit=key is not None and sizes[key] >= FIT_FROM)
+    for name, program in programs.items():
+        key = counter.family(*program)
+        found[name] = counter.forward(*program, fit=key is not None and sizes[key] >= FIT_FROM)
     return found
 
 
-def _sokoban_jobs(run, config: Mapping, forward: float) -> list[Job]:
-    train, kind = run.train, family(run.agent.recurrent)
-    seeds, tests = len(run.seeds), sokoban_experiment.level_count(config["sokoban"]["levels"]["test"])
-    passes = TRAIN_PASSES + REMAT_PASSES * train.remat
-    return [Job("sokoban_train", f"run={run.id}", seeds * train.env_steps * passes * forward,
-                paths.benchmark("sokoban_train", run=run.id), kind, run),
-            Job("sokoban_evaluate", f"run={run.id}", seeds * EVAL_MODES * tests * train.time_limit * forward,
-                paths.benchmark("sokoban_evaluate", run=run.id), kind, run)]
+def _agent(run: sokoban_experiment.Run) -> tuple:
+    """The program a Sokoban run's jobs step: its agent on its view."""
+    return run.agent, run.train.view
 
 
-def _probe_jobs(run, config: Mapping, forward: float) -> list[Job]:
+def _model(run: lm_experiment.Run) -> tuple:
+    """The program an LM run's jobs step: its model at its window."""
+    return run.model, run.window
+
+
+def sokoban_train_job(run: sokoban_experiment.Run, forward: float) -> Job:
+    """The training job of a Sokoban run as the plan prices it (`forward`: `forward_flops` of its agent)."""
+    passes = TRAIN_PASSES + REMAT_PASSES * run.train.remat
+    return _sokoban_job("sokoban_train", run, len(run.seeds) * run.train.env_steps * passes * forward)
+
+
+def _sokoban_job(rule: str, run: sokoban_experiment.Run, flops: float, split: str = "") -> Job:
+    wildcards = {"run": run.id} | ({"split": split} if split else {})
+    return Job(rule, ", ".join(f"{key}={value}" for key, value in wildcards.items()), flops,
+               paths.benchmark(rule, **wildcards), family(run.agent.recurrent), run, paths.run_dir("sokoban", run.id),
+               len(run.seeds), run.budget, bool(run.train.remat))
+
+
+def _sokoban_jobs(run: sokoban_experiment.Run, tests: int, forward: float) -> list[Job]:
+    """Training, and evaluation on the `tests` test levels."""
+    train = run.train
+    return [sokoban_train_job(run, forward),
+            _sokoban_job("sokoban_evaluate", run, len(run.seeds) * EVAL_MODES * tests * train.time_limit * forward)]
+
+
+def _probe_jobs(run: sokoban_experiment.Run, families: sokoban_experiment.Families, forward: float) -> list[Job]:
     """The probe data of each split (the agent and its untrained control play every level to the time limit)
     and the probe fit (every representation and target, each probe seed, over the training split's squares)."""
-    spec, levels, train = config["sokoban"]["probes"], config["sokoban"]["levels"], run.train
-    level_count = sokoban_experiment.level_count
-    played = {split: level_count(levels[sokoban_experiment.PROBE_SPLITS[split]]) if count is None else count
-              for split, count in sokoban_experiment.probe_episodes(config).items()}
-    kind = family(run.agent.recurrent)
-    found = [Job("sokoban_probe_data", f"run={run.id}, split={split}", 2 * count * train.time_limit * forward,
-                 paths.benchmark("sokoban_probe_data", run=run.id, split=split), kind, run)
+    played, fit, train = families.probe_levels, families.probe_fit, run.train
+    found = [_sokoban_job("sokoban_probe_data", run, 2 * count * train.time_limit * forward, split)
              for split, count in played.items()]
-    fit = ProbeConfig(**spec.get("fit", {}))
     per_square = 2 * fit.kernel**2 * run.agent.width * len(CLASSES)
     squares = played["train"] * train.time_limit * train.view**2
     probes_fitted = len(TARGETS) * len(REPRESENTATIONS) * fit.seeds
-    found.append(Job("sokoban_probe_fit", f"run={run.id}", probes_fitted * fit.epochs * squares * per_square
-                     * TRAIN_PASSES, paths.benchmark("sokoban_probe_fit", run=run.id), kind, run))
+    found.append(_sokoban_job("sokoban_probe_fit", run,
+                              probes_fitted * fit.epochs * squares * per_square * TRAIN_PASSES))
     return found
 
 
-def _lm_jobs(run, config: Mapping, forward: float) -> list[Job]:
-    kind = family(run.model.recurrent)
-    return [Job("lm_train", f"run={run.id}", run.train.train_tokens * TRAIN_PASSES * forward,
-                paths.benchmark("lm_train", run=run.id), kind, run),
-            Job("lm_evaluate", f"run={run.id}", config["lm"]["shard_tokens"] * forward,
-                paths.benchmark("lm_evaluate", run=run.id), kind, run)]
+def lm_train_job(run: lm_experiment.Run, forward: float) -> Job:
+    """The training job of an LM run as the plan prices it (`forward`: `forward_flops` of its model)."""
+    return _lm_job("lm_train", run, run.train.train_tokens * TRAIN_PASSES * forward)
 
 
-def train_job(run, config: Mapping, forward: float) -> Job:
-    """The training job of a Sokoban or LM run as the plan prices it (`forward`: `forward_flops` of the run)."""
-    jobs = _sokoban_jobs if isinstance(run, sokoban_experiment.Run) else _lm_jobs
-    return jobs(run, config, forward)[0]
+def _lm_job(rule: str, run: lm_experiment.Run, flops: float) -> Job:
+    return Job(rule, f"run={run.id}", flops, paths.benchmark(rule, run=run.id), family(run.model.recurrent), run,
+               paths.run_dir("lm", run.id), budget=run.budget)
 
 
-def _latency_job(config: Mapping, counters: Counters) -> Job:
+def _lm_jobs(run: lm_experiment.Run, shard_tokens: int, forward: float) -> list[Job]:
+    """Training, and evaluation on the validation shard's `shard_tokens` tokens."""
+    return [lm_train_job(run, forward), _lm_job("lm_evaluate", run, shard_tokens * forward)]
+
+
+def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
     single step (our Table 5 protocol, see lm/latency.py)."""
     spec = systems.latency_settings(config)
     calls = (spec["warmup"] + spec["repeats"]) * (spec["steps"] + 1)
-    flops = sum(batch * (context + calls) * counters.lm.token_flops(
-        systems.model_config(row, spec["width"], config["lm"]), context)
+    flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], config["lm"]),
+                                                            context)
                 for row in systems.selected(systems.LATENCY_ROWS, spec)
                 for context in spec["contexts"] for batch in spec["batches"])
     return Job("lm_latency", "", flops, paths.benchmark("lm_latency"))
 
 
-def _throughput_job(config: Mapping, counters: Counters) -> Job:
+def _throughput_job(config: Mapping, counter: FlopCounter) -> Job:
     spec = systems.throughput_settings(config)
     flops = sum(spec["steps"] * spec["batch_tokens"] * TRAIN_PASSES
-                * counters.lm.token_flops(systems.model_config(row, spec["width"], config["lm"]), context)
+                * counter.forward(systems.model_config(row, spec["width"], config["lm"]), context)
                 for row in systems.selected(systems.THROUGHPUT_ROWS, spec) for context in spec["contexts"])
     return Job("lm_throughput", "", flops, paths.benchmark("lm_throughput"))
 
@@ -162,28 +196,35 @@ def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] |
                    ) -> dict[str, list[Job]]:
     """Each result file a report reads (or those of `results`) -> the timed jobs behind it: its runs' training and
     evaluation, the probed runs' training, evaluation and probes, a systems table's one job."""
-    runs = study.dataset_runs(config)
-    probed = sokoban_experiment.probed_runs(config)
-    if probed:
-        runs[paths.SOKOBAN_PROBES] = probed
-    systems_jobs = {path: table for table, path in (("latency", paths.LATENCY), ("throughput", paths.THROUGHPUT))
+    systems_jobs = {path: job for table, path, job in (("latency", paths.LATENCY, _latency_job),
+                                                       ("throughput", paths.THROUGHPUT, _throughput_job))
                     if table in config["lm"]}
-    wanted = set(runs) | set(systems_jobs) if results is None else set(results)
-    every = {run.id: run for members in runs.values() for run in members}
-    forward = forward_flops({run.id: run for path in wanted & set(runs) for run in runs[path]}.values(),
-                            every.values(), counters)
-    found = {}
-    for path in wanted & set(runs):
-        if path == paths.SOKOBAN_PROBES:
-            # training, and the test evaluation that says which levels the probes score (App. F), then the probes
-            found[path] = [job for run in probed for job in [*_sokoban_jobs(run, config, forward[run.id]),
-                                                             *_probe_jobs(run, config, forward[run.id])]]
-        else:
-            jobs = _sokoban_jobs if isinstance(runs[path][0], sokoban_experiment.Run) else _lm_jobs
-            found[path] = [job for run in runs[path] for job in jobs(run, config, forward[run.id])]
+    shard_tokens = config["lm"]["shard_tokens"]
+    found = study.runs(config)  # both domains' runs, each domain's read once
+    sokoban = found.sokoban_datasets | ({paths.SOKOBAN_PROBES: found.sokoban.probed} if found.sokoban.probed else {})
+    lm = found.lm_datasets
+    wanted = set(sokoban) | set(lm) | set(systems_jobs) if results is None else set(results)
+
+    def forward(datasets: Mapping[str, list], program, counter: FlopCounter) -> dict[str, float]:
+        every = {run.id: program(run) for runs in datasets.values() for run in runs}
+        priced = {run.id: program(run) for path in wanted & set(datasets) for run in datasets[path]}
+        return forward_flops(priced, every.values(), counter)
+
+    jobs = {}
+    agent_flops = forward(sokoban, _agent, counters.sokoban)
+    for path in wanted & set(sokoban):
+        # the probes' runs: training, and the test evaluation that says which levels the probes score (App. F), then
+        # the probes
+        probes = path == paths.SOKOBAN_PROBES
+        jobs[path] = [job for run in sokoban[path]
+                      for job in [*_sokoban_jobs(run, found.sokoban.test_levels, agent_flops[run.id]),
+                                  *(_probe_jobs(run, found.sokoban, agent_flops[run.id]) if probes else [])]]
+    model_flops = forward(lm, _model, counters.lm)
+    for path in wanted & set(lm):
+        jobs[path] = [job for run in lm[path] for job in _lm_jobs(run, shard_tokens, model_flops[run.id])]
     for path in wanted & set(systems_jobs):
-        found[path] = [{"latency": _latency_job, "throughput": _throughput_job}[systems_jobs[path]](config, counters)]
-    return found
+        jobs[path] = [systems_jobs[path](config, counters.lm)]
+    return jobs
 
 
 def jobs_by_target(config: Mapping, counters: Counters, targets: Sequence[str] = ()) -> dict[str, dict[Job, bool]]:
@@ -231,7 +272,7 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
     found = {}
     for job in jobs:
         path = root.parent / job.benchmark
-        run_dir = job.run and root.parent / paths.run_dir(job.rule.split("_")[0], job.run.id)
+        run_dir = job.run and root.parent / job.folder
         if path.exists() and (job.run is None or records(run_dir, job.run.to_dict())):
             # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder.
             earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if run_dir else 0
@@ -311,8 +352,7 @@ def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], target
              "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
              "seconds": job.flops / chosen[job].flops_per_s, "devices": resources.devices(config, job.rule),
              "measured_seconds": timed.get(job, float("nan")),
-             "seeds": len(getattr(job.run, "seeds", ())), "budget": getattr(job.run, "budget", None),
-             "remat": bool(getattr(getattr(job.run, "train", None), "remat", False)),
+             "seeds": job.seeds, "budget": job.budget, "remat": job.remat,
              "runtime_s": resources.spec(config, job.rule)["runtime"] * 60,
              "resubmissions": resources.resubmissions(config, job.rule)}
             for target, jobs in by_target.items() for job, shown in jobs.items()]

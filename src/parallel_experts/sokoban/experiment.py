@@ -27,7 +27,7 @@ from parallel_experts.results import paths, store
 from parallel_experts.results.store import run_results, with_ablations
 from parallel_experts.sokoban import boxoban, generator, jobs, solver
 from parallel_experts.sokoban.levels import LevelError, LevelSet
-from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
+from parallel_experts.sokoban.settings import AgentConfig, ProbeConfig, TrainConfig
 
 AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
 EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
@@ -135,14 +135,14 @@ def _check_sweep_seeds(name: str, sweep: Mapping) -> None:
                                   f"{', '.join(sweep['budgets'])})")
 
 
-def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
+def ablation_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> dict[str, list[Run]]:
     """Each ablation's runs (`sokoban.ablations.<setting>`), in the order of its values: the recurrent ConvLSTM
     agent at one allocation of one budget, with agent.<setting> set to each value and the ablation's seeds
     (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id), and so are an
-    ablation's and a budget sweep's (`shared`)."""
+    ablation's and a budget sweep's (`shared`; `sweep_runs`: `runs`, where the caller has them)."""
     sokoban = config["sokoban"]
     by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-    sweep_runs = runs(config)
+    sweep_runs = runs(config) if sweep_runs is None else sweep_runs
     found, named = {}, {}
     for setting, spec in sokoban.get("ablations", {}).items():
         where = f"sokoban.ablations.{setting}"
@@ -179,14 +179,15 @@ def ablation_runs(config: Mapping) -> dict[str, list[Run]]:
 PROBE_SPLITS = {"train": "train", "calibration": "valid", "test": "test"}
 
 
-def probed_runs(config: Mapping) -> list[Run]:
-    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps and the probed seed."""
+def probed_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
+    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps (`sweep_runs`: `runs`, where
+    the caller has them) and the probed seed."""
     probes = config["sokoban"].get("probes")
     if not probes:
         return []
     if "valid" not in config["sokoban"]["levels"]:
         raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
-    sweep_runs = {run.id: run for run in runs(config)}
+    sweep_runs = {run.id: run for run in (runs(config) if sweep_runs is None else sweep_runs)}
 
     def check(where: str, name: str, allowed, what: str) -> None:
         if name not in allowed:
@@ -213,29 +214,63 @@ def probe_episodes(config: Mapping) -> dict[str, int | None]:
     return {"train": probes["episodes"], "calibration": probes["calibration"], "test": None}
 
 
+def probe_levels(config: Mapping) -> dict[str, int]:
+    """How many levels each probe split plays (`probe_episodes`; every level of its set where it plays all)."""
+    levels = config["sokoban"]["levels"]
+    return {split: level_count(levels[PROBE_SPLITS[split]]) if count is None else count
+            for split, count in probe_episodes(config).items()}
+
+
 def probe_seed(config: Mapping, run: Run) -> int:
     """The training seed whose agent the probes read: `sokoban.probes.seed`, or the run's first."""
     return config["sokoban"]["probes"].get("seed", run.seeds[0])
 
 
-def expert_count_runs(config: Mapping) -> list[Run]:
+def expert_count_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
     """The runs of `sokoban.expert_count` (Fig. 6 where the budgets' grids hold no fixed-width family): every
     depth × width × expert count × recurrence, with the top-level seeds, a budget sweep's run where one trains the
-    same agent (`shared`); empty where the config has none."""
+    same agent (`shared`; `sweep_runs`: `runs`, where the caller has them); empty where the config has none."""
     sokoban = config["sokoban"]
     sweep = sokoban.get(EXPERT_COUNT)
     if sweep is None:
         return []
-    train, sweep_runs = train_config(sokoban), runs(config)
+    train, sweep_runs = train_config(sokoban), runs(config) if sweep_runs is None else sweep_runs
     return [shared(Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
                        train, tuple(config["seeds"])), sweep_runs)
             for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
             for experts in sweep["experts"]]
 
 
+@dataclass(frozen=True)
+class Families:
+    """Every family of Sokoban runs of a config: the budget sweeps' (`runs`), the expert-count sweep's, each
+    ablation's and the probed runs (the sweeps' runs that `sokoban.probes` names); and the levels their jobs play,
+    with the probes' fit, which is what their jobs cost besides the runs (the planner)."""
+
+    sweeps: list[Run]
+    expert_count: list[Run]
+    ablations: dict[str, list[Run]]
+    probed: list[Run]
+    test_levels: int  # every run is evaluated on every test level
+    probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
+    probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
+
+
+def families(config: Mapping) -> Families:
+    """Every family of Sokoban runs of a validated config, the budget sweeps built once for all of them."""
+    sweeps = runs(config)
+    probed = probed_runs(config, sweeps)  # checked in this order, so the first problem named is the same
+    expert_count = expert_count_runs(config, sweeps)
+    probes = config["sokoban"].get("probes")
+    return Families(sweeps, expert_count, ablation_runs(config, sweeps), probed,
+                    level_count(config["sokoban"]["levels"]["test"]), probe_levels(config) if probes else {},
+                    ProbeConfig(**probes.get("fit", {})) if probes else None)
+
+
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every Sokoban run of a validated config, of every family (sweeps, ablations, expert-count), by id."""
-    return by_id([runs(config), *ablation_runs(config).values(), expert_count_runs(config)])
+    sweeps = runs(config)
+    return by_id([sweeps, *ablation_runs(config, sweeps).values(), expert_count_runs(config, sweeps)])
 
 
 def train_config(sokoban: Mapping) -> TrainConfig:

@@ -1,5 +1,6 @@
 """XLA's count of the FLOPs of one environment step of a Sokoban agent: counted on the lowered program, or fitted
-from its family (`core.flops`) where many agents of one family are priced (the planner)."""
+from its family (`core.flops`) where many agents of one family are priced (the planner, which takes this module
+as a `planning.costs.FlopCounter`: `family` and `forward`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def family(agent: AgentConfig, view: int):
 
 
 @functools.cache
-def step_flops(agent: AgentConfig, view: int, fit: bool = False) -> float:
+def forward(agent: AgentConfig, view: int, fit: bool = False) -> float:
     """Forward FLOPs of one environment step of `agent` on a view×view grid, fitted from its family or counted."""
     if not fit or family(agent, view) is None:
         return _agent_flops(agent, view)
@@ -42,7 +43,7 @@ def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
     view = experiment.train_config(config["sokoban"]).view
 
     def flops(a: budget.Allocation) -> float:
-        return step_flops(AgentConfig(a.depth, a.experts, a.width, encoder_channels=config["sokoban"]["encoder_channels"]),
+        return forward(AgentConfig(a.depth, a.experts, a.width, encoder_channels=config["sokoban"]["encoder_channels"]),
                           view)
     return flops
 

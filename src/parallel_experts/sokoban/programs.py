@@ -64,8 +64,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
         return
     fit = ProbeConfig(**sokoban["probes"].get("fit", {}))
     for run in probed:
-        for split_name, count in experiment.probe_episodes(config).items():
-            played = count if count is not None else levels[experiment.PROBE_SPLITS[split_name]]
+        for split_name, played in experiment.probe_levels(config).items():
             job = ("sokoban_probe_data", f"run={run.id}, split={split_name}")
             for chunk in chunks(played):
                 yield play(run.agent, run.train, chunk, record=True), job
