@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -28,16 +28,17 @@ import pandas as pd
 
 from parallel_experts import study
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.core.budget import Allocation
 from parallel_experts.core.definitions import family
 from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources
-from parallel_experts.targets import catalogue
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS
+from parallel_experts.targets import catalogue
 
 TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
 # A rematerialised rollout (sokoban.training.remat) reruns the agent's forward pass in the backward pass: XLA's count
@@ -93,6 +94,12 @@ class FlopCounter(Protocol):
     def forward(self, model, context: int, fit: bool = False) -> float:
         """Forward FLOPs of one step or token of `model`, fitted from its family or counted."""
 
+    def allocation_flops(self, config: Mapping) -> Callable[[Allocation], float]:
+        """Measured FLOPs of one step of an allocation of the config's budgets (the allocation grids)."""
+
+    def flops_per(self, config: Mapping) -> str:
+        """What `allocation_flops` counts, in words."""
+
 
 @dataclass(frozen=True)
 class Counters:
@@ -100,6 +107,9 @@ class Counters:
 
     sokoban: FlopCounter
     lm: FlopCounter
+
+    def of(self, domain: str) -> FlopCounter:
+        return {"sokoban": self.sokoban, "lm": self.lm}[domain]
 
 
 def forward_flops(programs: Mapping[str, tuple], among: Iterable[tuple], counter: FlopCounter) -> dict[str, float]:

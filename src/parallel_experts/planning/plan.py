@@ -62,7 +62,7 @@ def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
 
 def allocations(options: Allocations, config: Mapping, counters: costs.Counters) -> int:
     """Every allocation of the domain's budgets with its FLOPs, as netCDF."""
-    counted = getattr(counters, options.domain)
+    counted = counters.of(options.domain)
     ds = grids.allocation_dataset(config, options.domain, counted.allocation_flops(config), counted.flops_per(config))
     store.write_netcdf(ds, options.out)
     print(f"{options.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")
