@@ -77,7 +77,7 @@ def test_app_k_is_the_convglu_expert_counts_and_its_small_and_medium_sweeps():
     large = {r.name: r for r in catalogue.reports(paper)}["sokoban_convglu_large"]
     assert large.target is None and large.paper == "Sokoban allocation sweep: convglu, large budget"
     runs = {run.sweep: run for run in sokoban_experiment.runs(paper)}
-    assert catalogue.shows(fig18, runs["convglu"], paper) and not catalogue.shows(fig18, runs["convlstm"], paper)
+    assert catalogue.shows(fig18, runs["convglu"], {}) and not catalogue.shows(fig18, runs["convlstm"], {})
 
 
 def test_fig18_needs_a_convglu_family_with_two_expert_counts():

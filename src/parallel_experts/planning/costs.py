@@ -252,13 +252,15 @@ def jobs_by_target(config: Mapping, counters: Counters, targets: Sequence[str] =
 
     by_result = jobs_by_result(config, counters, {path for target in targets or named for name in named[target]
                                         for path in reads(by_name[name])})
+    ablations = study.runs(config).sokoban.ablations
     found = {}
     for target in targets or named:
         needed: dict[Job, bool] = {}
         for report in map(by_name.get, named[target]):
             for path in reads(report):
                 for job in by_result.get(path, []):
-                    needed[job] = needed.get(job, False) or job.run is None or catalogue.shows(report, job.run, config)
+                    shown = job.run is None or catalogue.shows(report, job.run, ablations)
+                    needed[job] = needed.get(job, False) or shown
         found[target] = needed
     return found
 

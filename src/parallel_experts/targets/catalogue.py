@@ -18,7 +18,6 @@ from parallel_experts import study
 from parallel_experts.analysis import expert_count
 from parallel_experts.core import budget
 from parallel_experts.results import paths
-from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.targets import items
 from parallel_experts.targets.items import Item
 
@@ -63,17 +62,17 @@ def _page(name: str, inputs: Mapping[str, str], params: Mapping[str, str | int] 
     return Report(name, title, key[0], inputs, params or {}, target)
 
 
-def shows(report: Report, run, config: Mapping) -> bool:
+def shows(report: Report, run, ablations: Mapping[str, list]) -> bool:
     """Whether `report` shows the results of `run` of a dataset it reads: a sweep page its sweep (or budget and
-    window), an ablation page its ablation's runs; every other page all of them. What a figure costs on its own,
-    where its target's DAG builds the whole dataset."""
+    window), an ablation page its ablation's runs (`ablations`: the config's Sokoban ablations, setting -> runs);
+    every other page all of them. What a figure costs on its own, where its target's DAG builds the whole dataset."""
     params = report.params
     if report.notebook == "sokoban_sweep":
         return (run.sweep, run.budget) == (params["sweep_name"], params["budget"])
     if report.notebook == "lm_sweep":
         return (run.budget, run.window) == (params["budget"], params["window"])
     if report.notebook == "sokoban_ablation":
-        return run in sokoban_experiment.ablation_runs(config)[params["setting"]]
+        return run in ablations[params["setting"]]
     if report.notebook == "expert_count" and "sweep_name" in params:  # Fig. 18: one sweep's runs
         return run.sweep == params["sweep_name"]
     return True
