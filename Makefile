@@ -22,7 +22,7 @@ $(STAMP): requirements/$(VARIANT).txt requirements/corpus.txt requirements/build
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
-# pytest, import-linter and snakefmt (pyproject.toml's dev extra), on top of either variant's install.
+# pytest, pytest-xdist, import-linter and snakefmt (pyproject.toml's dev extra), on top of either variant's install.
 install-dev: $(DEV_STAMP)
 
 $(DEV_STAMP): requirements/dev.txt $(STAMP)
