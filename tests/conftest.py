@@ -2,6 +2,7 @@ import atexit
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,6 +23,17 @@ def pytest_collection_modifyitems(items):
     SLURM harness's own short tests last, so that neither worker runs a six-minute test alone at the end and a
     SLURM test seldom waits for the other worker's cluster (`slurm_cluster`)."""
     items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), bool(item.get_closest_marker("slurm"))))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drop each module's compiled programs when it ends. A worker runs hundreds of tests, and XLA's CPU backend
+    keeps every executable it compiled until the process ends; a worker crashed in CI inside a compile after
+    twenty minutes of them (jax-ml/jax#27201 reports the same accumulation). The disk cache keeps them."""
+    yield
+    jax = sys.modules.get("jax")  # never import JAX here: the cache directory above must be set first
+    if jax is not None:
+        jax.clear_caches()
 
 
 @pytest.fixture
