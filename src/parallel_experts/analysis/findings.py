@@ -26,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from parallel_experts import study
+from parallel_experts.analysis import depth_rules
 from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import lm_losses
 from parallel_experts.analysis import lm_ablations
@@ -33,7 +34,7 @@ from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
-from parallel_experts.analysis.verdicts import welch_greater, welch_text, welch_toward
+from parallel_experts.analysis.verdicts import welch_text, welch_toward
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.results import store
@@ -119,30 +120,29 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
     decide nothing."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        found = _best_depths(group, per_seed)
+        found = _best_depths(group)
         deeper = _still_improving(group, per_seed)
         return found if deeper is None else combine({"best depths": found, "still improving": deeper})
 
     return _per_comparison(sweep, judge)
 
 
-def _best_depths(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-    best = {r: _best(group, r) for r in (True, False)}
+def _best_depths(group: pd.DataFrame) -> Finding:
+    families = {r: group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False)}
+    found = depth_rules.fewer_layers(*(depth_rules.Arms.of_table(families[r]) for r in (True, False)))
+    best = {True: families[True].iloc[int(found.recurrent)], False: families[False].iloc[int(found.nonrecurrent)]}
     rec, non = int(best[True]["depth"]), int(best[False]["depth"])
     measured = (f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} "
                 f"({best[False]['mean']:.3f})")
-    if rec == non:
+    if found.direction == 0:
         return Finding(INCONCLUSIVE, measured + "; the same depth")
     deeper = rec > non  # the family whose best is deeper: True for the recurrent one
-    shallow_depth = min(rec, non)
-    within = group[(group["recurrent"] == deeper) & (group["depth"] <= shallow_depth)]
-    if not len(within):
-        return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {shallow_depth}")
-    rival = within.loc[within["mean"].idxmax()]
-    p = welch_greater(sokoban_scores.seed_scores(per_seed, best[deeper]), sokoban_scores.seed_scores(per_seed, rival))
-    return Finding(_decided(1 if non > rec else -1, p), measured,
+    if found.rival < 0:
+        return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {min(rec, non)}")
+    p = None if np.isnan(found.p) else float(found.p)
+    return Finding(_decided(int(found.direction), p), measured,
                    f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
-                   f"{shallow_depth}: {welch_text(p)}", verdicts.WELCH)
+                   f"{min(rec, non)}: {welch_text(p)}", verdicts.WELCH)
 
 
 def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | None:
@@ -172,13 +172,14 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     one, beyond two standard errors of the difference (the sweep reports' rule, verdicts.direction)."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        rec, non = _best(group, True), _best(group, False)
-        gap, stderr = rec["mean"] - non["mean"], float(np.hypot(rec["stderr"], non["stderr"]))
-        verdict = BY_DIRECTION[verdicts.direction(gap, stderr)]
+        rec, non = (group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False))
+        gap, stderr, direction = depth_rules.recurrence_better(depth_rules.Arms.of_table(rec),
+                                                               depth_rules.Arms.of_table(non))
         test = (f"difference {gap:+.3f} against {verdicts.NOISE_TEXT} (± {verdicts.NOISE * stderr:.3f})"
                 if np.isfinite(stderr) else "no test (fewer than two seeds)")
-        return Finding(verdict, f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} "
-                       f"({gap:+.3f})", test, verdicts.TWO_STANDARD_ERRORS)
+        return Finding(BY_DIRECTION[direction], f"best recurrent {_best(group, True)['mean']:.3f}, best "
+                       f"non-recurrent {_best(group, False)['mean']:.3f} ({gap:+.3f})", test,
+                       verdicts.TWO_STANDARD_ERRORS)
 
     return _per_comparison(sweep, judge)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import comparison, verdicts
+from parallel_experts.analysis import comparison, depth_rules, verdicts
 from parallel_experts.core import definitions
 from parallel_experts.results import others
 from parallel_experts.results import paper as published
@@ -101,24 +101,24 @@ def best_up_to_depth(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def welch_depth_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """One-sided Welch t-tests between the best configurations at two depths (H1: the deeper one is better)."""
-    best = best_at_each_depth(configuration_scores(per_seed))
+    """One-sided Welch t-tests between the best configurations at two depths (H1: the deeper one is better;
+    depth_rules.depth_test)."""
+    scores = configuration_scores(per_seed)
     rows = []
-    for key, group in best.groupby(["sweep", "recurrent", "budget"], sort=False):
+    for key, group in scores.groupby(["sweep", "recurrent", "budget"], sort=False):
+        group = group.reset_index(drop=True)
         for deeper, shallower in DEPTH_TESTS:
-            at = {depth: group[group["depth"] == depth] for depth in (deeper, shallower)}
-            if any(len(a) == 0 for a in at.values()):
+            i, j, p = depth_rules.depth_test(depth_rules.Arms.of_table(group), deeper, shallower)
+            if i < 0 or j < 0 or np.isnan(p):
                 continue
-            samples = [seed_scores(per_seed, at[d].iloc[0]) for d in (deeper, shallower)]
-            test = verdicts.welch(*samples)
-            if test is None:
-                continue
-            t, p = test
+            at = {deeper: group.iloc[int(i)], shallower: group.iloc[int(j)]}
+            t, _ = verdicts.welch_from_summaries(*(at[d][c] for d in (deeper, shallower)
+                                                   for c in ("mean", "variance", "seeds")))
             rows.append(dict(zip(["sweep", "recurrent", "budget"], key)) | {
                 "test": f"L={deeper} > L={shallower}",
-                "deeper": f"L{deeper} E{at[deeper].iloc[0]['experts']} d{at[deeper].iloc[0]['width']}",
-                "shallower": f"L{shallower} E{at[shallower].iloc[0]['experts']} d{at[shallower].iloc[0]['width']}",
-                "difference": samples[0].mean() - samples[1].mean(), "t": t, "p": p})
+                "deeper": f"L{deeper} E{at[deeper]['experts']} d{at[deeper]['width']}",
+                "shallower": f"L{shallower} E{at[shallower]['experts']} d{at[shallower]['width']}",
+                "difference": at[deeper]["mean"] - at[shallower]["mean"], "t": float(t), "p": float(p)})
     return pd.DataFrame(rows)
 
 

@@ -41,8 +41,19 @@ def welch(a: Iterable[float], b: Iterable[float]) -> tuple[float, float] | None:
     a, b = np.asarray(list(a), float), np.asarray(list(b), float)
     if min(len(a), len(b)) < 2:
         return None
-    test = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
-    return float(test.statistic), float(test.pvalue)
+    t, p = welch_from_summaries(a.mean(), a.var(ddof=1), len(a), b.mean(), b.var(ddof=1), len(b))
+    return float(t), float(p)
+
+
+def welch_from_summaries(mean_a, variance_a, seeds_a, mean_b, variance_b, seeds_b) -> tuple[np.ndarray, np.ndarray]:
+    """(t, p) of the one-sided Welch test of H1: mean a > mean b from each side's mean, sample variance and count,
+    elementwise over arrays (a leading axis of simulated draws: the power analysis decides with this too). NaN where a
+    side has fewer than two values."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        test = stats.ttest_ind_from_stats(mean_a, np.sqrt(variance_a), seeds_a, mean_b, np.sqrt(variance_b), seeds_b,
+                                          equal_var=False, alternative="greater")
+    few = (np.asarray(seeds_a) < 2) | (np.asarray(seeds_b) < 2)
+    return np.where(few, np.nan, test.statistic), np.where(few, np.nan, test.pvalue)
 
 
 def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
@@ -57,8 +68,12 @@ def welch_toward(a: Iterable[float], b: Iterable[float], a_greater: bool) -> flo
     return welch_greater(a, b) if a_greater else welch_greater(b, a)
 
 
-def significant(p: float | None) -> bool:
-    return p is not None and p < ALPHA
+def significant(p):
+    """p < ALPHA; False for no test (None or NaN). Elementwise over an array of p-values."""
+    if p is None:
+        return False
+    found = np.asarray(p, float) < ALPHA
+    return bool(found) if found.ndim == 0 else found
 
 
 def welch_text(p: float | None) -> str:
@@ -70,10 +85,12 @@ def noise(*stderrs: float) -> float:
     return NOISE * float(np.sqrt(np.sum(np.square(stderrs))))
 
 
-def direction(gap: float, stderr: float) -> int:
+def direction(gap, stderr):
     """Whether a difference `gap` with standard error `stderr` is beyond NOISE standard errors above zero (+1), below
-    (−1), or neither (0; also where one seed gives no standard error, NaN)."""
-    return 1 if gap > NOISE * stderr else -1 if gap < -NOISE * stderr else 0
+    (−1), or neither (0; also where one seed gives no standard error, NaN). Elementwise over arrays."""
+    with np.errstate(invalid="ignore"):
+        found = np.where(gap > NOISE * stderr, 1, np.where(gap < -NOISE * stderr, -1, 0))
+    return int(found) if found.ndim == 0 else found
 
 
 def comparable(worse_by: float) -> int:
