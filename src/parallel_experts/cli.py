@@ -26,6 +26,7 @@ from parallel_experts.gpu_check import GpuCheck
 from parallel_experts.lm import jobs as lm
 from parallel_experts.planning import costs
 from parallel_experts.planning.plan import Allocations, Plan
+from parallel_experts.planning.power import Power
 from parallel_experts.rehearsal.jobs import Rehearse
 from parallel_experts.reporting.jobs import Index, Report
 from parallel_experts.sokoban import jobs as sokoban
@@ -53,6 +54,7 @@ COMMANDS = {
     "allocations": Command(Allocations, "parallel_experts.planning.plan:allocations", counters=True),
     "report": Command(Report, "parallel_experts.reporting.render:report_job"),
     "plan": Command(Plan, "parallel_experts.planning.plan:run", counters=True),
+    "power": Command(Power, "parallel_experts.planning.power:run", counters=True),
     "rehearse": Command(Rehearse, "parallel_experts.rehearsal.programs:job"),
     "index": Command(Index, "parallel_experts.reporting.render:index_job"),
     "sokoban-levels": Command(sokoban.Levels, "parallel_experts.sokoban.experiment:levels_job"),

@@ -26,9 +26,10 @@ class Arms:
 
     @classmethod
     def of_scores(cls, scores: np.ndarray, depth) -> Arms:
-        """Per-seed scores of shape (..., k, seeds), the same seeds for every allocation."""
-        return cls(scores.mean(-1), scores.var(-1, ddof=1), np.full(scores.shape[-2], scores.shape[-1]),
-                   np.asarray(depth))
+        """Per-seed scores of shape (..., k, seeds), the same seeds for every allocation (one: no variance)."""
+        seeds = scores.shape[-1]
+        variance = scores.var(-1, ddof=1) if seeds > 1 else np.full(scores.shape[:-1], np.nan)
+        return cls(scores.mean(-1), variance, np.full(scores.shape[-2], seeds), np.asarray(depth))
 
     @classmethod
     def of_table(cls, table: pd.DataFrame) -> Arms:

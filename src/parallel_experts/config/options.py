@@ -23,6 +23,12 @@ def config_files(help: str = "config files, merged in order", **argparse: Any):
     return option(help, "--config", nargs="+", **argparse)
 
 
+def configfile():
+    """The `--configfile FILE` option (repeated, as Snakemake's) of a command a user runs beside the workflow."""
+    return option("a config file; repeat it to merge several in order", "--configfile", action="append",
+                  metavar="FILE")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunCommand:
     """A command on one run of the config (its definition read from the config by id: a run's definition, all its

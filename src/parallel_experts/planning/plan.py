@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from parallel_experts.config.options import config_files, option
+from parallel_experts.config.options import config_files, configfile, option
 from parallel_experts.core import budget
 from parallel_experts.planning import costs, memory, tables
 from parallel_experts.results import grids, paths, store
@@ -22,8 +22,7 @@ class Plan:
     """the cost of every training and evaluation job the DAG runs for the named targets (all of them by default):
     FLOPs ÷ throughput, per target and in total, with its assumptions"""
 
-    config: tuple[str, ...] = option("a config file; repeat it to merge several in order", "--configfile",
-                                     action="append", metavar="FILE")
+    config: tuple[str, ...] = configfile()
     directory: str = option("the working directory whose results/ holds timed jobs of an earlier run (as "
                             "Snakemake's); their throughput replaces the config's assumptions", default=".")
     jobs: bool = option("print every job, not only the sums per target", action="store_true", default=False)

@@ -93,6 +93,11 @@ def benchmark(rule: str, **wildcards: str) -> str:
     return f"{ROOT}/benchmarks/{BENCHMARKS[rule].format(**wildcards)}.tsv"
 
 
+def power(key: str) -> str:
+    """The power analysis of one config and its inputs (planning.power), by their hash."""
+    return f"{ROOT}/power/{key}.json"
+
+
 def log(name: str) -> str:
     """A job's log file: `log("sokoban/train/{run}")` is the rule's pattern, results/logs/sokoban/train/{run}.log."""
     return f"{ROOT}/logs/{name}.log"

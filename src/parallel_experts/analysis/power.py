@@ -1,0 +1,134 @@
+"""The power of the claims page's decisions: the probability that a design (which allocations of a budget, how many
+seeds each) reaches the paper's verdict.
+
+Each draw simulates every allocation's per-seed scores (normal, with the mean and seed-to-seed SD the inputs give)
+and decides with the page's own functions (`depth_rules`, `verdicts`); power is the share of draws that reach the
+paper's verdict, with its Monte Carlo standard error. Beside the simulation:
+
+* the closed form where the decision is one two-sample Welch test (two fixed allocations): the noncentral t with the
+  Welch-Satterthwaite degrees of freedom (statsmodels' `ttest_power`), and
+* a resampling of the authors' own seeds (a bootstrap over their per-seed returns) in place of the normal model.
+
+The page tests at verdicts.ALPHA, one-sided and uncorrected (the authors' protocol), so power is computed at that
+level with no correction either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from statsmodels.stats.power import ttest_power
+
+from parallel_experts.analysis import depth_rules, verdicts
+from parallel_experts.analysis.depth_rules import Arms
+
+DRAWS = 10_000  # per design: a Monte Carlo standard error of at most 0.004 at a power of 0.8
+
+
+@dataclass(frozen=True)
+class Truth:
+    """One family's allocations in one budget as the simulation assumes them."""
+
+    allocation: tuple[str, ...]  # "L4 E1 d64"
+    depth: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray  # seed to seed
+    source: str  # where the means and SDs come from, in words
+    per_seed: tuple[np.ndarray, ...] = ()  # the observed per-seed scores behind them, where there are any
+
+    def take(self, keep: Sequence[int]) -> Truth:
+        keep = list(keep)
+        return replace(self, allocation=tuple(self.allocation[i] for i in keep), depth=self.depth[keep],
+                       mean=self.mean[keep], sd=self.sd[keep],
+                       per_seed=tuple(self.per_seed[i] for i in keep) if self.per_seed else ())
+
+    def best_per_depth(self) -> list[int]:
+        """The index of the allocation with the best true mean at each depth."""
+        return [int(np.flatnonzero(self.depth == d)[np.argmax(self.mean[self.depth == d])])
+                for d in np.unique(self.depth)]
+
+
+Decide = Callable[[Mapping[bool, Arms]], np.ndarray]  # the families' arms (recurrent: True) -> paper's verdict per draw
+
+
+@dataclass(frozen=True)
+class Test:
+    """A decision of the claims page (or an authors' depth test) at one budget, and the truth it is simulated on."""
+
+    claim: str  # the claims page's name (findings.DECISIONS), or DEPTH_TEST
+    part: str  # e.g. "small budget" or "small budget, L=2 > L=1"
+    budget: str
+    rule: str  # the verdicts rule that decides it
+    truth: Mapping[bool, Truth]  # by family, recurrent: True
+    decide: Decide
+
+
+DEPTH_TEST = "depth_test"  # the authors' Welch depth tests of Tables 1 and 7
+
+
+def depth_test(deeper: int, shallower: int) -> Decide:
+    return lambda arms: verdicts.significant(depth_rules.depth_test(arms[True], deeper, shallower)[2])
+
+
+def fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
+    return depth_rules.fewer_layers(arms[True], arms[False]).supported
+
+
+def recurrence_better(arms: Mapping[bool, Arms]) -> np.ndarray:
+    return depth_rules.recurrence_better(arms[True], arms[False])[2] == 1
+
+
+@dataclass(frozen=True)
+class Estimate:
+    power: float
+    stderr: float  # Monte Carlo
+    draws: int
+
+
+def estimate(hits: np.ndarray) -> Estimate:
+    power = float(np.mean(hits))
+    return Estimate(power, float(np.sqrt(power * (1 - power) / hits.size)), int(hits.size))
+
+
+def simulate(truth: Truth, seeds: int, draws: int, rng: np.random.Generator) -> Arms:
+    """`draws` studies of `seeds` seeds per allocation: normal scores around each allocation's mean."""
+    scores = rng.normal(truth.mean[:, None], truth.sd[:, None], size=(draws, len(truth.mean), seeds))
+    return Arms.of_scores(scores, truth.depth)
+
+
+def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: int, draws: int,
+             rng: np.random.Generator) -> Arms:
+    """`draws` studies of `seeds` seeds per allocation, each seed drawn with replacement from that allocation's
+    observed per-seed scores (a bootstrap of the authors' seeds)."""
+    scores = np.stack([rng.choice(np.asarray(values, float), size=(draws, seeds)) for values in per_seed], axis=1)
+    return Arms.of_scores(scores, depth)
+
+
+def power(test: Test, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate:
+    """The share of `draws` simulated studies, `seeds[family]` seeds per allocation, in which the page reaches the
+    paper's verdict."""
+    rng = np.random.default_rng(seed)
+    arms = {family: simulate(truth, seeds[family], draws, rng) for family, truth in test.truth.items()}
+    return estimate(test.decide(arms))
+
+
+def bootstrap_power(test: Test, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
+    """`power`, with each family's seeds resampled from its observed per-seed scores instead of the normal model;
+    None where a family has none."""
+    if not all(truth.per_seed for truth in test.truth.values()):
+        return None
+    rng = np.random.default_rng(seed)
+    arms = {family: resample(truth.per_seed, truth.depth, seeds[family], draws, rng)
+            for family, truth in test.truth.items()}
+    return estimate(test.decide(arms))
+
+
+def welch_power(difference: float, sd_a: float, seeds_a: int, sd_b: float, seeds_b: int,
+                alpha: float = verdicts.ALPHA) -> float:
+    """Closed-form power of the one-sided Welch test of H1: mean a > mean b when it is `difference` larger: the
+    noncentral t of noncentrality difference / SE, on the Welch-Satterthwaite degrees of freedom of the true SDs."""
+    a, b = sd_a**2 / seeds_a, sd_b**2 / seeds_b
+    df = (a + b) ** 2 / (a**2 / (seeds_a - 1) + b**2 / (seeds_b - 1))
+    return float(ttest_power(difference / np.sqrt(a + b), nobs=1, alpha=alpha, df=df, alternative="larger"))

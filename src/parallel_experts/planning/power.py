@@ -1,0 +1,337 @@
+"""`python -m parallel_experts power --configfile FILE`: what each claim costs to decide, before any GPU-hour.
+
+For each decision of the claims page that has a statistical rule over seeds, and each of the authors' Welch depth
+tests (Tables 1 and 7), at each budget of the config's ConvLSTM sweep: the power of designs (which allocations, how
+many seeds each; analysis.power) and their device-hours (the planner's prices of the runs' training and evaluation,
+per seed). It reports the cheapest design that reaches 80 % and 90 % power, and the power of the config's own
+design.
+
+Inputs, each printed with its source: the recurrent ConvLSTM family's per-allocation means and seed-to-seed SDs are
+the authors' per-seed returns (Table 7) where the budget is the paper's; every other family and budget takes the
+config's `power.sokoban` assumption, with its stated reason (none is assumed silently: a missing one is an error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from parallel_experts import study
+from parallel_experts.analysis import comparison, depth_rules, sokoban_scores, verdicts
+from parallel_experts.analysis import power as stats
+from parallel_experts.analysis.power import Test, Truth
+from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.options import configfile, option
+from parallel_experts.core import atomic
+from parallel_experts.core.definitions import family
+from parallel_experts.planning import costs, resources
+from parallel_experts.results import paths
+
+SWEEP = sokoban_scores.PAPER_EXPERT  # the sweep whose claims are analysed: the authors' ConvLSTM
+TARGETS = (0.8, 0.9)  # the powers a design is sought for
+SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds per allocation a design may take
+# The designs of a test: every allocation of the budget the decision reads, or only the best (by the inputs) at each
+# depth, the cheapest way to ask the same question when the inputs are right.
+DESIGNS = ("every allocation", "best per depth")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Power:
+    """what deciding each claim costs: the power of designs (allocations, seeds) and their device-hours, the
+    cheapest design at 80 % and 90 % power, and the power of the config's own design"""
+
+    config: tuple[str, ...] = configfile()
+    directory: str = option("the working directory whose results/ holds timed jobs (as `plan`) and the cache",
+                            default=".")
+    gpu_hours: float | None = option("the designs that decide the most claims, each at 80 % power, within this "
+                                     "many device-hours", "--gpu-hours", type=float, default=None)
+    json: bool = option("print the analysis as JSON", action="store_true", default=False)
+    draws: int = option("simulated studies per design", type=int, default=stats.DRAWS)
+    seed: int = option("the simulator's seed", type=int, default=0)
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def _allocation(agent) -> tuple[int, int, int]:
+    return agent.depth, agent.experts, agent.width
+
+
+def _label(allocation) -> str:
+    return f"L{allocation[0]} E{allocation[1]} d{allocation[2]}"
+
+
+def _authors(budget_name: str, allocations: list) -> Truth | None:
+    """The authors' recurrent ConvLSTM allocations of the paper's budget `budget_name` that the config also runs."""
+    table = sokoban_scores.configuration_scores(sokoban_scores.paper_per_seed_scores())
+    table = table[table["budget"] == budget_name]
+    keyed = {(int(r.depth), int(r.experts), int(r.width)): r for r in table.itertuples()}
+    shared = [tuple(a) for a in allocations if tuple(a) in keyed]
+    if not shared:
+        return None
+    rows = [keyed[a] for a in shared]
+    seeds = sorted({int(r.seeds) for r in rows})
+    per_seed = sokoban_scores.paper_per_seed_scores()
+    return Truth(tuple(map(_label, shared)), np.array([a[0] for a in shared]), np.array([r.mean for r in rows]),
+                 np.sqrt([r.variance for r in rows]),
+                 f"the authors' per-seed returns (Table 7, {'/'.join(map(str, seeds))} seeds per allocation): "
+                 "mean and SD of each allocation",
+                 tuple(sokoban_scores.seed_scores(per_seed, pd.Series(r._asdict())) for r in rows))
+
+
+def _assumed(spec: Mapping, key: str, allocations: list, top: float) -> Truth:
+    """A family profile from the config's assumption `spec` (at `key`): every allocation at `best_depth` scores
+    `top`; the others fall linearly in log2 L, to `depth_gain` below it at the depth farthest from it."""
+    depth = np.array([a[0] for a in allocations])
+    best = depth.max() if spec["best_depth"] == "deepest" else spec["best_depth"]
+    distance = np.abs(np.log2(depth) - np.log2(best))
+    fall = distance / distance.max() if distance.max() > 0 else distance
+    return Truth(tuple(map(_label, allocations)), depth, top - spec["depth_gain"] * fall,
+                 np.full(len(depth), float(spec["sd"])),
+                 f"assumed ({key}): {spec['reason']}")
+
+
+def _assumption(config: Mapping, family_name: str) -> tuple[str, Mapping]:
+    key = f"power.sokoban.{family_name}"
+    spec = config.get("power", {}).get("sokoban", {}).get(family_name)
+    if spec is None:
+        raise ConfigError(f"{key}: no assumption for the {family_name} family, which the authors published no "
+                          "per-seed returns for at this budget; give best_depth, depth_gain, sd and reason")
+    return key, spec
+
+
+def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
+    """Both families' truth at one budget of the config's ConvLSTM sweep."""
+    found = {}
+    if comparison.same_budget_as_paper(config, "sokoban", budget_name):
+        found[True] = _authors(budget_name, allocations[True])
+    if found.get(True) is None:
+        key, spec = _assumption(config, "recurrent")
+        found[True] = _assumed(spec, key, allocations[True], 0.0)
+    key, spec = _assumption(config, "nonrecurrent")
+    if "below_recurrent" not in spec:
+        raise ConfigError(f"{key}.below_recurrent: how far the non-recurrent best lies below the recurrent best")
+    found[False] = _assumed(spec, key, allocations[False], float(found[True].mean.max()) - spec["below_recurrent"])
+    return found
+
+
+def tests(config: Mapping) -> list[Test]:
+    """Every decision analysed, at each budget of the config's ConvLSTM sweep that has both families."""
+    grid = {}
+    for run in study.runs(config).sokoban.sweeps:
+        if run.sweep == SWEEP:
+            grid.setdefault(run.budget, {}).setdefault(run.agent.recurrent, []).append(_allocation(run.agent))
+    found = []
+    for name, families in grid.items():
+        if set(families) != {True, False}:
+            continue
+        truth = truths(config, name, families)
+        for deeper, shallower in sokoban_scores.DEPTH_TESTS:
+            if {deeper, shallower} <= set(truth[True].depth):
+                keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
+                found.append(Test(stats.DEPTH_TEST, f"{name} budget, L={deeper} > L={shallower}", name,
+                                  verdicts.WELCH, {True: truth[True].take(keep)}, stats.depth_test(deeper, shallower)))
+        found.append(Test("sokoban_fewer_layers", f"{name} budget", name, verdicts.WELCH, truth, stats.fewer_layers))
+        found.append(Test("sokoban_recurrence_better", f"{name} budget", name, verdicts.TWO_STANDARD_ERRORS, truth,
+                          stats.recurrence_better))
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ costs
+
+
+def hours_per_seed(config: Mapping, counters: costs.Counters, directory: Path) -> tuple[dict, dict]:
+    """Device-hours of one seed of each ConvLSTM sweep run, training and evaluation, by (budget, recurrent,
+    allocation label), as the planner prices them (timed jobs of an earlier run where there are any); and the device
+    each family's training is priced on."""
+    jobs = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
+    timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
+    rates = costs.rates(config, jobs, timed)
+    hours, devices = {}, {}
+    for job in jobs:
+        run = job.run
+        if run.sweep != SWEEP:
+            continue
+        key = (run.budget, run.agent.recurrent, _label(_allocation(run.agent)))
+        seconds = job.flops / rates[job].flops_per_s
+        hours[key] = hours.get(key, 0.0) + seconds * resources.devices(config, job.rule) / 3600 / job.seeds
+        if job.rule == "sokoban_train":
+            devices[run.agent.recurrent] = rates[job].source
+    return hours, devices
+
+
+# ------------------------------------------------------------------------------------------------ designs
+
+
+def design_hours(test: Test, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping) -> float:
+    return sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
+               for fam in test.truth for i in keep[fam])
+
+
+def _kept(test: Test, design: str) -> dict[bool, list[int]]:
+    return {fam: (truth.best_per_depth() if design == "best per depth" else list(range(len(truth.depth))))
+            for fam, truth in test.truth.items()}
+
+
+def _with(test: Test, keep: Mapping[bool, list[int]]) -> Test:
+    return Test(test.claim, test.part, test.budget, test.rule, {f: t.take(keep[f]) for f, t in test.truth.items()},
+                test.decide)
+
+
+def search(test: Test, hours: Mapping, draws: int, seed: int) -> list[dict]:
+    """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS, with power, its
+    standard error and device-hours; None where no number of SEEDS reaches it."""
+    rows = []
+    for design in DESIGNS:
+        keep = _kept(test, design)
+        simulated = _with(test, keep)
+        reached: dict[float, dict] = {}
+        for n in SEEDS:
+            seeds = dict.fromkeys(test.truth, n)
+            found = stats.power(simulated, seeds, draws, seed)
+            for target in TARGETS:
+                if target not in reached and found.power >= target:
+                    reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr,
+                                       "hours": design_hours(test, keep, seeds, hours)}
+            if len(reached) == len(TARGETS):
+                break
+        rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
+    return rows
+
+
+def config_design(config: Mapping, test: Test) -> dict[bool, int]:
+    """The seeds per allocation the config gives each family at the test's budget."""
+    seeds = {}
+    for run in study.runs(config).sokoban.sweeps:
+        if run.sweep == SWEEP and run.budget == test.budget:
+            seeds[run.agent.recurrent] = len(run.seeds)
+    return {fam: seeds[fam] for fam in test.truth}
+
+
+def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
+    """The whole analysis as plain data (what --json prints and the cache keeps)."""
+    hours, devices = hours_per_seed(config, counters, directory)
+    entries, inputs = [], {}
+    for test in tests(config):
+        ours = config_design(config, test)
+        every = _kept(test, "every allocation")
+        found = stats.power(test, ours, draws, seed)
+        entry = {"claim": test.claim, "part": test.part, "budget": test.budget, "rule": test.rule,
+                 "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
+                                   "stderr": found.stderr, "hours": design_hours(test, every, ours, hours)},
+                 "designs": search(test, hours, draws, seed)}
+        closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
+        if closed is not None:
+            entry["config_design"]["closed_form"] = closed
+        if resampled is not None:
+            entry["config_design"]["bootstrap"] = {"power": resampled.power, "stderr": resampled.stderr}
+        entries.append(entry)
+        for fam, truth in test.truth.items():
+            inputs[f"{test.budget}, {family(fam)}"] = {
+                "source": truth.source,
+                "allocations": {a: {"mean": float(m), "sd": float(s)}
+                                for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
+    return {"alpha": verdicts.ALPHA, "correction": "none (the claims page tests each part at alpha, uncorrected)",
+            "draws": draws, "seed": seed, "devices": {family(f): d for f, d in devices.items()},
+            "inputs": inputs, "tests": entries}
+
+
+def closed_form(test: Test, seeds: Mapping[bool, int]) -> float | None:
+    """The closed-form Welch power of a depth test whose two depths hold one allocation each."""
+    if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or seeds[True] < 2:
+        return None
+    truth, n = test.truth[True], seeds[True]
+    deeper = int(np.argmax(truth.depth))
+    shallower = 1 - deeper
+    return stats.welch_power(truth.mean[deeper] - truth.mean[shallower], truth.sd[deeper], n, truth.sd[shallower], n)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+
+
+def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
+    """`analyse`, kept in results/power/ under a hash of the config, the options, the authors' numbers and the code
+    that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only: delete
+    results/power/ to reprice."""
+    code = [Path(module.__file__).read_text() for module in (stats, depth_rules, verdicts, costs)] + [Path(__file__).read_text()]
+    key = hashlib.sha256(json.dumps([config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(),
+                                     code], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    path = Path(options.directory) / paths.power(key)
+    if path.is_file():
+        return json.loads(path.read_text())
+    found = analyse(config, counters, Path(options.directory), options.draws, options.seed)
+    atomic.write_text(path, json.dumps(found, indent=1))
+    return found
+
+
+def cheapest(analysis: Mapping, target: float = TARGETS[0]) -> pd.DataFrame:
+    """Per test, its cheapest design reaching `target` (NaN hours where none does)."""
+    rows = []
+    for entry in analysis["tests"]:
+        reached = [d for d in entry["designs"] if d["target"] == target and d["seeds"] is not None]
+        best = min(reached, key=lambda d: d["hours"]) if reached else {"design": "none", "seeds": None,
+                                                                         "power": np.nan, "hours": np.nan}
+        rows.append({"claim": entry["claim"], "part": entry["part"], "design": best["design"],
+                     "seeds": best["seeds"], "power": best["power"], "hours": best["hours"],
+                     "config_power": entry["config_design"]["power"]})
+    return pd.DataFrame(rows)
+
+
+def within(analysis: Mapping, gpu_hours: float) -> pd.DataFrame:
+    """The claims (every part of a claim, each at its cheapest 80 % design) that fit `gpu_hours`, cheapest first:
+    with unit value per claim, taking the cheapest first decides the most claims."""
+    table = cheapest(analysis)
+    claims = table.assign(key=table["claim"].where(table["claim"] != stats.DEPTH_TEST, table["part"]))
+    totals = claims.groupby("key", sort=False)["hours"].agg(lambda h: h.sum(skipna=False)).dropna().sort_values()
+    chosen = totals[totals.cumsum() <= gpu_hours]
+    return claims[claims["key"].isin(chosen.index)].drop(columns="key")
+
+
+def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
+    analysis = cached(config, counters, options)
+    if options.gpu_hours is not None:
+        analysis = analysis | {"gpu_hours": options.gpu_hours,
+                               "chosen": within(analysis, options.gpu_hours).to_dict("records")}
+    print(json.dumps(analysis, indent=1) if options.json else printed(analysis))
+    return 0
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.2g} h"
+
+
+def printed(analysis: Mapping) -> str:
+    lines = [f"power at alpha = {analysis['alpha']}, {analysis['correction']}; {analysis['draws']} simulated "
+             "studies per design", "", "inputs:"]
+    lines += [f"  {where}: {given['source']}" for where, given in analysis["inputs"].items()]
+    lines += ["", "device-hours priced on: " + "; ".join(f"{f}: {d}" for f, d in analysis["devices"].items()), ""]
+    for target in TARGETS:
+        table = cheapest(analysis, target)
+        lines.append(f"cheapest design at {target:.0%} power (seeds per allocation; hours):")
+        for row in table.itertuples():
+            what = (f"{row.design}, {int(row.seeds)} seeds, power {row.power:.3f}, {_hours(row.hours)}"
+                    if row.seeds is not None and not pd.isna(row.seeds) else f"no design of up to {SEEDS[-1]} seeds")
+            lines.append(f"  {row.claim}, {row.part}: {what}")
+        lines.append("")
+    lines.append("the config's own design:")
+    for entry in analysis["tests"]:
+        ours = entry["config_design"]
+        note = "" if ours["power"] >= TARGETS[0] else "  <- cannot decide it at 80 % power"
+        closed = f", closed form {ours['closed_form']:.3f}" if "closed_form" in ours else ""
+        if "bootstrap" in ours:
+            closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"
+        lines.append(f"  {entry['claim']}, {entry['part']}: seeds {ours['seeds']}, power {ours['power']:.3f} "
+                     f"± {ours['stderr']:.3f}{closed}, {_hours(ours['hours'])}{note}")
+    if "chosen" in analysis:
+        chosen = analysis["chosen"]
+        lines += ["", f"within {analysis['gpu_hours']:,.0f} device-hours: "
+                  f"{len({c['claim'] if c['claim'] != stats.DEPTH_TEST else c['part'] for c in chosen})} claims and "
+                  f"tests, {_hours(sum(c['hours'] for c in chosen))}"]
+        lines += [f"  {c['claim']}, {c['part']}: {c['design']}, {c['seeds']} seeds, {_hours(c['hours'])}" for c in chosen]
+    return "\n".join(lines)
