@@ -54,7 +54,7 @@ Decide = Callable[[Mapping[bool, Arms]], np.ndarray]  # the families' arms (recu
 
 
 @dataclass(frozen=True)
-class Test:
+class Decision:
     """A decision of the claims page (or an authors' depth test) at one budget, and the truth it is simulated on."""
 
     claim: str  # the claims page's name (findings.DECISIONS), or DEPTH_TEST
@@ -106,7 +106,7 @@ def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: int, draw
     return Arms.of_scores(scores, depth)
 
 
-def power(test: Test, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate:
+def power(test: Decision, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate:
     """The share of `draws` simulated studies, `seeds[family]` seeds per allocation, in which the page reaches the
     paper's verdict."""
     rng = np.random.default_rng(seed)
@@ -114,7 +114,7 @@ def power(test: Test, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int =
     return estimate(test.decide(arms))
 
 
-def bootstrap_power(test: Test, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
+def bootstrap_power(test: Decision, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
     """`power`, with each family's seeds resampled from its observed per-seed scores instead of the normal model;
     None where a family has none."""
     if not all(truth.per_seed for truth in test.truth.values()):

@@ -25,7 +25,7 @@ import pandas as pd
 from parallel_experts import study
 from parallel_experts.analysis import comparison, depth_rules, sokoban_scores, verdicts
 from parallel_experts.analysis import power as stats
-from parallel_experts.analysis.power import Test, Truth
+from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import configfile, option
 from parallel_experts.core import atomic
@@ -44,12 +44,12 @@ DESIGNS = ("every allocation", "best per depth")
 @dataclass(frozen=True, kw_only=True)
 class Power:
     """what deciding each claim costs: the power of designs (allocations, seeds) and their device-hours, the
-    cheapest design at 80 % and 90 % power, and the power of the config's own design"""
+    cheapest design at power 0.8 and 0.9, and the power of the config's own design"""
 
     config: tuple[str, ...] = configfile()
     directory: str = option("the working directory whose results/ holds timed jobs (as `plan`) and the cache",
                             default=".")
-    gpu_hours: float | None = option("the designs that decide the most claims, each at 80 % power, within this "
+    gpu_hours: float | None = option("the designs that decide the most claims, each at power 0.8, within this "
                                      "many device-hours", "--gpu-hours", type=float, default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
     draws: int = option("simulated studies per design", type=int, default=stats.DRAWS)
@@ -121,7 +121,7 @@ def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) 
     return found
 
 
-def tests(config: Mapping) -> list[Test]:
+def tests(config: Mapping) -> list[Decision]:
     """Every decision analysed, at each budget of the config's ConvLSTM sweep that has both families."""
     grid = {}
     for run in study.runs(config).sokoban.sweeps:
@@ -135,10 +135,11 @@ def tests(config: Mapping) -> list[Test]:
         for deeper, shallower in sokoban_scores.DEPTH_TESTS:
             if {deeper, shallower} <= set(truth[True].depth):
                 keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
-                found.append(Test(stats.DEPTH_TEST, f"{name} budget, L={deeper} > L={shallower}", name,
+                found.append(Decision(stats.DEPTH_TEST, f"{name} budget, L={deeper} > L={shallower}", name,
                                   verdicts.WELCH, {True: truth[True].take(keep)}, stats.depth_test(deeper, shallower)))
-        found.append(Test("sokoban_fewer_layers", f"{name} budget", name, verdicts.WELCH, truth, stats.fewer_layers))
-        found.append(Test("sokoban_recurrence_better", f"{name} budget", name, verdicts.TWO_STANDARD_ERRORS, truth,
+        found.append(Decision("sokoban_fewer_layers", f"{name} budget", name, verdicts.WELCH, truth,
+                              stats.fewer_layers))
+        found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.TWO_STANDARD_ERRORS, truth,
                           stats.recurrence_better))
     return found
 
@@ -169,22 +170,22 @@ def hours_per_seed(config: Mapping, counters: costs.Counters, directory: Path) -
 # ------------------------------------------------------------------------------------------------ designs
 
 
-def design_hours(test: Test, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping) -> float:
+def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping) -> float:
     return sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
                for fam in test.truth for i in keep[fam])
 
 
-def _kept(test: Test, design: str) -> dict[bool, list[int]]:
+def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
     return {fam: (truth.best_per_depth() if design == "best per depth" else list(range(len(truth.depth))))
             for fam, truth in test.truth.items()}
 
 
-def _with(test: Test, keep: Mapping[bool, list[int]]) -> Test:
-    return Test(test.claim, test.part, test.budget, test.rule, {f: t.take(keep[f]) for f, t in test.truth.items()},
+def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
+    return Decision(test.claim, test.part, test.budget, test.rule, {f: t.take(keep[f]) for f, t in test.truth.items()},
                 test.decide)
 
 
-def search(test: Test, hours: Mapping, draws: int, seed: int) -> list[dict]:
+def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
     """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS, with power, its
     standard error and device-hours; None where no number of SEEDS reaches it."""
     rows = []
@@ -205,7 +206,7 @@ def search(test: Test, hours: Mapping, draws: int, seed: int) -> list[dict]:
     return rows
 
 
-def config_design(config: Mapping, test: Test) -> dict[bool, int]:
+def config_design(config: Mapping, test: Decision) -> dict[bool, int]:
     """The seeds per allocation the config gives each family at the test's budget."""
     seeds = {}
     for run in study.runs(config).sokoban.sweeps:
@@ -242,7 +243,7 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
             "inputs": inputs, "tests": entries}
 
 
-def closed_form(test: Test, seeds: Mapping[bool, int]) -> float | None:
+def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
     """The closed-form Welch power of a depth test whose two depths hold one allocation each."""
     if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or seeds[True] < 2:
         return None
@@ -259,9 +260,9 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     """`analyse`, kept in results/power/ under a hash of the config, the options, the authors' numbers and the code
     that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only: delete
     results/power/ to reprice."""
-    code = [Path(module.__file__).read_text() for module in (stats, depth_rules, verdicts, costs)] + [Path(__file__).read_text()]
-    key = hashlib.sha256(json.dumps([config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(),
-                                     code], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__, __file__)]
+    inputs = [config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
         return json.loads(path.read_text())
@@ -333,5 +334,6 @@ def printed(analysis: Mapping) -> str:
         lines += ["", f"within {analysis['gpu_hours']:,.0f} device-hours: "
                   f"{len({c['claim'] if c['claim'] != stats.DEPTH_TEST else c['part'] for c in chosen})} claims and "
                   f"tests, {_hours(sum(c['hours'] for c in chosen))}"]
-        lines += [f"  {c['claim']}, {c['part']}: {c['design']}, {c['seeds']} seeds, {_hours(c['hours'])}" for c in chosen]
+        lines += [f"  {c['claim']}, {c['part']}: {c['design']}, {c['seeds']} seeds, {_hours(c['hours'])}"
+                  for c in chosen]
     return "\n".join(lines)
