@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -170,7 +170,8 @@ def hours_per_seed(config: Mapping, counters: costs.Counters, directory: Path) -
 # ------------------------------------------------------------------------------------------------ designs
 
 
-def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping) -> float:
+def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping
+                 ) -> float:
     return sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
                for fam in test.truth for i in keep[fam])
 
@@ -181,8 +182,7 @@ def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
 
 
 def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
-    return Decision(test.claim, test.part, test.budget, test.rule, {f: t.take(keep[f]) for f, t in test.truth.items()},
-                test.decide)
+    return replace(test, truth={f: t.take(keep[f]) for f, t in test.truth.items()})
 
 
 def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
@@ -199,7 +199,8 @@ def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
             for target in TARGETS:
                 if target not in reached and found.power >= target:
                     reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr,
-                                       "hours": design_hours(test, keep, seeds, hours)}
+                                       "hours": design_hours(test, keep, seeds, hours),
+                                       "closed_form": closed_form(simulated, seeds)}
             if len(reached) == len(TARGETS):
                 break
         rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
@@ -233,6 +234,8 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
         if resampled is not None:
             entry["config_design"]["bootstrap"] = {"power": resampled.power, "stderr": resampled.stderr}
         entries.append(entry)
+        if test.claim == stats.DEPTH_TEST:
+            continue  # its inputs are a subset of the budget's
         for fam, truth in test.truth.items():
             inputs[f"{test.budget}, {family(fam)}"] = {
                 "source": truth.source,
@@ -280,6 +283,7 @@ def cheapest(analysis: Mapping, target: float = TARGETS[0]) -> pd.DataFrame:
                                                                          "power": np.nan, "hours": np.nan}
         rows.append({"claim": entry["claim"], "part": entry["part"], "design": best["design"],
                      "seeds": best["seeds"], "power": best["power"], "hours": best["hours"],
+                     "closed_form": best.get("closed_form"),
                      "config_power": entry["config_design"]["power"]})
     return pd.DataFrame(rows)
 
@@ -316,7 +320,8 @@ def printed(analysis: Mapping) -> str:
         table = cheapest(analysis, target)
         lines.append(f"cheapest design at {target:.0%} power (seeds per allocation; hours):")
         for row in table.itertuples():
-            what = (f"{row.design}, {int(row.seeds)} seeds, power {row.power:.3f}, {_hours(row.hours)}"
+            closed = "" if pd.isna(row.closed_form) else f" (closed form {row.closed_form:.3f})"
+            what = (f"{row.design}, {int(row.seeds)} seeds, power {row.power:.3f}{closed}, {_hours(row.hours)}"
                     if row.seeds is not None and not pd.isna(row.seeds) else f"no design of up to {SEEDS[-1]} seeds")
             lines.append(f"  {row.claim}, {row.part}: {what}")
         lines.append("")
