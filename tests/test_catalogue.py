@@ -29,13 +29,13 @@ def notebook_parameters(notebook: str) -> set[str]:
 
 def test_demo_reports_and_targets():
     reports = catalogue.reports(load("config.yaml"))
-    assert [r.name for r in reports] == ["claims", "plan", "allocations", "sokoban_convlstm_small", "sokoban_depth", "sokoban_tables",
+    assert [r.name for r in reports] == ["claims", "plan", "power", "allocations", "sokoban_convlstm_small", "sokoban_depth", "sokoban_tables",
                                          "sokoban_table2", "sokoban_probe_recall", "sokoban_probe_depth",
                                          "sokoban_plans", "sokoban_aggregation", "sokoban_radius", "lm_small_W64",
                                          "lm_depth", "lm_ablations", "expert_count", "lm_latency",
                                          "lm_throughput"]
     assert catalogue.targets(reports) == {
-        "claims": ["claims"], "plan": ["plan"], "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"], "fig3_left": ["sokoban_depth"],
+        "claims": ["claims"], "plan": ["plan"], "power": ["power"], "allocations": ["allocations"], "fig2": ["sokoban_convlstm_small"], "fig3_left": ["sokoban_depth"],
         "tables_1_7": ["sokoban_tables"], "table2": ["sokoban_table2"], "fig4": ["sokoban_probe_recall"],
         "fig12": ["sokoban_probe_depth"], "fig13": ["sokoban_plans"], "fig10_left": ["sokoban_aggregation"],
         "fig11": ["sokoban_radius"], "fig5": ["lm_small_W64"], "fig3_right": ["lm_depth"], "fig6": ["expert_count"],

@@ -85,7 +85,7 @@ def paper_tests():
 def test_a_design_found_at_80_percent_lands_there_again_with_another_simulator_seed(paper_tests):
     test = paper_tests[(power.DEPTH_TEST, "small budget, L=4 > L=2")]
     hours = {(test.budget, True, a): 1.0 for a in test.truth[True].allocation}
-    design = next(d for d in planned.search(test, hours, power.DRAWS, seed=0)
+    design = next(d for d in planned.search(test, hours, power.DRAWS, seed=0)[0]
                   if d["target"] == 0.8 and d["design"] == "best per depth")
     simulated = planned._with(test, planned._kept(test, "best per depth"))
     again = power.power(simulated, {True: design["seeds"]}, power.DRAWS, seed=1)
@@ -127,7 +127,7 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     # one seed per run decides nothing; every input names its source
     assert all(t["config_design"]["power"] == 0 for t in found["tests"])
     assert all("power.sokoban" in given["source"] for given in found["inputs"].values())
-    (cache,) = (tmp_path / "results/power").iterdir()
+    (cache,) = (tmp_path / "results/power/cache").iterdir()
     cache.write_text(json.dumps(found | {"draws": 7}))  # the rerun reads the cache, it does not recompute
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7
 

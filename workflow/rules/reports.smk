@@ -45,6 +45,28 @@ rule plan_costs:
         "python -m parallel_experts plan --configfile {params.paper:q} --out {params.there:q} >> {log:q} 2>&1"
 
 
+rule power_analysis:
+    """What deciding each claim costs (python -m parallel_experts power) at this config and at the paper's: power
+    per design from the authors' numbers and the config's assumptions, priced by the planner."""
+    input:
+        config=CONFIG_JSON,
+    output:
+        here=paths.POWER,
+        there=paths.PAPER_POWER,
+    log:
+        paths.log("power"),
+    conda:
+        CONDA_ENV
+    threads: threads("power_analysis")
+    resources:
+        **resources("power_analysis"),
+    params:
+        paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
+    shell:
+        "python -m parallel_experts power --configfile {input.config:q} --out {output.here:q} > {log:q} 2>&1 && "
+        "python -m parallel_experts power --configfile {params.paper:q} --out {output.there:q} >> {log:q} 2>&1"
+
+
 rule report:
     input:
         unpack(report_inputs),

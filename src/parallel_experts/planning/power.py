@@ -52,6 +52,7 @@ class Power:
     gpu_hours: float | None = option("the designs that decide the most claims, each at power 0.8, within this "
                                      "many device-hours", "--gpu-hours", type=float, default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
+    out: str | None = option("also write the analysis as JSON to this file (the power page reads it)", default=None)
     draws: int = option("simulated studies per design", type=int, default=stats.DRAWS)
     seed: int = option("the simulator's seed", type=int, default=0)
 
@@ -151,7 +152,7 @@ def hours_per_seed(config: Mapping, counters: costs.Counters, directory: Path) -
     """Device-hours of one seed of each ConvLSTM sweep run, training and evaluation, by (budget, recurrent,
     allocation label), as the planner prices them (timed jobs of an earlier run where there are any); and the device
     each family's training is priced on."""
-    jobs = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP])[paths.SOKOBAN_SWEEP]
+    jobs = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP]).get(paths.SOKOBAN_SWEEP, [])
     timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
     rates = costs.rates(config, jobs, timed)
     hours, devices = {}, {}
@@ -187,15 +188,19 @@ def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
 
 def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
     """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS, with power, its
-    standard error and device-hours; None where no number of SEEDS reaches it."""
-    rows = []
+    standard error and device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every
+    number of seeds tried up to the last target reached."""
+    rows, curves = [], {}
     for design in DESIGNS:
         keep = _kept(test, design)
         simulated = _with(test, keep)
         reached: dict[float, dict] = {}
+        curve = curves[design] = []
         for n in SEEDS:
             seeds = dict.fromkeys(test.truth, n)
             found = stats.power(simulated, seeds, draws, seed)
+            curve.append({"seeds": n, "power": found.power, "stderr": found.stderr,
+                          "hours": design_hours(test, keep, seeds, hours)})
             for target in TARGETS:
                 if target not in reached and found.power >= target:
                     reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr,
@@ -204,7 +209,7 @@ def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
             if len(reached) == len(TARGETS):
                 break
         rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
-    return rows
+    return rows, curves
 
 
 def config_design(config: Mapping, test: Decision) -> dict[bool, int]:
@@ -224,10 +229,11 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
         ours = config_design(config, test)
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
+        designs, curves = search(test, hours, draws, seed)
         entry = {"claim": test.claim, "part": test.part, "budget": test.budget, "rule": test.rule,
                  "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
                                    "stderr": found.stderr, "hours": design_hours(test, every, ours, hours)},
-                 "designs": search(test, hours, draws, seed)}
+                 "designs": designs, "curves": curves}
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
         if closed is not None:
             entry["config_design"]["closed_form"] = closed
@@ -242,7 +248,8 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                 "allocations": {a: {"mean": float(m), "sd": float(s)}
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
     return {"alpha": verdicts.ALPHA, "correction": "none (the claims page tests each part at alpha, uncorrected)",
-            "draws": draws, "seed": seed, "devices": {family(f): d for f, d in devices.items()},
+            "draws": draws, "seed": seed, "targets": list(TARGETS),
+            "devices": {family(f): d for f, d in devices.items()},
             "inputs": inputs, "tests": entries}
 
 
@@ -260,9 +267,9 @@ def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
 
 
 def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
-    """`analyse`, kept in results/power/ under a hash of the config, the options, the authors' numbers and the code
+    """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the code
     that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only: delete
-    results/power/ to reprice."""
+    the cache to reprice."""
     code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__, __file__)]
     inputs = [config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -288,14 +295,26 @@ def cheapest(analysis: Mapping, target: float = TARGETS[0]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def decided_by_hours(analysis: Mapping) -> pd.DataFrame:
+    """Claims (every part of a claim; each depth test its own) decided at power 0.8 against the device-hours spent,
+    cheapest claims first: the steps of `within` for every budget."""
+    table = _claims(cheapest(analysis))
+    totals = table.groupby("key", sort=False)["hours"].agg(lambda h: h.sum(skipna=False)).dropna().sort_values()
+    return pd.DataFrame({"claim": totals.index, "hours": totals.cumsum().values,
+                         "decided": np.arange(1, len(totals) + 1)})
+
+
+def _claims(table: pd.DataFrame) -> pd.DataFrame:
+    """`cheapest` with a key per claim: its name, or the part of a depth test (each one a claim of its own)."""
+    return table.assign(key=table["claim"].where(table["claim"] != stats.DEPTH_TEST, table["part"]))
+
+
 def within(analysis: Mapping, gpu_hours: float) -> pd.DataFrame:
     """The claims (every part of a claim, each at its cheapest 80 % design) that fit `gpu_hours`, cheapest first:
     with unit value per claim, taking the cheapest first decides the most claims."""
-    table = cheapest(analysis)
-    claims = table.assign(key=table["claim"].where(table["claim"] != stats.DEPTH_TEST, table["part"]))
-    totals = claims.groupby("key", sort=False)["hours"].agg(lambda h: h.sum(skipna=False)).dropna().sort_values()
-    chosen = totals[totals.cumsum() <= gpu_hours]
-    return claims[claims["key"].isin(chosen.index)].drop(columns="key")
+    steps = decided_by_hours(analysis)
+    claims = _claims(cheapest(analysis))
+    return claims[claims["key"].isin(steps.loc[steps["hours"] <= gpu_hours, "claim"])].drop(columns="key")
 
 
 def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
@@ -303,6 +322,8 @@ def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
     if options.gpu_hours is not None:
         analysis = analysis | {"gpu_hours": options.gpu_hours,
                                "chosen": within(analysis, options.gpu_hours).to_dict("records")}
+    if options.out:
+        atomic.write_text(options.out, json.dumps(analysis, indent=1))
     print(json.dumps(analysis, indent=1) if options.json else printed(analysis))
     return 0
 

@@ -33,6 +33,8 @@ LATENCY = f"{ROOT}/lm/latency.nc"  # Table 5
 THROUGHPUT = f"{ROOT}/lm/throughput.nc"  # Table 6
 PLAN = f"{ROOT}/plan/config"  # the plan of the workflow's config (planning.tables.write), a folder
 PAPER_PLAN = f"{ROOT}/plan/paper"  # the plan of config/paper.yaml
+POWER = f"{ROOT}/power/config.json"  # the power analysis of the workflow's config (planning.power)
+PAPER_POWER = f"{ROOT}/power/paper.json"  # of config/paper.yaml
 REPORTS = f"{ROOT}/reports"  # executed notebooks and the sidecar JSON that the index reads
 # What the scripts outside the DAG write by default (workflow/scripts/gpu_check.sh, systems_one_gpu.sh).
 GPU_CHECK = f"{ROOT}/gpu_check.json"  # the first GPU's check at config/paper.yaml's shapes
@@ -95,7 +97,7 @@ def benchmark(rule: str, **wildcards: str) -> str:
 
 def power(key: str) -> str:
     """The power analysis of one config and its inputs (planning.power), by their hash."""
-    return f"{ROOT}/power/{key}.json"
+    return f"{ROOT}/power/cache/{key}.json"
 
 
 def log(name: str) -> str:

@@ -33,6 +33,8 @@ LM_SYSTEMS = {"latency": paths.LATENCY, "throughput": paths.THROUGHPUT}
 EXPERT_COUNT = paths.EXPERT_COUNT
 # The plans of this config and of config/paper.yaml (rule plan_costs; planning.tables.write).
 PLAN = {"plan": f"{paths.PLAN}/targets.csv", "paper_plan": f"{paths.PAPER_PLAN}/targets.csv"}
+# The power analyses of this config and of config/paper.yaml (rule power_analysis; planning.power).
+POWER = {"power": paths.POWER, "paper_power": paths.PAPER_POWER}
 # The results the claims page reads (its notebook parameters), where some other report of the config reads them.
 CLAIM_INPUTS = {"sokoban_sweep": SOKOBAN_SWEEP["sweep"], "probes": SOKOBAN_PROBES["probes"],
                 "sokoban_ablations": SOKOBAN_ABLATIONS["ablations"], "expert_count": EXPERT_COUNT,
@@ -91,7 +93,7 @@ def reports(config: Mapping) -> list[Report]:
     found += _lm_systems(config)
     read = {path for report in found for path in report.inputs.values()}
     claimed = {name: path for name, path in CLAIM_INPUTS.items() if path in read}
-    return [_page("claims", claimed), _page("plan", PLAN), *found]
+    return [_page("claims", claimed), _page("plan", PLAN), _page("power", POWER), *found]
 
 
 def index_items(config: Mapping) -> list[tuple[Item, list[Report]]]:

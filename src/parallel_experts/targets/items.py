@@ -34,6 +34,9 @@ ITEMS = (
     Item("plan", "What each item costs: GPU- or CPU-hours per target, predicted and measured", "any results",
          {("plan",): "What each target costs at this config (GPU- or CPU-hours), predicted beside the measured job "
                      "times, and the paper config's plan"}),
+    Item("power", "What each claim costs to decide: power per design and its GPU-hours", "any results",
+         {("power",): "What each claim costs to decide: the power of designs and their GPU- or CPU-hours, at this "
+                      "config and at the paper's"}),
     Item("allocations", "Sec. 4, App. J: allocation grids and their per-step work", "a budget",
          {("allocations",): "Sec. 4 and App. J grids: allocations of every budget and their per-step work"}),
     Item("fig2", "Fig. 2: Sokoban allocation sweep, small budget", "a ConvLSTM sweep at a budget named small",
@@ -106,6 +109,9 @@ CAPTIONS = {
               "shows the evidence. Read the verdict with the scale: a demo run decides little.",
     "plan": "The GPU- or CPU-hours each target costs at this config and at the paper's, predicted from FLOPs and "
             "throughput, beside the measured time of every job that ran. Read the ratio column: 1 is exact.",
+    "power": "The power of each modelled claim and depth test per design (allocations, seeds) and its device-hours, "
+             "simulated through the claims page's own rules. Read the config design's power: below 0.8 it cannot "
+             "decide the claim.",
     "allocations": "Every budget's allocations (L, E, d) with their work relative to the anchor and XLA's FLOP count, "
                    "beside the authors' grids. Bars near 1 spend the budget; the table marks the anchor.",
     "sokoban_sweep": "Final-five return of every allocation of one budget, recurrent and not. Read where each family "

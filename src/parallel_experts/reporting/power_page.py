@@ -1,0 +1,88 @@
+"""The power page's plots and tables, from a power analysis (the JSON of `python -m parallel_experts power`, and the
+tables `planning.power` derives from it, which the notebook hands in): power against seeds per decision, claims
+decided against device-hours, the cheapest designs, the config's own design and the inputs with their sources.
+Strings from the config (an assumption's reason) are shown as typed, never as HTML."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from pandas.io.formats.style import Styler
+
+DESIGN_STYLE = {"every allocation": "-", "best per depth": "--"}
+SEED_TICKS = (2, 3, 5, 10, 20, 50)
+
+
+
+def power_curves(analysis: Mapping, title: str) -> plt.Figure:
+    """Power against seeds per allocation, one panel per budget, a line per decision and design, the targets
+    dashed."""
+    budgets = list(dict.fromkeys(entry["budget"] for entry in analysis["tests"]))
+    fig, axes = plt.subplots(1, len(budgets), figsize=(5 * len(budgets), 4), sharey=True, squeeze=False)
+    for ax, name in zip(axes[0], budgets):
+        for i, entry in enumerate(e for e in analysis["tests"] if e["budget"] == name):
+            for design, curve in entry["curves"].items():
+                points = pd.DataFrame(curve)
+                test = entry["part"].removeprefix(f"{name} budget").lstrip(", ")
+                label = entry["claim"].replace("_", " ") + (f" {test}" if test else "")
+                ax.errorbar(points["seeds"], points["power"], yerr=2 * points["stderr"], color=f"C{i}",
+                            ls=DESIGN_STYLE[design], marker="o", ms=3, label=f"{label} ({design})")
+        for target in analysis["targets"]:
+            ax.axhline(target, color="grey", lw=0.8, ls=":")
+        ax.set(xscale="log", xlabel="seeds per allocation", title=f"{name} budget", ylim=(0, 1.02))
+        ax.set_xticks(SEED_TICKS, [str(n) for n in SEED_TICKS])
+        ax.minorticks_off()
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("power (± 2 Monte Carlo SE)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def decided_by_hours(steps: pd.DataFrame, title: str) -> plt.Figure:
+    """Claims decided at power 0.8 against the device-hours spent, cheapest first
+    (`planning.power.decided_by_hours`)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    if len(steps):
+        ax.step([0, *steps["hours"]], [0, *steps["decided"]], where="post")
+    ax.set(xscale="symlog", xlabel="device-hours", ylabel="claims decided at power 0.8", title=title)
+    fig.tight_layout()
+    return fig
+
+
+def cheapest(tables: Mapping[float, pd.DataFrame]) -> Styler:
+    """The cheapest design of each decision at each target power (`planning.power.cheapest` by target), with the
+    config's own design's power."""
+    found = pd.concat([table.assign(target=target) for target, table in tables.items()])
+    found = found[["claim", "part", "target", "design", "seeds", "power", "closed_form", "hours", "config_power"]]
+    return (found.style.hide(axis="index")
+            .format({"target": "{:.0%}", "seeds": "{:.0f}", "power": "{:.3f}", "closed_form": "{:.3f}",
+                     "hours": "{:,.1f}", "config_power": "{:.3f}"}, na_rep="—"))
+
+
+def config_design(analysis: Mapping) -> Styler:
+    """The config's own design per decision: its seeds, power and Monte Carlo error, the closed form and the
+    resampling of the authors' seeds where they apply, its device-hours."""
+    decides = analysis["targets"][0]
+    rows = [{"claim": e["claim"], "part": e["part"],
+             "seeds": ", ".join(f"{family} {n}" for family, n in e["config_design"]["seeds"].items()),
+             "power": e["config_design"]["power"], "stderr": e["config_design"]["stderr"],
+             "closed_form": e["config_design"].get("closed_form"),
+             "resampled": e["config_design"].get("bootstrap", {}).get("power"),
+             "hours": e["config_design"]["hours"],
+             "decides": "yes" if e["config_design"]["power"] >= decides else f"no: below {decides}"}
+            for e in analysis["tests"]]
+    return (pd.DataFrame(rows).style.hide(axis="index")
+            .format({"power": "{:.3f}", "stderr": "{:.3f}", "closed_form": "{:.3f}", "resampled": "{:.3f}",
+                     "hours": "{:,.1f}"}, na_rep="—"))
+
+
+def inputs(analysis: Mapping) -> Styler:
+    """Every family's input per budget: its source, then each allocation's mean and SD."""
+    rows = [{"budget, family": where, "allocation": allocation, "mean": values["mean"], "sd": values["sd"],
+             "source": given["source"]}
+            for where, given in analysis["inputs"].items() for allocation, values in given["allocations"].items()]
+    return (pd.DataFrame(rows).style.hide(axis="index").format({"mean": "{:.3f}", "sd": "{:.3f}"})
+            .format(escape="html", subset=["budget, family", "allocation", "source"]))
