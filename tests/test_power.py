@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 from helpers import REPO
 from scipy import stats as scipy_stats
 
@@ -137,3 +138,35 @@ def test_a_family_with_no_published_returns_needs_a_stated_assumption():
     del config["power"]["sokoban"]["nonrecurrent"]
     with pytest.raises(ConfigError, match=r"power\.sokoban\.nonrecurrent: no assumption"):
         planned.tests(config)
+
+
+CLAIM_CONFIGS = {"sokoban_fewer_layers-small.yaml": "fig3_left", "within-100-gpu-hours.yaml": "tables_1_7"}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """`power --write` on config/paper.yaml with --gpu-hours 100, as config/claims/ was written."""
+    folder = tmp_path_factory.mktemp("written")
+    subprocess.run([sys.executable, "-m", "parallel_experts", "power", "--configfile", str(REPO / "config/paper.yaml"),
+                    "--gpu-hours", "100", "--write", str(folder / "claims"), "--directory", str(folder)],
+                   check=True, capture_output=True)
+    return folder / "claims"
+
+
+@pytest.mark.parametrize("name", CLAIM_CONFIGS)
+def test_the_shipped_claim_configs_are_what_power_writes_today(written, name):
+    assert yaml.safe_load((written / name).read_text()) == yaml.safe_load((REPO / "config/claims" / name).read_text())
+
+
+@pytest.mark.parametrize("name, target", CLAIM_CONFIGS.items())
+def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, target):
+    path = REPO / "config/claims" / name
+    config = study.load([str(path)])
+    assert "power" in config["description"] and target in config["description"]
+    assert set(config["sokoban"]["sweeps"]) == {"convlstm"} and "probes" not in config["sokoban"]
+    dry = subprocess.run(["snakemake", "-n", "--quiet", "rules", "--configfile", str(path), "-d", str(tmp_path),
+                          "-s", str(REPO / "Snakefile"), target], capture_output=True, text=True)
+    assert dry.returncode == 0 and "sokoban_train" in dry.stdout, dry.stderr[-2000:]
+    plan = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(path), target],
+                          capture_output=True, text=True, check=True)
+    assert f"\n{target} " in plan.stdout

@@ -30,7 +30,7 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import configfile, option
 from parallel_experts.core import atomic
 from parallel_experts.core.definitions import family
-from parallel_experts.planning import costs, resources
+from parallel_experts.planning import costs, designs, resources
 from parallel_experts.results import paths
 
 SWEEP = sokoban_scores.PAPER_EXPERT  # the sweep whose claims are analysed: the authors' ConvLSTM
@@ -53,6 +53,8 @@ class Power:
                                      "many device-hours", "--gpu-hours", type=float, default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
     out: str | None = option("also write the analysis as JSON to this file (the power page reads it)", default=None)
+    write: str | None = option("a folder for runnable configs: each decision's cheapest design at power 0.8, and "
+                               "with --gpu-hours the union of the chosen ones", default=None)
     draws: int = option("simulated studies per design", type=int, default=stats.DRAWS)
     seed: int = option("the simulator's seed", type=int, default=0)
 
@@ -178,8 +180,18 @@ def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[
 
 
 def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
-    return {fam: (truth.best_per_depth() if design == "best per depth" else list(range(len(truth.depth))))
-            for fam, truth in test.truth.items()}
+    """The allocations (indices into each family's truth) of a design. Best per depth: the recurrent family's best
+    at each depth; the non-recurrent family, whose assumed scores are the same at every allocation of a depth, the
+    same allocation where it has it (so that a written config trains one set for both), else its first."""
+    if design != "best per depth":
+        return {fam: list(range(len(truth.depth))) for fam, truth in test.truth.items()}
+    found = {True: test.truth[True].best_per_depth()}
+    if False in test.truth:
+        shared = {test.truth[True].allocation[i] for i in found[True]}
+        non = test.truth[False]
+        found[False] = [next((int(i) for i in np.flatnonzero(non.depth == d) if non.allocation[i] in shared),
+                             int(np.flatnonzero(non.depth == d)[0])) for d in np.unique(non.depth)]
+    return found
 
 
 def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
@@ -267,9 +279,9 @@ def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
 
 
 def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
-    """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the code
-    that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only: delete
-    the cache to reprice."""
+    """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the
+    code that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only:
+    delete the cache to reprice."""
     code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__, __file__)]
     inputs = [config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -324,12 +336,40 @@ def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
                                "chosen": within(analysis, options.gpu_hours).to_dict("records")}
     if options.out:
         atomic.write_text(options.out, json.dumps(analysis, indent=1))
+    if options.write:
+        write_configs(config, analysis, Path(options.write))
     print(json.dumps(analysis, indent=1) if options.json else printed(analysis))
     return 0
 
 
 def _hours(hours: float) -> str:
     return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.2g} h"
+
+
+def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path]:
+    """Each decision's cheapest design at power 0.8 as a config (`designs.config`), named for the decision; with a
+    --gpu-hours choice, their union for it too."""
+    by_name = {(test.claim, test.part): test for test in tests(config)}
+
+    def chosen(rows: pd.DataFrame) -> list:
+        return [(by_name[(row.claim, row.part)], _kept(by_name[(row.claim, row.part)], row.design), int(row.seeds),
+                 row.power) for row in rows.itertuples() if not pd.isna(row.seeds)]
+
+    written = []
+    for row in cheapest(analysis).itertuples():
+        if pd.isna(row.seeds):
+            continue
+        name = f"{row.claim}-{row.part}".replace(" budget", "").replace(", ", "-").replace(" > ", "-over-")
+        path = folder / (name.replace("=", "").replace(" ", "-") + ".yaml")
+        designs.write(path, designs.config(config, chosen(pd.DataFrame([row])), SWEEP, f"The design for {row.claim}"))
+        written.append(path)
+    if "chosen" in analysis:
+        hours = analysis["gpu_hours"]
+        path = folder / f"within-{hours:g}-gpu-hours.yaml"
+        designs.write(path, designs.config(config, chosen(pd.DataFrame(analysis["chosen"])), SWEEP,
+                                           f"The claims that fit {hours:g} device-hours"))
+        written.append(path)
+    return written
 
 
 def printed(analysis: Mapping) -> str:

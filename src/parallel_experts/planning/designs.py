@@ -1,0 +1,67 @@
+"""A design of the power analysis as a config that runs it (`power --write DIR`): the analysed config with its
+Sokoban sweep cut down to the design's budget, families, allocations and seeds, and nothing else of Sokoban (no
+ablation, probe or expert-count run). It validates, dry-runs, rehearses and plans as the config it came from; its
+description says which claims it is designed to decide, at what power, and which target shows them.
+
+The language-model part is kept as it was (the schema needs it), and runs only where a target asks for it: run a
+written config with its target (`snakemake --configfile FILE tables_1_7`), not with `all`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+from parallel_experts.analysis import power as stats
+from parallel_experts.analysis.power import Decision
+from parallel_experts.core import atomic
+
+# The named target whose page shows each decision's verdict on our runs.
+TARGET = {stats.DEPTH_TEST: "tables_1_7", "sokoban_fewer_layers": "fig3_left",
+          "sokoban_recurrence_better": "fig3_left"}
+SCALE = "claims"
+
+
+def _allocations(labels: Sequence[str]) -> list[list[int]]:
+    return [[int(part[1:]) for part in label.split()] for label in labels]
+
+
+def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[int]], int, float]], sweep: str,
+           what: str) -> dict:
+    """`base` running every (decision, allocations kept per family, seeds, power) of `chosen` in its ConvLSTM sweep
+    `sweep`; `what` names the set in the description."""
+    found = copy.deepcopy(dict(base))
+    sokoban = found["sokoban"]
+    budgets, families = {}, set()
+    for test, keep, n, _ in chosen:
+        spec = budgets.setdefault(test.budget, {key: value for key, value in sokoban["budgets"][test.budget].items()
+                                                if key not in ("allocations", "family_allocations", "seeds")})
+        for family, truth in test.truth.items():
+            field = spec.setdefault("allocations", []) if family else spec.setdefault("nonrecurrent", [])
+            field += [a for a in _allocations([truth.allocation[i] for i in keep[family]]) if a not in field]
+            families.add(family)
+        spec["seeds"] = list(range(max(n, len(spec.get("seeds", [])))))  # a budget's decisions share its runs
+    for spec in budgets.values():  # the non-recurrent family trains the budget's allocations and its own extra
+        extra = [a for a in spec.pop("nonrecurrent", []) if a not in spec.get("allocations", [])]
+        if extra:
+            spec["family_allocations"] = {"nonrecurrent": extra}
+    sokoban["budgets"] = budgets
+    sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
+                                 "recurrent": sorted(families, reverse=True), "budgets": list(budgets)}}
+    for key in ("ablations", "probes", "expert_count"):
+        sokoban.pop(key, None)
+    decided = "; ".join(f"{test.claim.replace('_', ' ')}, {test.part} (power {p:.2f}, {n} seeds)"
+                        for test, _, n, p in chosen)
+    targets = " ".join(dict.fromkeys(TARGET[test.claim] for test, *_ in chosen))
+    found["scale"] = SCALE
+    found["description"] = (f"{what}, written by `python -m parallel_experts power`: the cheapest design that decides "
+                            f"{decided}. Run it with `snakemake --configfile FILE {targets}`.")
+    return found
+
+
+def write(path: str | Path, config: Mapping) -> None:
+    atomic.write_text(path, "# Written by `python -m parallel_experts power --write`; see its description.\n"
+                      + yaml.safe_dump(config, sort_keys=False, width=120, default_flow_style=None))
