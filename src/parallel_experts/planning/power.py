@@ -72,7 +72,8 @@ def _label(allocation) -> str:
 
 def _authors(budget_name: str, allocations: list) -> Truth | None:
     """The authors' recurrent ConvLSTM allocations of the paper's budget `budget_name` that the config also runs."""
-    table = sokoban_scores.configuration_scores(sokoban_scores.paper_per_seed_scores())
+    per_seed = sokoban_scores.paper_per_seed_scores()
+    table = sokoban_scores.configuration_scores(per_seed)
     table = table[table["budget"] == budget_name]
     keyed = {(int(r.depth), int(r.experts), int(r.width)): r for r in table.itertuples()}
     shared = [tuple(a) for a in allocations if tuple(a) in keyed]
@@ -80,7 +81,6 @@ def _authors(budget_name: str, allocations: list) -> Truth | None:
         return None
     rows = [keyed[a] for a in shared]
     seeds = sorted({int(r.seeds) for r in rows})
-    per_seed = sokoban_scores.paper_per_seed_scores()
     return Truth(tuple(map(_label, shared)), np.array([a[0] for a in shared]), np.array([r.mean for r in rows]),
                  np.sqrt([r.variance for r in rows]),
                  f"the authors' per-seed returns (Table 7, {'/'.join(map(str, seeds))} seeds per allocation): "
@@ -127,9 +127,8 @@ def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) 
 def tests(config: Mapping) -> list[Decision]:
     """Every decision analysed, at each budget of the config's ConvLSTM sweep that has both families."""
     grid = {}
-    for run in study.runs(config).sokoban.sweeps:
-        if run.sweep == SWEEP:
-            grid.setdefault(run.budget, {}).setdefault(run.agent.recurrent, []).append(_allocation(run.agent))
+    for run in _sweep(config):
+        grid.setdefault(run.budget, {}).setdefault(run.agent.recurrent, []).append(_allocation(run.agent))
     found = []
     for name, families in grid.items():
         if set(families) != {True, False}:
@@ -224,21 +223,22 @@ def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
     return rows, curves
 
 
-def config_design(config: Mapping, test: Decision) -> dict[bool, int]:
-    """The seeds per allocation the config gives each family at the test's budget."""
-    seeds = {}
-    for run in study.runs(config).sokoban.sweeps:
-        if run.sweep == SWEEP and run.budget == test.budget:
-            seeds[run.agent.recurrent] = len(run.seeds)
-    return {fam: seeds[fam] for fam in test.truth}
+def _sweep(config: Mapping) -> list:
+    """The runs of the config's ConvLSTM sweep."""
+    return [run for run in study.runs(config).sokoban.sweeps if run.sweep == SWEEP]
+
+
+def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
+    """The seeds per allocation the config gives each (budget, family) of its ConvLSTM sweep."""
+    return {(run.budget, run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
 
 
 def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
     hours, devices = hours_per_seed(config, counters, directory)
-    entries, inputs = [], {}
+    entries, inputs, given = [], {}, config_designs(config)
     for test in tests(config):
-        ours = config_design(config, test)
+        ours = {fam: given[(test.budget, fam)] for fam in test.truth}
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
         designs, curves = search(test, hours, draws, seed)
