@@ -14,6 +14,7 @@ from parallel_experts.analysis import findings, verdicts
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
 from parallel_experts.config import files
 from parallel_experts.reporting import claims
+from parallel_experts.results import paths
 from parallel_experts.targets import catalogue
 
 NOISY = [-0.3, 0.0, 0.3]  # seed offsets: standard error 0.17 for three seeds
@@ -291,8 +292,10 @@ def test_the_claims_page_comes_first_and_reads_what_the_other_reports_read(name)
     [first, *others] = catalogue.reports(cfg)
     assert (first.name, first.target) == ("claims", "claims")
     read = {path for report in others for path in report.inputs.values()}
-    assert set(first.inputs.values()) == read & set(catalogue.CLAIM_INPUTS.values())
-    assert set(first.inputs) <= set(catalogue.CLAIM_INPUTS)
+    results = {name: path for name, path in first.inputs.items() if name != "paper_power"}
+    assert set(results.values()) == read & set(catalogue.CLAIM_INPUTS.values())
+    assert set(results) <= set(catalogue.CLAIM_INPUTS)
+    assert first.inputs["paper_power"] == paths.PAPER_POWER  # what deciding an open claim would cost
 
 
 def test_every_decision_has_its_claim_in_the_paper_order():
@@ -301,8 +304,10 @@ def test_every_decision_has_its_claim_in_the_paper_order():
 
 def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
-    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(cfg)])
+    costs = {name: f"cost of {name}" for name in claims.CLAIMS}
+    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(cfg)], costs)
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
+    assert table[claims.COST].tolist() == list(costs.values())  # each open claim says what deciding it costs
     # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.
     assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"
     assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "

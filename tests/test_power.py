@@ -13,7 +13,7 @@ from helpers import REPO
 from scipy import stats as scipy_stats
 
 from parallel_experts import study
-from parallel_experts.analysis import power
+from parallel_experts.analysis import findings, power
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.analysis.verdicts import ALPHA, NOISE
 from parallel_experts.config.errors import ConfigError
@@ -85,8 +85,8 @@ def paper_tests():
 
 def test_a_design_found_at_80_percent_lands_there_again_with_another_simulator_seed(paper_tests):
     test = paper_tests[(power.DEPTH_TEST, "small budget, L=4 > L=2")]
-    hours = {(test.budget, True, a): 1.0 for a in test.truth[True].allocation}
-    design = next(d for d in planned.search(test, hours, power.DRAWS, seed=0)[0]
+    prices = {"a device": {(test.budget, True, a): 1.0 for a in test.truth[True].allocation}}
+    design = next(d for d in planned.search(test, prices, power.DRAWS, seed=0)[0]
                   if d["target"] == 0.8 and d["design"] == "best per depth")
     simulated = planned._with(test, planned._kept(test, "best per depth"))
     again = power.power(simulated, {True: design["seeds"]}, power.DRAWS, seed=1)
@@ -109,12 +109,31 @@ def test_resampling_the_authors_seeds_agrees_with_the_normal_model(paper_tests, 
 def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
     analysis = {"tests": [
         {"claim": claim, "part": part, "config_design": {"power": 0.5},
-         "designs": [{"design": "best per depth", "target": 0.8, "seeds": 4, "power": 0.85, "hours": hours}]}
+         "designs": [{"design": "best per depth", "target": 0.8, "seeds": 4, "power": 0.85, "hours": hours,
+                      "hours_on": {"a device": hours}}]}
         for claim, part, hours in [("a", "small", 30.0), ("a", "large", 50.0), ("b", "small", 40.0),
                                    (power.DEPTH_TEST, "t1", 25.0), (power.DEPTH_TEST, "t2", 90.0)]]}
     chosen = planned.within(analysis, 100.0)
     # claim a needs both its parts (80 h); the depth tests are claims of their own: t1 (25) + b (40) fit, + a does not
     assert sorted(zip(chosen["claim"], chosen["part"])) == [("b", "small"), (power.DEPTH_TEST, "t1")]
+
+
+def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled():
+    design = {"design": "best per depth", "target": 0.8, "seeds": 4, "power": 0.85}
+    analysis = {"not_modelled": planned.NOT_MODELLED, "tests": [
+        {"claim": "sokoban_fewer_layers", "part": part, "config_design": {"power": 0.5},
+         "designs": [design | {"hours": hours, "hours_on": {"on a device": hours, "on another": 2 * hours}}]}
+        for part, hours in [("small budget", 30.0), ("large budget", 20.0)]] + [
+        {"claim": "sokoban_recurrence_better", "part": "small budget", "config_design": {"power": 0.5},
+         "designs": [{"design": "best per depth", "target": 0.8, "seeds": None}]}]}
+    costs = planned.claim_costs(analysis)
+    assert list(costs) == ["sokoban_fewer_layers", "sokoban_recurrence_better", *[
+        name for name in findings.DECISIONS if name not in {"sokoban_fewer_layers", "sokoban_recurrence_better"}]]
+    # one part that runs decides a claim, so its cheapest part is its cost, on each device
+    assert costs["sokoban_fewer_layers"] == ("20 h on a device, 40 h on another at power 0.85: large budget, best per "
+                                             "depth, 4 seeds per allocation")
+    assert costs["sokoban_recurrence_better"].startswith("more than 50 seeds")
+    assert set(planned.NOT_MODELLED) | {"sokoban_fewer_layers", "sokoban_recurrence_better"} == set(findings.DECISIONS)
 
 
 def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):

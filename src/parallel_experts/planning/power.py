@@ -39,6 +39,23 @@ SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds pe
 # The designs of a test: every allocation of the budget the decision reads, or only the best (by the inputs) at each
 # depth, the cheapest way to ask the same question when the inputs are right.
 DESIGNS = ("every allocation", "best per depth")
+# The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
+_TIMING = "not a question of seeds: a timing benchmark over timed calls on one device (the plan prices rule bench)"
+_NO_SPREAD = ("not modelled yet: the paper's FineWeb runs are single seeds, so it publishes no seed-to-seed spread "
+              "to simulate")
+NOT_MODELLED = {
+    "plans_earlier": "not modelled: its bootstrap intervals resample the test levels that every probed agent solves, "
+                     "not seeds; more such levels, not more seeds, decide it",
+    "lm_comparable_shallow": _NO_SPREAD,
+    "lm_fewer_layers": _NO_SPREAD,
+    "more_experts": "not modelled yet: a two-standard-error rule per (L, d) family over E, in both domains",
+    "full_communication": "not modelled yet: one Welch test between two ablation runs, whose seed spread the paper "
+                          "does not publish",
+    "sqrt_sum_default": "not modelled yet: Welch tests between ablation runs, whose seed spread the paper does not "
+                        "publish",
+    "decode_faster": _TIMING,
+    "training_slower": _TIMING,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,33 +166,43 @@ def tests(config: Mapping) -> list[Decision]:
 # ------------------------------------------------------------------------------------------------ costs
 
 
-def hours_per_seed(config: Mapping, counters: costs.Counters, directory: Path) -> tuple[dict, dict]:
+def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[str, dict]:
     """Device-hours of one seed of each ConvLSTM sweep run, training and evaluation, by (budget, recurrent,
-    allocation label), as the planner prices them (timed jobs of an earlier run where there are any); and the device
-    each family's training is priced on."""
-    jobs = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP]).get(paths.SOKOBAN_SWEEP, [])
+    allocation label), on each device the config knows: the timed jobs' accelerator where an earlier run timed every
+    group of the sweep's jobs (as `plan` measures them), and the devices of the config's `plan` assumptions. The
+    first is the one designs are chosen on."""
+    jobs = [job for job in costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP]).get(paths.SOKOBAN_SWEEP, [])
+            if job.run.sweep == SWEEP]
     timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
-    rates = costs.rates(config, jobs, timed)
-    hours, devices = {}, {}
-    for job in jobs:
-        run = job.run
-        if run.sweep != SWEEP:
-            continue
-        key = (run.budget, run.agent.recurrent, _label(_allocation(run.agent)))
-        seconds = job.flops / rates[job].flops_per_s
-        hours[key] = hours.get(key, 0.0) + seconds * resources.devices(config, job.rule) / 3600 / job.seeds
-        if job.rule == "sokoban_train":
-            devices[run.agent.recurrent] = rates[job].source
-    return hours, devices
+    pricings = {}
+    if jobs and all(job.group in costs.measured_rates(timed) for job in jobs):
+        pricings[f"measured on {config['accelerator']}"] = costs.rates(config, jobs, timed)
+    assumed = {job: costs.assumed_rate(config, job) for job in jobs}
+    devices = sorted({costs.assumption(config, job.rule, job.family).device for job in jobs})
+    pricings[f"assumed on {' and '.join(devices)}"] = assumed
+    found = {}
+    for device, rates in pricings.items():
+        hours = found[device] = {}
+        for job in jobs:
+            key = (job.run.budget, job.run.agent.recurrent, _label(_allocation(job.run.agent)))
+            seconds = job.flops / rates[job].flops_per_s
+            hours[key] = hours.get(key, 0.0) + seconds * resources.devices(config, job.rule) / 3600 / job.seeds
+    return found
 
 
 # ------------------------------------------------------------------------------------------------ designs
 
 
-def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], hours: Mapping
-                 ) -> float:
-    return sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
-               for fam in test.truth for i in keep[fam])
+def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], prices: Mapping
+                 ) -> dict[str, float]:
+    """A design's device-hours on each device of `prices`."""
+    return {device: sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
+                        for fam in test.truth for i in keep[fam]) for device, hours in prices.items()}
+
+
+def _priced(hours: Mapping[str, float]) -> dict:
+    """A design's hours on the first device (the one designs are chosen on), and on every device."""
+    return {"hours": next(iter(hours.values())), "hours_on": dict(hours)}
 
 
 def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
@@ -197,7 +224,7 @@ def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
     return replace(test, truth={f: t.take(keep[f]) for f, t in test.truth.items()})
 
 
-def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
+def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]:
     """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS, with power, its
     standard error and device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every
     number of seeds tried up to the last target reached."""
@@ -210,12 +237,11 @@ def search(test: Decision, hours: Mapping, draws: int, seed: int) -> list[dict]:
         for n in SEEDS:
             seeds = dict.fromkeys(test.truth, n)
             found = stats.power(simulated, seeds, draws, seed)
-            curve.append({"seeds": n, "power": found.power, "stderr": found.stderr,
-                          "hours": design_hours(test, keep, seeds, hours)})
+            priced = _priced(design_hours(test, keep, seeds, prices))
+            curve.append({"seeds": n, "power": found.power, "stderr": found.stderr, "hours": priced["hours"]})
             for target in TARGETS:
                 if target not in reached and found.power >= target:
-                    reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr,
-                                       "hours": design_hours(test, keep, seeds, hours),
+                    reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr, **priced,
                                        "closed_form": closed_form(simulated, seeds)}
             if len(reached) == len(TARGETS):
                 break
@@ -235,16 +261,16 @@ def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
 
 def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
-    hours, devices = hours_per_seed(config, counters, directory)
+    priced = prices(config, counters, directory)
     entries, inputs, given = [], {}, config_designs(config)
     for test in tests(config):
         ours = {fam: given[(test.budget, fam)] for fam in test.truth}
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
-        designs, curves = search(test, hours, draws, seed)
+        designs, curves = search(test, priced, draws, seed)
         entry = {"claim": test.claim, "part": test.part, "budget": test.budget, "rule": test.rule,
                  "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
-                                   "stderr": found.stderr, "hours": design_hours(test, every, ours, hours)},
+                                   "stderr": found.stderr, **_priced(design_hours(test, every, ours, priced))},
                  "designs": designs, "curves": curves}
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
         if closed is not None:
@@ -261,8 +287,8 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
     return {"alpha": verdicts.ALPHA, "correction": "none (the claims page tests each part at alpha, uncorrected)",
             "draws": draws, "seed": seed, "targets": list(TARGETS),
-            "devices": {family(f): d for f, d in devices.items()},
-            "inputs": inputs, "tests": entries}
+            "devices": list(priced),
+            "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED}
 
 
 def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
@@ -299,12 +325,29 @@ def cheapest(analysis: Mapping, target: float = TARGETS[0]) -> pd.DataFrame:
     for entry in analysis["tests"]:
         reached = [d for d in entry["designs"] if d["target"] == target and d["seeds"] is not None]
         best = min(reached, key=lambda d: d["hours"]) if reached else {"design": "none", "seeds": None,
-                                                                         "power": np.nan, "hours": np.nan}
+                                                                         "power": np.nan, "hours": np.nan,
+                                                                         "hours_on": {}}
         rows.append({"claim": entry["claim"], "part": entry["part"], "design": best["design"],
                      "seeds": best["seeds"], "power": best["power"], "hours": best["hours"],
+                     "hours_on": best["hours_on"],
                      "closed_form": best.get("closed_form"),
                      "config_power": entry["config_design"]["power"]})
     return pd.DataFrame(rows)
+
+
+def claim_costs(analysis: Mapping, target: float = TARGETS[0]) -> dict[str, str]:
+    """What deciding each claim of the page costs at power `target`, in words: the cheapest design of its cheapest
+    part (one part that runs decides a claim: findings.combine), or why the analysis does not model it."""
+    table = cheapest(analysis, target)
+    found = {}
+    for claim, rows in table[table["claim"] != stats.DEPTH_TEST].groupby("claim", sort=False):
+        if rows["hours"].notna().any():
+            row = rows.loc[rows["hours"].idxmin()]
+            found[claim] = (f"{_on(row.hours_on, named=True)} at power {row.power:.2f}: {row.part}, {row.design}, "
+                            f"{int(row.seeds)} seeds per allocation")
+        else:
+            found[claim] = f"more than {SEEDS[-1]} seeds per allocation at every budget analysed"
+    return found | {claim: why for claim, why in analysis["not_modelled"].items() if claim not in found}
 
 
 def decided_by_hours(analysis: Mapping) -> pd.DataFrame:
@@ -346,6 +389,13 @@ def _hours(hours: float) -> str:
     return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.2g} h"
 
 
+def _on(hours: Mapping[str, float], named: bool = False) -> str:
+    """Hours on each device, the device named where there are several (or where `named`)."""
+    if len(hours) == 1 and not named:
+        return _hours(next(iter(hours.values())))
+    return ", ".join(f"{_hours(h)} {device}" for device, h in hours.items())
+
+
 def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path]:
     """Each decision's cheapest design at power 0.8 as a config (`designs.config`), named for the decision; with a
     --gpu-hours choice, their union for it too."""
@@ -376,13 +426,15 @@ def printed(analysis: Mapping) -> str:
     lines = [f"power at alpha = {analysis['alpha']}, {analysis['correction']}; {analysis['draws']} simulated "
              "studies per design", "", "inputs:"]
     lines += [f"  {where}: {given['source']}" for where, given in analysis["inputs"].items()]
-    lines += ["", "device-hours priced on: " + "; ".join(f"{f}: {d}" for f, d in analysis["devices"].items()), ""]
+    devices = analysis["devices"]
+    lines += ["", "device-hours " + "; ".join(devices) + (" (designs chosen on the first)" if len(devices) > 1 else ""),
+              ""]
     for target in TARGETS:
         table = cheapest(analysis, target)
         lines.append(f"cheapest design at {target:.0%} power (seeds per allocation; hours):")
         for row in table.itertuples():
             closed = "" if pd.isna(row.closed_form) else f" (closed form {row.closed_form:.3f})"
-            what = (f"{row.design}, {int(row.seeds)} seeds, power {row.power:.3f}{closed}, {_hours(row.hours)}"
+            what = (f"{row.design}, {int(row.seeds)} seeds, power {row.power:.3f}{closed}, {_on(row.hours_on)}"
                     if row.seeds is not None and not pd.isna(row.seeds) else f"no design of up to {SEEDS[-1]} seeds")
             lines.append(f"  {row.claim}, {row.part}: {what}")
         lines.append("")
@@ -394,7 +446,7 @@ def printed(analysis: Mapping) -> str:
         if "bootstrap" in ours:
             closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"
         lines.append(f"  {entry['claim']}, {entry['part']}: seeds {ours['seeds']}, power {ours['power']:.3f} "
-                     f"± {ours['stderr']:.3f}{closed}, {_hours(ours['hours'])}{note}")
+                     f"± {ours['stderr']:.3f}{closed}, {_on(ours['hours_on'])}{note}")
     if "chosen" in analysis:
         chosen = analysis["chosen"]
         lines += ["", f"within {analysis['gpu_hours']:,.0f} device-hours: "

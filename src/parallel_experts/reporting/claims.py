@@ -108,10 +108,15 @@ CLAIMS = {
 }
 
 
-def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str]) -> pd.DataFrame:
+COST = "to decide it (paper scale, power 0.8)"
+
+
+def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], costs: Mapping[str, str]
+          ) -> pd.DataFrame:
     """The claims table: one row per claim with the paper's statement, number and section, our measurement, the
-    test, the verdict and the report that shows it (the first of its reports in `reports`, else ""). `results`:
-    the claims notebook's parameters, the path of each result this config produces by name
+    test, the verdict, the report that shows it (the first of its reports in `reports`, else "") and, where the
+    verdict is open, what deciding it would cost (`costs`, by claim: planning.power.claim_costs). `results`: the
+    claims notebook's parameters, the path of each result this config produces by name
     (targets.catalogue.CLAIM_INPUTS), "" where it produces none."""
     judged = findings.judge(config, {name: store.open_dataset(path) for name, path in results.items() if path})
     present = set(reports)
@@ -122,7 +127,8 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str]) -
         names = [name.format(budget=budget, window=window) for name in claim.reports]
         rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
                      "measured": found.measured, "test": found.test, "rule": found.rule, "verdict": found.verdict,
-                     "report": next((name for name in names if name in present), "")})
+                     "report": next((name for name in names if name in present), ""),
+                     COST: "" if found.verdict in (findings.SUPPORTED, findings.CONTRADICTED) else costs[found.claim]})
     return pd.DataFrame(rows)
 
 

@@ -93,6 +93,8 @@ def reports(config: Mapping) -> list[Report]:
     found += _lm_systems(config)
     read = {path for report in found for path in report.inputs.values()}
     claimed = {name: path for name, path in CLAIM_INPUTS.items() if path in read}
+    # The claims page also says what deciding each open claim would cost at the paper's scale.
+    claimed["paper_power"] = POWER["paper_power"]
     return [_page("claims", claimed), _page("plan", PLAN), _page("power", POWER), *found]
 
 
