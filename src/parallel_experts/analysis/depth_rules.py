@@ -1,10 +1,11 @@
-"""The Sokoban depth decisions on allocations summarised over seeds, elementwise over simulated draws.
+"""The depth decisions of both domains on allocations summarised over seeds, elementwise over simulated draws.
 
-The claims page and the sweep reports decide one draw, our runs (a table of configuration scores); the power
-analysis decides thousands of simulated or resampled draws at once through the same functions, so that the power it
-reports is that of the page's own rule. An `Arms` holds one family's allocations: the mean and sample variance of
-each over its seeds (a leading axis of draws, or none), their seed counts and depths. The selection is the page's:
-the allocation with the best mean, the first of equal ones.
+The claims page and the sweep reports decide one draw, our runs (a table of configuration scores or losses); the
+power analysis decides thousands of simulated or resampled draws at once through the same functions, so that the
+power it reports is that of the page's own rule. An `Arms` holds one family's allocations: the mean and sample
+variance of each over its seeds (a leading axis of draws, or none), their seed counts and depths. Higher is better:
+a language model's arms hold its negated losses. The selection is the page's: the allocation with the best mean,
+the first of equal ones (tables list a family's allocations shallowest first).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class Arms:
         """Rows of `sokoban_scores.configuration_scores`, in their order."""
         return cls(table["mean"].to_numpy(float), table["variance"].to_numpy(float), table["seeds"].to_numpy(int),
                    table["depth"].to_numpy(int))
+
+    @classmethod
+    def of_losses(cls, table: pd.DataFrame) -> Arms:
+        """Rows of `lm_losses.run_table` with a validation loss, in their order, negated (higher is better)."""
+        variance = [np.var(losses, ddof=1) if len(losses) > 1 else np.nan for losses in table["losses"]]
+        return cls(-table["validation_loss"].to_numpy(float), np.asarray(variance, float),
+                   table["seeds"].to_numpy(int), table["depth"].to_numpy(int))
 
     def best(self, where: np.ndarray | None = None) -> np.ndarray:
         """The index of the best mean (among `where`, broadcast against the means); -1 where none qualifies."""
@@ -101,3 +109,15 @@ def recurrence_better(recurrent: Arms, nonrecurrent: Arms) -> tuple[np.ndarray, 
     (rec, rec_var, rec_n), (non, non_var, non_n) = recurrent.at(recurrent.best()), nonrecurrent.at(nonrecurrent.best())
     gap, stderr = rec - non, np.sqrt(rec_var / rec_n + non_var / non_n)
     return gap, stderr, verdicts.direction(gap, stderr)
+
+
+def comparable_shallow(recurrent: Arms, nonrecurrent: Arms, shallow: int = 2
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fig. 5's claim on language-model arms (negated losses): the best recurrent allocation at L ≤ `shallow` against
+    the best non-recurrent one, comparable or better within verdicts.COMPARABLE nats, tested over seeds where both have
+    several, by the single-run rule where not. (index of each, verdicts direction, p; NaN where no test)."""
+    i, j = recurrent.best(recurrent.depth <= shallow), nonrecurrent.best()
+    (ours, ours_var, ours_n), (rival, rival_var, rival_n) = recurrent.at(i), nonrecurrent.at(j)
+    tested, p = verdicts.comparable_from_summaries(-ours, ours_var, ours_n, -rival, rival_var, rival_n)
+    one_run = (ours_n < 2) | (rival_n < 2)
+    return i, j, np.where(one_run, verdicts.comparable(rival - ours), tested), np.where(one_run, np.nan, p)

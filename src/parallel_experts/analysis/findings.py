@@ -250,7 +250,8 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
             gap = mine["validation_loss"] - rival["validation_loss"]
             measured = (f"sqrt_sum: {lm_losses.loss_text(mine)}, best other ({rival['aggregation']}): "
                         f"{lm_losses.loss_text(rival)} ({gap:+.3f} nats)")
-            parts["FineWeb"] = _comparable_finding(measured, mine["losses"], rival["losses"], gap, "sqrt_sum")
+            parts["FineWeb"] = _comparable_finding(measured, gap, "sqrt_sum",
+                                                   verdicts.comparable_over_seeds(mine["losses"], rival["losses"]))
     return combine(parts)
 
 
@@ -282,29 +283,28 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
 
 def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
     """Fig. 5: the best recurrent configuration at L ≤ 2 against the best non-recurrent one of the budget and
-    window (means over seeds), comparable or better within verdicts.COMPARABLE nats: tested over seeds where both
-    have several (verdicts.comparable_over_seeds), the single-run rule where not."""
+    window (means over seeds), comparable or better within verdicts.COMPARABLE nats (depth_rules.comparable_shallow):
+    tested over seeds where both have several, the single-run rule where not."""
 
     runs = lm_losses.run_table(sweep)
     runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
-    rec = runs[runs["recurrent"] & (runs["depth"] <= 2)]
-    non = runs[~runs["recurrent"].astype(bool)]
-    if not len(rec) or not len(non):
+    rec, non = runs[runs["recurrent"].astype(bool)], runs[~runs["recurrent"].astype(bool)]
+    if not (rec["depth"] <= 2).any() or not len(non):
         return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
-    r, n = rec.loc[rec["validation_loss"].idxmin()], non.loc[non["validation_loss"].idxmin()]
+    i, j, direction, p = depth_rules.comparable_shallow(*(depth_rules.Arms.of_losses(rows) for rows in (rec, non)))
+    r, n = rec.iloc[int(i)], non.iloc[int(j)]
     gap = r["validation_loss"] - n["validation_loss"]
     measured = (f"recurrent {r['allocation']}: {lm_losses.loss_text(r)}, best non-recurrent {n['allocation']}: "
                 f"{lm_losses.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
-    return _comparable_finding(measured, r["losses"], n["losses"], gap, "recurrent")
+    return _comparable_finding(measured, gap, "recurrent", None if np.isnan(p) else (int(direction), float(p)))
 
 
-def _comparable_finding(measured: str, ours, rival, gap: float, name: str) -> Finding:
-    """"Comparable or better" of `name`'s losses `ours` against `rival`'s (per seed; `gap`: the difference of their
-    means): the test over seeds where both sides have several, else the single-run rule."""
-    test = verdicts.comparable_over_seeds(ours, rival)
-    if test is None:
+def _comparable_finding(measured: str, gap: float, name: str, tested: tuple[int, float] | None) -> Finding:
+    """"Comparable or better" of `name` against a rival whose mean loss is `gap` nats below: `tested`, the direction
+    and p of the test over seeds (verdicts.comparable_over_seeds), or None for the single-run rule."""
+    if tested is None:
         return Finding(BY_DIRECTION[verdicts.comparable(gap)], measured, "one run each, no test", verdicts.ONE_RUN)
-    direction, p = test
+    direction, p = tested
     side = "less" if gap <= verdicts.COMPARABLE else "more"
     return Finding(BY_DIRECTION[direction], measured,
                    f"{name} {side} than {verdicts.COMPARABLE} nats worse: {welch_text(p)}", verdicts.COMPARABLE_SEEDS)

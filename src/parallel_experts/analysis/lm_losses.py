@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import comparison, verdicts
+from parallel_experts.analysis import comparison, depth_rules, verdicts
 from parallel_experts.core import budget as budgets
 from parallel_experts.core import definitions
 from parallel_experts.results import paper as published
@@ -162,19 +162,20 @@ def loss_text(row: pd.Series) -> str:
 
 
 def _depth_test(group: pd.DataFrame, rec: pd.Series, non: pd.Series) -> tuple[float | None, str]:
-    """The one-sided Welch p of `fewer_layers` (None: no test) and the words that end its sentence."""
+    """The one-sided Welch p of `fewer_layers` (None: no test; depth_rules.fewer_layers decides) and the words that
+    end its sentence."""
     if group["seeds"].max() <= 1:
         return None, "one run per allocation, so small differences may be noise."
     if rec["depth"] == non["depth"]:
         return None, "losses are means over seeds."
+    rows = {r: group[group["recurrent"] == r].dropna(subset=["validation_loss"]) for r in (True, False)}
+    found = depth_rules.fewer_layers(*(depth_rules.Arms.of_losses(rows[r]) for r in (True, False)))
     deeper, shallow_depth = (rec, non["depth"]) if rec["depth"] > non["depth"] else (non, rec["depth"])
     family = definitions.family(deeper["recurrent"])
-    within = group[(group["recurrent"] == deeper["recurrent"]) & (group["depth"] <= shallow_depth)]
-    rival = best_allocation(within)
-    if not len(rival):
+    if found.rival < 0:
         return None, f"losses are means over seeds; no {family} allocation at L ≤ {shallow_depth} to test."
-    rival = rival.iloc[0]
-    p = verdicts.welch_greater(rival["losses"], deeper["losses"])  # H1: the deeper best has the lower loss
+    rival = rows[bool(deeper["recurrent"])].iloc[int(found.rival)]
+    p = None if np.isnan(found.p) else float(found.p)
     if p is None:
         return None, f"losses are means over seeds; {verdicts.welch_text(p)}."
     outcome = "a significantly" if verdicts.significant(p) else "no significantly"

@@ -93,12 +93,23 @@ def direction(gap, stderr):
     return int(found) if found.ndim == 0 else found
 
 
-def comparable(worse_by: float) -> int:
+def comparable(worse_by):
     """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival. +1:
-    comparable or better; −1: worse by more than twice COMPARABLE; 0: in between."""
-    if worse_by <= COMPARABLE:
-        return 1
-    return -1 if worse_by > 2 * COMPARABLE else 0
+    comparable or better; −1: worse by more than twice COMPARABLE; 0: in between. Elementwise over arrays."""
+    found = np.where(worse_by <= COMPARABLE, 1, np.where(worse_by > 2 * COMPARABLE, -1, 0))
+    return int(found) if found.ndim == 0 else found
+
+
+def comparable_from_summaries(ours_mean, ours_variance, ours_seeds, rival_mean, rival_variance, rival_seeds
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """`comparable_over_seeds` from each side's mean loss, sample variance and count, elementwise over arrays:
+    (direction, p); p NaN and direction 0 where a side has fewer than two values."""
+    margin = np.asarray(rival_mean) + COMPARABLE
+    within = np.asarray(ours_mean) <= margin
+    toward = welch_from_summaries(margin, rival_variance, rival_seeds, ours_mean, ours_variance, ours_seeds)[1]
+    away = welch_from_summaries(ours_mean, ours_variance, ours_seeds, margin, rival_variance, rival_seeds)[1]
+    p = np.where(within, toward, away)
+    return np.where(significant(p), np.where(within, 1, -1), 0), p
 
 
 def comparable_over_seeds(ours: Iterable[float], rival: Iterable[float]) -> tuple[int, float] | None:
@@ -106,9 +117,9 @@ def comparable_over_seeds(ours: Iterable[float], rival: Iterable[float]) -> tupl
     less than COMPARABLE nats above `rival` (one-sided Welch of the rival's losses plus COMPARABLE against ours),
     −1 where it is significantly more, 0 where neither; with the p-value of the side the means lie on. None where
     either side has fewer than two values (then `comparable` decides)."""
-    ours, margin = np.asarray(list(ours), float), np.asarray(list(rival), float) + COMPARABLE
-    if min(len(ours), len(margin)) < 2:
+    ours, rival = np.asarray(list(ours), float), np.asarray(list(rival), float)
+    if min(len(ours), len(rival)) < 2:
         return None
-    within = ours.mean() <= margin.mean()
-    p = welch_toward(margin, ours, within)
-    return (1 if within else -1) if significant(p) else 0, p
+    direction, p = comparable_from_summaries(ours.mean(), ours.var(ddof=1), len(ours),
+                                             rival.mean(), rival.var(ddof=1), len(rival))
+    return int(direction), float(p)
