@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import yaml
 from helpers import REPO
+from test_claims import lm_sweep
 from scipy import stats as scipy_stats
 
 from parallel_experts import study
-from parallel_experts.analysis import findings, power
+from parallel_experts.analysis import depth_rules, findings, power
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.analysis.verdicts import ALPHA, NOISE
 from parallel_experts.config.errors import ConfigError
@@ -118,6 +119,23 @@ def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
     assert sorted(zip(chosen["claim"], chosen["part"])) == [("b", "small"), (power.DEPTH_TEST, "t1")]
 
 
+@pytest.mark.parametrize("claim", ["lm_fewer_layers", "lm_comparable_shallow"])
+def test_a_simulated_fineweb_draw_gets_the_claims_pages_verdict(claim):
+    """The power analysis decides FineWeb draws as findings decides a sweep of the same losses."""
+    depth, draws = np.array([1, 2, 4]), 40
+    means = {True: [3.56, 3.50, 3.52], False: [3.60, 3.55, 3.52]}
+    rng = np.random.default_rng(3)
+    losses = {r: rng.normal(np.array(m)[:, None], 0.02, size=(draws, 3, 2)) for r, m in means.items()}
+    decide = {"lm_fewer_layers": power.lm_fewer_layers, "lm_comparable_shallow": power.lm_comparable_shallow}[claim]
+    simulated = decide({r: depth_rules.Arms.of_scores(-values, depth) for r, values in losses.items()})
+    for draw in range(draws):
+        sweep = lm_sweep({(r, int(d)): losses[r][draw, k] for r in (True, False) for k, d in enumerate(depth)})
+        found = (findings.lm_fewer_layers(sweep) if claim == "lm_fewer_layers"
+                 else findings.lm_comparable_shallow(sweep, "small", 64))
+        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+    assert 0 < simulated.mean() < 1  # the draws reach both verdicts
+
+
 def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled():
     design = {"design": "best per depth", "target": 0.8, "seeds": 4, "power": 0.85}
     analysis = {"not_modelled": planned.NOT_MODELLED, "tests": [
@@ -127,13 +145,14 @@ def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled
         {"claim": "sokoban_recurrence_better", "part": "small budget", "config_design": {"power": 0.5},
          "designs": [{"design": "best per depth", "target": 0.8, "seeds": None}]}]}
     costs = planned.claim_costs(analysis)
-    assert list(costs) == ["sokoban_fewer_layers", "sokoban_recurrence_better", *[
-        name for name in findings.DECISIONS if name not in {"sokoban_fewer_layers", "sokoban_recurrence_better"}]]
+    assert list(costs) == ["sokoban_fewer_layers", "sokoban_recurrence_better", *planned.NOT_MODELLED]
     # one part that runs decides a claim, so its cheapest part is its cost, on each device
     assert costs["sokoban_fewer_layers"] == ("20 h on a device, 40 h on another at power 0.85: large budget, best per "
                                              "depth, 4 seeds per allocation")
     assert costs["sokoban_recurrence_better"].startswith("more than 50 seeds")
-    assert set(planned.NOT_MODELLED) | {"sokoban_fewer_layers", "sokoban_recurrence_better"} == set(findings.DECISIONS)
+    # every claim of the page is either modelled or said not to be
+    modelled = {test.claim for test in planned.tests(study.load([str(REPO / "config/paper.yaml")]))} - {power.DEPTH_TEST}
+    assert modelled | set(planned.NOT_MODELLED) == set(findings.DECISIONS) and not modelled & set(planned.NOT_MODELLED)
 
 
 def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
@@ -143,10 +162,15 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     found = json.loads(first.stdout)
     assert {(t["claim"], t["part"]) for t in found["tests"]} == {
         (power.DEPTH_TEST, "small budget, L=2 > L=1"), ("sokoban_fewer_layers", "small budget"),
-        ("sokoban_recurrence_better", "small budget")}
-    # one seed per run decides nothing; every input names its source
-    assert all(t["config_design"]["power"] == 0 for t in found["tests"])
-    assert all("power.sokoban" in given["source"] for given in found["inputs"].values())
+        ("sokoban_recurrence_better", "small budget"), ("lm_fewer_layers", "small budget, W = 16"),
+        ("lm_comparable_shallow", "small budget, W = 16")}
+    sokoban = [t for t in found["tests"] if t["domain"] == "sokoban"]
+    # one seed per Sokoban run decides nothing; FineWeb's one-seed rules decide with no test, and say so
+    assert all(t["config_design"]["power"] == 0 for t in sokoban)
+    assert all(t["config_design"]["rule"] == planned.ONE_SEED[t["claim"]]
+               for t in found["tests"] if t["domain"] == "lm")
+    assert all(f"power.{domain}" in given["source"] for domain in ("sokoban", "lm")
+               for where, given in found["inputs"].items() if ("W =" in where) == (domain == "lm"))
     (cache,) = (tmp_path / "results/power/cache").iterdir()
     cache.write_text(json.dumps(found | {"draws": 7}))  # the rerun reads the cache, it does not recompute
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7

@@ -63,6 +63,17 @@ class Decision:
     rule: str  # the verdicts rule that decides it
     truth: Mapping[bool, Truth]  # by family, recurrent: True
     decide: Decide
+    domain: str = "sokoban"  # or "lm"
+    window: int | None = None  # FineWeb's training window
+
+    @property
+    def setting(self) -> str:
+        return setting(self.budget, self.window)
+
+
+def setting(budget: str, window: int | None = None) -> str:
+    """The runs a decision reads, in words: a budget, and a window in FineWeb."""
+    return budget if window is None else f"{budget}, W = {window}"
 
 
 DEPTH_TEST = "depth_test"  # the authors' Welch depth tests of Tables 1 and 7
@@ -78,6 +89,17 @@ def fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
 
 def recurrence_better(arms: Mapping[bool, Arms]) -> np.ndarray:
     return depth_rules.recurrence_better(arms[True], arms[False])[2] == 1
+
+
+def lm_fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
+    """Fig. 3 (right) as findings.lm_fewer_layers decides it: the recurrent best shallower, significantly where a test
+    ran; with one seed (or no rival to test) the depths alone."""
+    found = depth_rules.fewer_layers(arms[True], arms[False])
+    return (found.direction == 1) & (np.isnan(found.p) | verdicts.significant(found.p))
+
+
+def lm_comparable_shallow(arms: Mapping[bool, Arms]) -> np.ndarray:
+    return depth_rules.comparable_shallow(arms[True], arms[False])[2] == 1
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
-"""A design of the power analysis as a config that runs it (`power --write DIR`): the analysed config with its
-Sokoban sweep cut down to the design's budget, families, allocations and seeds, and nothing else of Sokoban (no
-ablation, probe or expert-count run). It validates, dry-runs, rehearses and plans as the config it came from; its
-description says which claims it is designed to decide, at what power, and which target shows them.
+"""A design of the power analysis as a config that runs it (`power --write DIR`): the analysed config with the
+sweeps its decisions read cut down to the design's budgets, families, allocations and seeds (and FineWeb's windows),
+and nothing else of that domain (no ablation, probe, expert-count run or systems table). It validates, dry-runs,
+rehearses and plans as the config it came from; its description says which claims it is designed to decide, at what
+power, and which target shows them.
 
-The language-model part is kept as it was (the schema needs it), and runs only where a target asks for it: run a
-written config with its target (`snakemake --configfile FILE tables_1_7`), not with `all`.
+A domain no decision reads is kept as it was (the schema needs it), and runs only where a target asks for it: run a
+written config with its targets (`snakemake --configfile FILE tables_1_7`), not with `all`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from parallel_experts.core import atomic
 
 # The named target whose page shows each decision's verdict on our runs.
 TARGET = {stats.DEPTH_TEST: "tables_1_7", "sokoban_fewer_layers": "fig3_left",
-          "sokoban_recurrence_better": "fig3_left"}
+          "sokoban_recurrence_better": "fig3_left", "lm_fewer_layers": "fig3_right", "lm_comparable_shallow": "fig5"}
 SCALE = "claims"
 
 
@@ -31,10 +32,25 @@ def _allocations(labels: Sequence[str]) -> list[list[int]]:
 
 def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[int]], int, float]], sweep: str,
            what: str) -> dict:
-    """`base` running every (decision, allocations kept per family, seeds, power) of `chosen` in its ConvLSTM sweep
-    `sweep`; `what` names the set in the description."""
+    """`base` running every (decision, allocations kept per family, seeds, power) of `chosen`: the Sokoban ones in
+    its ConvLSTM sweep `sweep`, the FineWeb ones in its sweep; `what` names the set in the description."""
     found = copy.deepcopy(dict(base))
-    sokoban = found["sokoban"]
+    sokoban = [c for c in chosen if c[0].domain == "sokoban"]
+    lm = [c for c in chosen if c[0].domain == "lm"]
+    if sokoban:
+        _sokoban(found["sokoban"], sokoban, sweep)
+    if lm:
+        _lm(found["lm"], lm)
+    decided = "; ".join(f"{test.claim.replace('_', ' ')}, {test.part} (power {p:.2f}, {n} seeds)"
+                        for test, _, n, p in chosen)
+    targets = " ".join(dict.fromkeys(TARGET[test.claim] for test, *_ in chosen))
+    found["scale"] = SCALE
+    found["description"] = (f"{what}, written by `python -m parallel_experts power`: the cheapest design that decides "
+                            f"{decided}. Run it with `snakemake --configfile FILE {targets}`.")
+    return found
+
+
+def _sokoban(sokoban: dict, chosen: Sequence, sweep: str) -> None:
     budgets, families = {}, set()
     for test, keep, n, _ in chosen:
         spec = budgets.setdefault(test.budget, {key: value for key, value in sokoban["budgets"][test.budget].items()
@@ -53,13 +69,25 @@ def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[in
                                  "recurrent": sorted(families, reverse=True), "budgets": list(budgets)}}
     for key in ("ablations", "probes", "expert_count"):
         sokoban.pop(key, None)
-    decided = "; ".join(f"{test.claim.replace('_', ' ')}, {test.part} (power {p:.2f}, {n} seeds)"
-                        for test, _, n, p in chosen)
-    targets = " ".join(dict.fromkeys(TARGET[test.claim] for test, *_ in chosen))
-    found["scale"] = SCALE
-    found["description"] = (f"{what}, written by `python -m parallel_experts power`: the cheapest design that decides "
-                            f"{decided}. Run it with `snakemake --configfile FILE {targets}`.")
-    return found
+
+
+def _lm(lm: dict, chosen: Sequence) -> None:
+    """Both families train a FineWeb budget's allocations at every window: the union of the kept ones, the largest
+    seeds, the chosen windows."""
+    budgets, windows = {}, []
+    for test, keep, n, _ in chosen:
+        given = lm["budgets"][test.budget]
+        spec = budgets.setdefault(test.budget, {key: value for key, value in given.items()
+                                                if key not in ("allocations", "seeds")} | {"allocations": []})
+        labels = {label for family, truth in test.truth.items() for label in
+                  (truth.allocation[i] for i in keep[family])}
+        spec["allocations"] += [a for a in given["allocations"]
+                                if f"L{a[0]} E{a[1]} d{a[2]}" in labels and a not in spec["allocations"]]
+        spec["seeds"] = list(range(max(n, len(spec.get("seeds", [])))))
+        windows += [test.window] if test.window not in windows else []
+    lm["budgets"], lm["windows"] = budgets, windows
+    for key in ("ablations", "latency", "throughput"):
+        lm.pop(key, None)
 
 
 def write(path: str | Path, config: Mapping) -> None:

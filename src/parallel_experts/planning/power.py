@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,13 +24,14 @@ import numpy as np
 import pandas as pd
 
 from parallel_experts import study
-from parallel_experts.analysis import comparison, depth_rules, sokoban_scores, verdicts
+from parallel_experts.analysis import comparison, depth_rules, findings, sokoban_scores, verdicts
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import configfile, option
 from parallel_experts.core import atomic
 from parallel_experts.core.definitions import family
+from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import costs, designs, resources
 from parallel_experts.results import paths
 
@@ -39,15 +41,14 @@ SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds pe
 # The designs of a test: every allocation of the budget the decision reads, or only the best (by the inputs) at each
 # depth, the cheapest way to ask the same question when the inputs are right.
 DESIGNS = ("every allocation", "best per depth")
+# The rule that decides a claim from one seed per allocation (no test at alpha: nothing bounds its false positives).
+# Designs are sought from two seeds up; the config's own design may have one.
+ONE_SEED = {"lm_fewer_layers": findings.LOWEST_LOSS_DEPTH, "lm_comparable_shallow": verdicts.ONE_RUN}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
 _TIMING = "not a question of seeds: a timing benchmark over timed calls on one device (the plan prices rule bench)"
-_NO_SPREAD = ("not modelled yet: the paper's FineWeb runs are single seeds, so it publishes no seed-to-seed spread "
-              "to simulate")
 NOT_MODELLED = {
     "plans_earlier": "not modelled: its bootstrap intervals resample the test levels that every probed agent solves, "
                      "not seeds; more such levels, not more seeds, decide it",
-    "lm_comparable_shallow": _NO_SPREAD,
-    "lm_fewer_layers": _NO_SPREAD,
     "more_experts": "not modelled yet: a two-standard-error rule per (L, d) family over E, in both domains",
     "full_communication": "not modelled yet: one Welch test between two ablation runs, whose seed spread the paper "
                           "does not publish",
@@ -105,7 +106,7 @@ def _authors(budget_name: str, allocations: list) -> Truth | None:
                  tuple(sokoban_scores.seed_scores(per_seed, pd.Series(r._asdict())) for r in rows))
 
 
-def _assumed(spec: Mapping, key: str, allocations: list, top: float) -> Truth:
+def _assumed(key: str, spec: Mapping, allocations: list, top: float) -> Truth:
     """A family profile from the config's assumption `spec` (at `key`): every allocation at `best_depth` scores
     `top`; the others fall linearly in log2 L, to `depth_gain` below it at the depth farthest from it."""
     depth = np.array([a[0] for a in allocations])
@@ -117,12 +118,14 @@ def _assumed(spec: Mapping, key: str, allocations: list, top: float) -> Truth:
                  f"assumed ({key}): {spec['reason']}")
 
 
-def _assumption(config: Mapping, family_name: str) -> tuple[str, Mapping]:
-    key = f"power.sokoban.{family_name}"
-    spec = config.get("power", {}).get("sokoban", {}).get(family_name)
+def _assumption(config: Mapping, domain: str, family_name: str) -> tuple[str, Mapping]:
+    key = f"power.{domain}.{family_name}"
+    spec = config.get("power", {}).get(domain, {}).get(family_name)
     if spec is None:
         raise ConfigError(f"{key}: no assumption for the {family_name} family, which the authors published no "
-                          "per-seed returns for at this budget; give best_depth, depth_gain, sd and reason")
+                          "per-seed scores for here; give best_depth, depth_gain, sd and reason")
+    if family_name == "nonrecurrent" and "below_recurrent" not in spec:
+        raise ConfigError(f"{key}.below_recurrent: how far the non-recurrent best lies below the recurrent best")
     return key, spec
 
 
@@ -132,24 +135,50 @@ def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) 
     if comparison.same_budget_as_paper(config, "sokoban", budget_name):
         found[True] = _authors(budget_name, allocations[True])
     if found.get(True) is None:
-        key, spec = _assumption(config, "recurrent")
-        found[True] = _assumed(spec, key, allocations[True], 0.0)
-    key, spec = _assumption(config, "nonrecurrent")
-    if "below_recurrent" not in spec:
-        raise ConfigError(f"{key}.below_recurrent: how far the non-recurrent best lies below the recurrent best")
-    found[False] = _assumed(spec, key, allocations[False], float(found[True].mean.max()) - spec["below_recurrent"])
+        found[True] = _assumed(*_assumption(config, "sokoban", "recurrent"), allocations[True], 0.0)
+    found[False] = _below(config, "sokoban", found[True], allocations[False])
     return found
 
 
+def _below(config: Mapping, domain: str, recurrent: Truth, allocations: list) -> Truth:
+    """The non-recurrent family's assumed truth, its best `below_recurrent` under the recurrent best."""
+    key, spec = _assumption(config, domain, "nonrecurrent")
+    return _assumed(key, spec, allocations, float(recurrent.mean.max()) - spec["below_recurrent"])
+
+
+def lm_truths(config: Mapping, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
+    """Both FineWeb families' truth at one budget and window, in negated losses (higher is better): the config's
+    `power.lm` assumptions (the paper's FineWeb runs are single seeds)."""
+    recurrent = _assumed(*_assumption(config, "lm", "recurrent"), allocations[True], 0.0)
+    return {True: recurrent, False: _below(config, "lm", recurrent, allocations[False])}
+
+
+def _grid(runs, where) -> dict:
+    """setting -> family -> the allocations (L, E, d) of `runs`, each once, by `where(run)`: (setting, recurrent,
+    allocation)."""
+    grid: dict = {}
+    for run in runs:
+        setting, recurrent, allocation = where(run)
+        found = grid.setdefault(setting, {}).setdefault(recurrent, [])
+        if allocation not in found:
+            found.append(allocation)
+    return {setting: families for setting, families in grid.items() if set(families) == {True, False}}
+
+
+# A run's cell of the analysis: ((budget, window: None in Sokoban), recurrent, (L, E, d)).
+def _sokoban_cell(run) -> tuple:
+    return (run.budget, None), run.agent.recurrent, _allocation(run.agent)
+
+
+def _lm_cell(run) -> tuple:
+    return (run.budget, run.window), run.model.recurrent, _allocation(run.model)
+
+
 def tests(config: Mapping) -> list[Decision]:
-    """Every decision analysed, at each budget of the config's ConvLSTM sweep that has both families."""
-    grid = {}
-    for run in _sweep(config):
-        grid.setdefault(run.budget, {}).setdefault(run.agent.recurrent, []).append(_allocation(run.agent))
+    """Every decision analysed: at each budget of the config's ConvLSTM sweep, and each budget and window of its
+    FineWeb sweep, that has both families."""
     found = []
-    for name, families in grid.items():
-        if set(families) != {True, False}:
-            continue
+    for (name, _), families in _grid(_sweep(config), _sokoban_cell).items():
         truth = truths(config, name, families)
         for deeper, shallower in sokoban_scores.DEPTH_TESTS:
             if {deeper, shallower} <= set(truth[True].depth):
@@ -160,33 +189,45 @@ def tests(config: Mapping) -> list[Decision]:
                               stats.fewer_layers))
         found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.TWO_STANDARD_ERRORS, truth,
                           stats.recurrence_better))
+    for (name, window), families in _grid(study.runs(config).lm.sweeps, _lm_cell).items():
+        truth, part = lm_truths(config, families), f"{name} budget, W = {window}"
+        where = {"domain": "lm", "window": window}
+        found.append(Decision("lm_fewer_layers", part, name, verdicts.WELCH, truth, stats.lm_fewer_layers, **where))
+        if (name, window) == study.fig5_setting(config):
+            found.append(Decision("lm_comparable_shallow", part, name, verdicts.COMPARABLE_SEEDS, truth,
+                                  stats.lm_comparable_shallow, **where))
     return found
 
 
 # ------------------------------------------------------------------------------------------------ costs
 
 
-def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[str, dict]:
-    """Device-hours of one seed of each ConvLSTM sweep run, training and evaluation, by (budget, recurrent,
+def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[str, dict[str, dict]]:
+    """Per domain, device-hours of one seed of each analysed run, training and evaluation, by (setting, recurrent,
     allocation label), on each device the config knows: the timed jobs' accelerator where an earlier run timed every
-    group of the sweep's jobs (as `plan` measures them), and the devices of the config's `plan` assumptions. The
-    first is the one designs are chosen on."""
-    jobs = [job for job in costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP]).get(paths.SOKOBAN_SWEEP, [])
-            if job.run.sweep == SWEEP]
-    timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
-    pricings = {}
-    if jobs and all(job.group in costs.measured_rates(timed) for job in jobs):
-        pricings[f"measured on {config['accelerator']}"] = costs.rates(config, jobs, timed)
-    assumed = {job: costs.assumed_rate(config, job) for job in jobs}
-    devices = sorted({costs.assumption(config, job.rule, job.family).device for job in jobs})
-    pricings[f"assumed on {' and '.join(devices)}"] = assumed
+    group of the domain's jobs (as `plan` measures them), and the device of the config's `plan` assumption. The first
+    is the one designs are chosen on."""
+    by_result = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP, paths.LM_SWEEP])
+    first_seed = {name: lm_experiment.seeds(config, name)[0] for name in config["lm"]["budgets"]}
+    cells = {"sokoban": (by_result.get(paths.SOKOBAN_SWEEP, []), lambda run: run.sweep == SWEEP, _sokoban_cell),
+             "lm": (by_result.get(paths.LM_SWEEP, []), lambda run: run.seed == first_seed[run.budget], _lm_cell)}
     found = {}
-    for device, rates in pricings.items():
-        hours = found[device] = {}
-        for job in jobs:
-            key = (job.run.budget, job.run.agent.recurrent, _label(_allocation(job.run.agent)))
-            seconds = job.flops / rates[job].flops_per_s
-            hours[key] = hours.get(key, 0.0) + seconds * resources.devices(config, job.rule) / 3600 / job.seeds
+    for domain, (jobs, priced, cell) in cells.items():
+        jobs = [job for job in jobs if priced(job.run)]
+        timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
+        pricings = {}
+        if jobs and all(job.group in costs.measured_rates(timed) for job in jobs):
+            pricings[f"measured on {config['accelerator']}"] = costs.rates(config, jobs, timed)
+        devices = sorted({costs.assumption(config, job.rule, job.family).device for job in jobs})
+        pricings[f"assumed on {' and '.join(devices)}"] = {job: costs.assumed_rate(config, job) for job in jobs}
+        found[domain] = {}
+        for device, rates in pricings.items():
+            hours = found[domain][device] = {}
+            for job in jobs:
+                where, recurrent, allocation = cell(job.run)
+                key = (stats.setting(*where), recurrent, _label(allocation))
+                seconds = job.flops / rates[job].flops_per_s * resources.devices(config, job.rule)
+                hours[key] = hours.get(key, 0.0) + seconds / 3600 / max(job.seeds, 1)  # a Sokoban job's seeds
     return found
 
 
@@ -196,7 +237,7 @@ def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[s
 def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], prices: Mapping
                  ) -> dict[str, float]:
     """A design's device-hours on each device of `prices`."""
-    return {device: sum(hours[(test.budget, fam, test.truth[fam].allocation[i])] * seeds[fam]
+    return {device: sum(hours[(test.setting, fam, test.truth[fam].allocation[i])] * seeds[fam]
                         for fam in test.truth for i in keep[fam]) for device, hours in prices.items()}
 
 
@@ -255,8 +296,11 @@ def _sweep(config: Mapping) -> list:
 
 
 def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
-    """The seeds per allocation the config gives each (budget, family) of its ConvLSTM sweep."""
-    return {(run.budget, run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
+    """The seeds per allocation the config gives each (setting, family) of its analysed sweeps."""
+    found = {(stats.setting(run.budget), run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
+    for run in study.runs(config).lm.sweeps:
+        found[(stats.setting(run.budget, run.window), run.model.recurrent)] = len(lm_experiment.seeds(config, run.budget))
+    return found
 
 
 def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
@@ -264,14 +308,17 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
     priced = prices(config, counters, directory)
     entries, inputs, given = [], {}, config_designs(config)
     for test in tests(config):
-        ours = {fam: given[(test.budget, fam)] for fam in test.truth}
+        ours = {fam: given[(test.setting, fam)] for fam in test.truth}
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
-        designs, curves = search(test, priced, draws, seed)
-        entry = {"claim": test.claim, "part": test.part, "budget": test.budget, "rule": test.rule,
+        designs, curves = search(test, priced[test.domain], draws, seed)
+        entry = {"claim": test.claim, "part": test.part, "domain": test.domain, "setting": test.setting,
+                 "rule": test.rule,
                  "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
-                                   "stderr": found.stderr, **_priced(design_hours(test, every, ours, priced))},
+                                   "stderr": found.stderr, **_priced(design_hours(test, every, ours, priced[test.domain]))},
                  "designs": designs, "curves": curves}
+        if min(ours.values()) < 2:
+            entry["config_design"]["rule"] = ONE_SEED.get(test.claim, "one seed: no test")
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
         if closed is not None:
             entry["config_design"]["closed_form"] = closed
@@ -281,13 +328,13 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
         if test.claim == stats.DEPTH_TEST:
             continue  # its inputs are a subset of the budget's
         for fam, truth in test.truth.items():
-            inputs[f"{test.budget}, {family(fam)}"] = {
+            inputs[f"{test.setting}, {family(fam)}"] = {
                 "source": truth.source,
                 "allocations": {a: {"mean": float(m), "sd": float(s)}
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
     return {"alpha": verdicts.ALPHA, "correction": "none (the claims page tests each part at alpha, uncorrected)",
             "draws": draws, "seed": seed, "targets": list(TARGETS),
-            "devices": list(priced),
+            "devices": {domain: list(by_device) for domain, by_device in priced.items()},
             "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED}
 
 
@@ -409,8 +456,8 @@ def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path
     for row in cheapest(analysis).itertuples():
         if pd.isna(row.seeds):
             continue
-        name = f"{row.claim}-{row.part}".replace(" budget", "").replace(", ", "-").replace(" > ", "-over-")
-        path = folder / (name.replace("=", "").replace(" ", "-") + ".yaml")
+        name = f"{row.claim}-{row.part}".replace(" budget", "").replace(" > ", " over ").replace("=", "")
+        path = folder / (re.sub(r"[^\w.]+", "-", name) + ".yaml")
         designs.write(path, designs.config(config, chosen(pd.DataFrame([row])), SWEEP, f"The design for {row.claim}"))
         written.append(path)
     if "chosen" in analysis:
@@ -426,9 +473,8 @@ def printed(analysis: Mapping) -> str:
     lines = [f"power at alpha = {analysis['alpha']}, {analysis['correction']}; {analysis['draws']} simulated "
              "studies per design", "", "inputs:"]
     lines += [f"  {where}: {given['source']}" for where, given in analysis["inputs"].items()]
-    devices = analysis["devices"]
-    lines += ["", "device-hours " + "; ".join(devices) + (" (designs chosen on the first)" if len(devices) > 1 else ""),
-              ""]
+    lines += ["", "device-hours (designs chosen on the first):"]
+    lines += [f"  {domain}: {'; '.join(devices)}" for domain, devices in analysis["devices"].items()] + [""]
     for target in TARGETS:
         table = cheapest(analysis, target)
         lines.append(f"cheapest design at {target:.0%} power (seeds per allocation; hours):")
@@ -442,6 +488,8 @@ def printed(analysis: Mapping) -> str:
     for entry in analysis["tests"]:
         ours = entry["config_design"]
         note = "" if ours["power"] >= TARGETS[0] else "  <- cannot decide it at 80 % power"
+        if "rule" in ours:
+            note = f"  <- one seed: decided by the {ours['rule']}, no test at alpha"
         closed = f", closed form {ours['closed_form']:.3f}" if "closed_form" in ours else ""
         if "bootstrap" in ours:
             closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"
