@@ -43,14 +43,16 @@ def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict):
 
 
 def sokoban_sweep(configs, seeds=3, solve=0.5, chance=0.08):
-    """A Sokoban sweep dataset: `configs` maps (recurrent, depth) -> mean final-five score (seeds at NOISY)."""
+    """A Sokoban sweep dataset: `configs` maps (recurrent, depth) -> mean final-five score (seeds at NOISY), or its
+    scores over seeds."""
     runs = list(configs)
     offsets = NOISY if seeds == 3 else [0.0]
-    finals = [[configs[key] + o for o in offsets] for key in runs]
+    finals = [list(configs[key]) if np.ndim(configs[key]) else [configs[key] + o for o in offsets] for key in runs]
+    count = len(finals[0])
     return xr.Dataset(
         {"final_five": (("run", "seed"), finals),
-         "solve_rate": (("run", "seed", "mode"), np.full((len(runs), len(offsets), 2), solve))},
-        coords={"run": [f"r{i}" for i in range(len(runs))], "seed": range(len(offsets)), "mode": ["greedy", "sampled"],
+         "solve_rate": (("run", "seed", "mode"), np.full((len(runs), count, 2), solve))},
+        coords={"run": [f"r{i}" for i in range(len(runs))], "seed": range(count), "mode": ["greedy", "sampled"],
                 "sweep": ("run", ["convlstm"] * len(runs)), "budget": ("run", ["small"] * len(runs)),
                 "recurrent": ("run", [r for r, _ in runs]), "depth": ("run", [d for _, d in runs]),
                 "experts": ("run", [4 // d for _, d in runs]), "width": ("run", [8] * len(runs))},
