@@ -1,14 +1,15 @@
 """`python -m parallel_experts power --configfile FILE`: what each claim costs to decide, before any GPU-hour.
 
 For each decision of the claims page that has a statistical rule over seeds, and each of the authors' Welch depth
-tests (Tables 1 and 7), at each budget of the config's ConvLSTM sweep: the power of designs (which allocations, how
-many seeds each; analysis.power) and their device-hours (the planner's prices of the runs' training and evaluation,
-per seed). It reports the cheapest design that reaches 80 % and 90 % power, and the power of the config's own
-design.
+tests (Tables 1 and 7), at each budget of the config's ConvLSTM sweep and each budget and window of its FineWeb sweep:
+the power of designs (which allocations, how many seeds each; analysis.power) and their device-hours (the planner's
+prices of the runs' training and evaluation, per seed, on each device the config knows). It reports the cheapest
+design that reaches 80 % and 90 % power, and the power of the config's own design.
 
 Inputs, each printed with its source: the recurrent ConvLSTM family's per-allocation means and seed-to-seed SDs are
 the authors' per-seed returns (Table 7) where the budget is the paper's; every other family and budget takes the
-config's `power.sokoban` assumption, with its stated reason (none is assumed silently: a missing one is an error).
+config's `power.sokoban` or `power.lm` assumption, with its stated reason (none is assumed silently: a missing one is
+an error).
 """
 
 from __future__ import annotations
