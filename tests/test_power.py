@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
-from helpers import REPO
+from helpers import REPO, ablation_data
 from test_claims import lm_sweep, sokoban_sweep
 from scipy import stats as scipy_stats
 
@@ -148,6 +148,26 @@ def test_a_simulated_draw_gets_the_claims_pages_verdict(claim):
     for draw in range(draws):
         sweep = build({(r, int(d)): sign * scores[r][draw, k] for r in (True, False) for k, d in enumerate(depth)})
         found = rule(sweep)
+        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+    assert 0 < simulated.mean() < 1, simulated.mean()
+
+
+@pytest.mark.parametrize("setting, values, claim, means", [
+    ("radius", [0, 1, 3], "full_communication", [12.0, 12.5, 13.0]),  # the full radius ahead by 0.5
+    ("aggregation", ["mean", "routed_mean", "sqrt_sum"], "sqrt_sum", [12.5, 13.0, 12.5]),  # the sqrt-sum behind
+])
+def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values, claim, means):
+    """An ablation's default (the last value: the full radius at E = 7, the sqrt-sum) against its best rival, decided
+    by the power analysis as findings decides an ablation dataset of the same returns, over draws that reach both
+    verdicts."""
+    draws, others = 40, np.array([True, True, False])
+    _, _, decide = planned.ABLATIONS[setting]
+    rule = findings.full_communication if claim == "full_communication" else findings.sokoban_sqrt_sum
+    rng = np.random.default_rng(5)
+    scores = rng.normal(np.array(means)[:, None], 0.5, size=(draws, 3, 3))
+    simulated = decide(2, others)({True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
+    for draw in range(draws):
+        found = rule(ablation_data(setting, values, scores[draw]))
         assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 

@@ -1,4 +1,5 @@
-"""The depth decisions of both domains on allocations summarised over seeds, elementwise over simulated draws.
+"""The claims page's decisions on allocations (or an ablation's values) summarised over seeds, elementwise over
+simulated draws: the depth decisions of both domains, and an ablation's default against its best rival.
 
 The claims page and the sweep reports decide one draw, our runs (a table of configuration scores or losses); the
 power analysis decides thousands of simulated or resampled draws at once through the same functions, so that the
@@ -121,3 +122,13 @@ def comparable_shallow(recurrent: Arms, nonrecurrent: Arms, shallow: int = 2
     tested, p = verdicts.comparable_from_summaries(-ours, ours_var, ours_n, -rival, rival_var, rival_n)
     one_run = (ours_n < 2) | (rival_n < 2)
     return i, j, np.where(one_run, verdicts.comparable(rival - ours), tested), np.where(one_run, np.nan, p)
+
+
+def against_rival(arms: Arms, default: int, others: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An ablation's default value (arm `default`) against the best of the `others` (a mask over the arms): (index
+    of that rival, difference of means, the one-sided Welch p on the side the difference lies; NaN for one seed)."""
+    rival = arms.best(others)
+    mine = np.full(np.shape(rival), default)
+    gap = arms.at(mine)[0] - arms.at(rival)[0]
+    p = np.where(gap >= 0, welch_between(arms, mine, arms, rival), welch_between(arms, rival, arms, mine))
+    return rival, gap, p

@@ -192,15 +192,15 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     side."""
 
     members = ablations.runs(data, setting)
-    per_seed, table = _sokoban_scores(members, (setting,))
-    default = is_default(table)
+    table = _sokoban_scores(members, (setting,))[1].reset_index(drop=True)
+    default = is_default(table).to_numpy()
     if not default.any() or default.all():
         return None
-    mine, others = table[default].iloc[0], table[~default]
-    rival = others.loc[others["mean"].idxmax()]
-    gap = mine["mean"] - rival["mean"]
-    ours, theirs = (sokoban_scores.seed_scores(per_seed, row, (setting,)) for row in (mine, rival))
-    p = welch_toward(ours, theirs, gap >= 0)
+    mine = int(np.flatnonzero(default)[0])
+    rival, gap, p = (float(x) for x in depth_rules.against_rival(depth_rules.Arms.of_table(table), mine, ~default))
+    rival = table.iloc[int(rival)]
+    p = None if np.isnan(p) else p
+    mine = table.iloc[mine]
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
     if sokoban_scores.at_chance(members):  # nothing to test: the returns of agents at chance

@@ -63,7 +63,7 @@ class Decision:
     rule: str  # the verdicts rule that decides it
     truth: Mapping[bool, Truth]  # by family, recurrent: True
     decide: Decide
-    domain: str = "sokoban"  # or "lm"
+    domain: str = "sokoban"  # "lm", or "ablation" (a Sokoban ablation: `budget` is its setting, the arms its values)
     window: int | None = None  # FineWeb's training window
 
     @property
@@ -100,6 +100,22 @@ def lm_fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
 
 def lm_comparable_shallow(arms: Mapping[bool, Arms]) -> np.ndarray:
     return depth_rules.comparable_shallow(arms[True], arms[False])[2] == 1
+
+
+def default_better(default: int, others: np.ndarray) -> Decide:
+    """An ablation's default significantly better than its best rival (findings.full_communication)."""
+    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
+        _, gap, p = depth_rules.against_rival(arms[True], default, others)
+        return (gap >= 0) & verdicts.significant(p)
+    return decide
+
+
+def default_not_beaten(default: int, others: np.ndarray) -> Decide:
+    """No rival significantly better than an ablation's default, where a test ran (findings.sokoban_sqrt_sum)."""
+    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
+        _, gap, p = depth_rules.against_rival(arms[True], default, others)
+        return ~np.isnan(p) & ~((gap < 0) & verdicts.significant(p))
+    return decide
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from parallel_experts.core import atomic
 
 # The named target whose page shows each decision's verdict on our runs.
 TARGET = {stats.DEPTH_TEST: "tables_1_7", "sokoban_fewer_layers": "fig3_left",
-          "sokoban_recurrence_better": "fig3_left", "lm_fewer_layers": "fig3_right", "lm_comparable_shallow": "fig5"}
+          "sokoban_recurrence_better": "fig3_left", "lm_fewer_layers": "fig3_right", "lm_comparable_shallow": "fig5",
+          "full_communication": "fig11", "sqrt_sum_default": "fig10_left"}
 SCALE = "claims"
 
 
@@ -35,12 +36,11 @@ def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[in
     """`base` running every (decision, allocations kept per family, seeds, power) of `chosen`: the Sokoban ones in
     its ConvLSTM sweep `sweep`, the FineWeb ones in its sweep; `what` names the set in the description."""
     found = copy.deepcopy(dict(base))
-    sokoban = [c for c in chosen if c[0].domain == "sokoban"]
-    lm = [c for c in chosen if c[0].domain == "lm"]
-    if sokoban:
-        _sokoban(found["sokoban"], sokoban, sweep)
-    if lm:
-        _lm(found["lm"], lm)
+    by_domain = {domain: [c for c in chosen if c[0].domain == domain] for domain in ("sokoban", "ablation", "lm")}
+    if by_domain["sokoban"] or by_domain["ablation"]:
+        _sokoban(found["sokoban"], by_domain["sokoban"], by_domain["ablation"], sweep)
+    if by_domain["lm"]:
+        _lm(found["lm"], by_domain["lm"])
     decided = "; ".join(f"{test.claim.replace('_', ' ')}, {test.part} (power {p:.2f}, {n} seeds)"
                         for test, _, n, p in chosen)
     targets = " ".join(dict.fromkeys(TARGET[test.claim] for test, *_ in chosen))
@@ -50,7 +50,9 @@ def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[in
     return found
 
 
-def _sokoban(sokoban: dict, chosen: Sequence, sweep: str) -> None:
+def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -> None:
+    """The ConvLSTM sweep cut to the `chosen` decisions' budgets, allocations and seeds, the ablations to the chosen
+    ones' settings and seeds; neither where none is chosen."""
     budgets, families = {}, set()
     for test, keep, n, _ in chosen:
         spec = budgets.setdefault(test.budget, {key: value for key, value in sokoban["budgets"][test.budget].items()
@@ -64,11 +66,21 @@ def _sokoban(sokoban: dict, chosen: Sequence, sweep: str) -> None:
         extra = [a for a in spec.pop("nonrecurrent", []) if a not in spec.get("allocations", [])]
         if extra:
             spec["family_allocations"] = {"nonrecurrent": extra}
+    chosen_ablations = {test.budget: sokoban["ablations"][test.budget] | {"seeds": list(range(n))}
+                        for test, _, n, _ in ablations}
+    for spec in chosen_ablations.values():  # an ablation's allocation stays in its budget, with no sweep run of it
+        budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
     sokoban["budgets"] = budgets
-    sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
-                                 "recurrent": sorted(families, reverse=True), "budgets": list(budgets)}}
+    if families:
+        sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
+                                     "recurrent": sorted(families, reverse=True),
+                                     "budgets": [name for name in budgets if any(t.budget == name for t, *_ in chosen)]}}
+    else:
+        sokoban.pop("sweeps", None)
     for key in ("ablations", "probes", "expert_count"):
         sokoban.pop(key, None)
+    if chosen_ablations:
+        sokoban["ablations"] = chosen_ablations
 
 
 def _lm(lm: dict, chosen: Sequence) -> None:

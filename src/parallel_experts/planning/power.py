@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -45,16 +45,15 @@ DESIGNS = ("every allocation", "best per depth")
 # The rule that decides a claim from one seed per allocation (no test at alpha: nothing bounds its false positives).
 # Designs are sought from two seeds up; the config's own design may have one.
 ONE_SEED = {"lm_fewer_layers": findings.LOWEST_LOSS_DEPTH, "lm_comparable_shallow": verdicts.ONE_RUN}
+# Each Sokoban ablation's claim: (the claims page's name, the default value, its decision).
+ABLATIONS = {"radius": ("full_communication", "full", stats.default_better),
+             "aggregation": ("sqrt_sum_default", "sqrt_sum", stats.default_not_beaten)}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
 _TIMING = "not a question of seeds: a timing benchmark over timed calls on one device (the plan prices rule bench)"
 NOT_MODELLED = {
     "plans_earlier": "not modelled: its bootstrap intervals resample the test levels that every probed agent solves, "
                      "not seeds; more such levels, not more seeds, decide it",
     "more_experts": "not modelled yet: a two-standard-error rule per (L, d) family over E, in both domains",
-    "full_communication": "not modelled yet: one Welch test between two ablation runs, whose seed spread the paper "
-                          "does not publish",
-    "sqrt_sum_default": "not modelled yet: Welch tests between ablation runs, whose seed spread the paper does not "
-                        "publish",
     "decode_faster": _TIMING,
     "training_slower": _TIMING,
 }
@@ -197,10 +196,54 @@ def tests(config: Mapping) -> list[Decision]:
         if (name, window) == study.fig5_setting(config):
             found.append(Decision("lm_comparable_shallow", part, name, verdicts.COMPARABLE_SEEDS, truth,
                                   stats.lm_comparable_shallow, **where))
+    return found + _ablation_tests(config)
+
+
+def _ablation_tests(config: Mapping) -> list[Decision]:
+    """Each Sokoban ablation's claim (ABLATIONS), its values as arms: the default `lead` above every other value, as
+    the config's `power.sokoban.ablations.<setting>` assumes (the paper publishes no ablation spread)."""
+    found = []
+    for setting, spec in config["sokoban"].get("ablations", {}).items():
+        claim, default, decide = ABLATIONS[setting]
+        values = np.array([str(v) for v in spec["values"]])
+        if default not in values or len(values) < 2:
+            continue
+        key = f"power.sokoban.ablations.{setting}"
+        assumed = config.get("power", {}).get("sokoban", {}).get("ablations", {}).get(setting)
+        if assumed is None:
+            raise ConfigError(f"{key}: no assumption for the {setting} ablation, whose seed spread the paper does not "
+                              "publish; give lead, sd and reason")
+        is_default = values == default
+        truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed["lead"]), 0.0),
+                      np.full(len(values), float(assumed["sd"])), f"assumed ({key}): {assumed['reason']}")
+        found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, verdicts.WELCH,
+                              {True: truth}, decide(int(np.flatnonzero(is_default)[0]), ~is_default),
+                              domain="ablation"))
     return found
 
 
 # ------------------------------------------------------------------------------------------------ costs
+
+
+def _cells(config: Mapping) -> dict[str, tuple[str, Callable[[object], list]]]:
+    """Per domain, the run dataset whose jobs price it, and the price keys (setting, recurrent, allocation label) of
+    one of its runs: none for a run no decision reads, one for a sweep's run, one per (ablation, value) it is."""
+    first_seed = {name: lm_experiment.seeds(config, name)[0] for name in config["lm"]["budgets"]}
+    values = {}
+    for setting, runs in study.runs(config).sokoban.ablations.items():
+        for value, run in zip(config["sokoban"]["ablations"][setting]["values"], runs):
+            values.setdefault(run.id, []).append((setting, True, str(value)))
+
+    def sokoban(run) -> list:
+        (name, _), recurrent, allocation = _sokoban_cell(run)
+        return [(stats.setting(name), recurrent, _label(allocation))] if run.sweep == SWEEP else []
+
+    def lm(run) -> list:
+        where, recurrent, allocation = _lm_cell(run)
+        return [(stats.setting(*where), recurrent, _label(allocation))] if run.seed == first_seed[run.budget] else []
+
+    return {"sokoban": (paths.SOKOBAN_SWEEP, sokoban), "lm": (paths.LM_SWEEP, lm),
+            "ablation": (paths.ablations("sokoban"), lambda run: values.get(run.id, []))}
 
 
 def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[str, dict[str, dict]]:
@@ -208,13 +251,11 @@ def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[s
     allocation label), on each device the config knows: the timed jobs' accelerator where an earlier run timed every
     group of the domain's jobs (as `plan` measures them), and the device of the config's `plan` assumption. The first
     is the one designs are chosen on."""
-    by_result = costs.jobs_by_result(config, counters, [paths.SOKOBAN_SWEEP, paths.LM_SWEEP])
-    first_seed = {name: lm_experiment.seeds(config, name)[0] for name in config["lm"]["budgets"]}
-    cells = {"sokoban": (by_result.get(paths.SOKOBAN_SWEEP, []), lambda run: run.sweep == SWEEP, _sokoban_cell),
-             "lm": (by_result.get(paths.LM_SWEEP, []), lambda run: run.seed == first_seed[run.budget], _lm_cell)}
+    cells = _cells(config)
+    by_result = costs.jobs_by_result(config, counters, [result for result, _ in cells.values()])
     found = {}
-    for domain, (jobs, priced, cell) in cells.items():
-        jobs = [job for job in jobs if priced(job.run)]
+    for domain, (result, keys) in cells.items():
+        jobs = [job for job in by_result.get(result, []) if keys(job.run)]
         timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
         pricings = {}
         if jobs and all(job.group in costs.measured_rates(timed) for job in jobs):
@@ -225,10 +266,9 @@ def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[s
         for device, rates in pricings.items():
             hours = found[domain][device] = {}
             for job in jobs:
-                where, recurrent, allocation = cell(job.run)
-                key = (stats.setting(*where), recurrent, _label(allocation))
                 seconds = job.flops / rates[job].flops_per_s * resources.devices(config, job.rule)
-                hours[key] = hours.get(key, 0.0) + seconds / 3600 / max(job.seeds, 1)  # a Sokoban job's seeds
+                for key in keys(job.run):
+                    hours[key] = hours.get(key, 0.0) + seconds / 3600 / max(job.seeds, 1)  # a Sokoban job's seeds
     return found
 
 
@@ -271,7 +311,7 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
     standard error and device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every
     number of seeds tried up to the last target reached."""
     rows, curves = [], {}
-    for design in DESIGNS:
+    for design in DESIGNS if test.domain != "ablation" else DESIGNS[:1]:  # an ablation's values have no depths
         keep = _kept(test, design)
         simulated = _with(test, keep)
         reached: dict[float, dict] = {}
@@ -301,6 +341,8 @@ def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
     found = {(stats.setting(run.budget), run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
     for run in study.runs(config).lm.sweeps:
         found[(stats.setting(run.budget, run.window), run.model.recurrent)] = len(lm_experiment.seeds(config, run.budget))
+    for setting, runs in study.runs(config).sokoban.ablations.items():
+        found[(setting, True)] = min(len(run.seeds) for run in runs)
     return found
 
 

@@ -13,7 +13,7 @@ from pandas.io.formats.style import Styler
 
 DESIGN_STYLE = {"every allocation": "-", "best per depth": "--"}
 SEED_TICKS = (2, 3, 5, 10, 20, 50)
-DOMAINS = {"sokoban": "Sokoban", "lm": "FineWeb"}
+DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "lm": "FineWeb"}
 
 
 def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
