@@ -52,23 +52,29 @@ def decided_by_hours(steps: pd.DataFrame, title: str) -> plt.Figure:
     """Claims decided at power 0.8 against the device-hours spent, cheapest first
     (`planning.power.decided_by_hours`)."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    if len(steps):
-        ax.step([0, *steps["hours"]], [0, *steps["decided"]], where="post")
+    if len(steps):  # on a log axis from the first claim's hours, the last step drawn on for half a decade
+        hours = steps["hours"].to_numpy()
+        ax.step([hours[0], *hours, hours[-1] * 3], [0, *steps["decided"], steps["decided"].iloc[-1]], where="post")
+        ax.set_xscale("log")
     else:
         ax.text(0.5, 0.5, "no claim reaches power 0.8 with the seeds tried", ha="center", transform=ax.transAxes)
-    ax.set(xscale="symlog", xlabel="device-hours", ylabel="claims decided at power 0.8", title=title)
+    ax.set(xlabel="device-hours", ylabel="claims decided at power 0.8", title=title, ylim=(0, None))
     fig.tight_layout()
     return fig
 
 
 def cheapest(tables: Mapping[float, pd.DataFrame]) -> Styler:
-    """The cheapest design of each decision at each target power (`planning.power.cheapest` by target), with the
-    config's own design's power."""
+    """The cheapest design of each decision at each target power (`planning.power.cheapest` by target), its
+    device-hours on each device the config knows, with the config's own design's power."""
     found = pd.concat([table.assign(target=target) for target, table in tables.items()])
-    found = found[["claim", "part", "target", "design", "seeds", "power", "closed_form", "hours", "config_power"]]
+    found["device-hours"] = [", ".join(f"{h:,.0f} {device}" if h >= 10 else f"{h:.2g} {device}"
+                                       for device, h in on.items()) or None
+                             for on in found["hours_on"]]
+    found = found[["claim", "part", "target", "design", "seeds", "power", "closed_form", "device-hours",
+                   "config_power"]]
     return (found.style.hide(axis="index")
             .format({"target": "{:.0%}", "seeds": "{:.0f}", "power": "{:.3f}", "closed_form": "{:.3f}",
-                     "hours": "{:,.1f}", "config_power": "{:.3f}"}, na_rep="—"))
+                     "config_power": "{:.3f}"}, na_rep="—"))
 
 
 def config_design(analysis: Mapping) -> Styler:
