@@ -72,9 +72,9 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
         budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
     sokoban["budgets"] = budgets
     if families:
+        swept = [name for name in budgets if any(test.budget == name for test, *_ in chosen)]
         sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
-                                     "recurrent": sorted(families, reverse=True),
-                                     "budgets": [name for name in budgets if any(t.budget == name for t, *_ in chosen)]}}
+                                     "recurrent": sorted(families, reverse=True), "budgets": swept}}
     else:
         sokoban.pop("sweeps", None)
     for key in ("ablations", "probes", "expert_count"):

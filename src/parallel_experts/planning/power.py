@@ -340,7 +340,8 @@ def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
     """The seeds per allocation the config gives each (setting, family) of its analysed sweeps."""
     found = {(stats.setting(run.budget), run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
     for run in study.runs(config).lm.sweeps:
-        found[(stats.setting(run.budget, run.window), run.model.recurrent)] = len(lm_experiment.seeds(config, run.budget))
+        seeds = len(lm_experiment.seeds(config, run.budget))
+        found[(stats.setting(run.budget, run.window), run.model.recurrent)] = seeds
     for setting, runs in study.runs(config).sokoban.ablations.items():
         found[(setting, True)] = min(len(run.seeds) for run in runs)
     return found
@@ -355,10 +356,11 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
         designs, curves = search(test, priced[test.domain], draws, seed)
+        ours_hours = _priced(design_hours(test, every, ours, priced[test.domain]))
         entry = {"claim": test.claim, "part": test.part, "domain": test.domain, "setting": test.setting,
                  "rule": test.rule,
                  "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
-                                   "stderr": found.stderr, **_priced(design_hours(test, every, ours, priced[test.domain]))},
+                                   "stderr": found.stderr, **ours_hours},
                  "designs": designs, "curves": curves}
         if min(ours.values()) < 2:
             entry["config_design"]["rule"] = ONE_SEED.get(test.claim, "one seed: no test")
