@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from helpers import REPO, ablation_data
@@ -168,6 +169,27 @@ def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values
     simulated = decide(2, others)({True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
     for draw in range(draws):
         found = rule(ablation_data(setting, values, scores[draw]))
+        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+    assert 0 < simulated.mean() < 1, simulated.mean()
+
+
+def test_a_simulated_expert_count_draw_gets_the_claims_pages_verdict():
+    """Fig. 6 over two (L, d) families across budgets, decided by the power analysis (each family's largest E against
+    its smallest) as findings.more_experts decides the same points, over draws that reach both verdicts."""
+    labels = ["L1 E2 d8", "L1 E4 d8", "L1 E8 d8", "L2 E1 d8", "L2 E2 d8"]
+    budgets = ["small", "medium", "large", "small", "medium"]
+    truth = Truth(tuple(labels), np.array([1, 1, 1, 2, 2]), np.array([10.0, 10.3, 10.6, 10.0, 10.1]), np.full(5, 0.3),
+                  "test", budget=tuple(budgets))
+    draws, seeds = 40, 3
+    arms = power.simulate(truth, seeds, draws, np.random.default_rng(7))
+    simulated = planned._expert_decision({True: truth})({True: arms})
+    for draw in range(draws):
+        points = pd.DataFrame([
+            {"panel": "Sokoban, convlstm sweep", "recurrent": True, "depth": int(label[1]), "width": 8,
+             "budget": budget, "experts": int(label.split()[1][1:]), "score": arms.mean[draw, i],
+             "stderr": np.sqrt(arms.variance[draw, i] / seeds), "sign": 1}
+            for i, (label, budget) in enumerate(zip(labels, budgets))])
+        found = findings.more_experts(points)
         assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 

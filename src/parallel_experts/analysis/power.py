@@ -37,12 +37,13 @@ class Truth:
     sd: np.ndarray  # seed to seed
     source: str  # where the means and SDs come from, in words
     per_seed: tuple[np.ndarray, ...] = ()  # the observed per-seed scores behind them, where there are any
+    budget: tuple[str, ...] = ()  # each allocation's budget, where they are not all the decision's
 
     def take(self, keep: Sequence[int]) -> Truth:
         keep = list(keep)
-        return replace(self, allocation=tuple(self.allocation[i] for i in keep), depth=self.depth[keep],
-                       mean=self.mean[keep], sd=self.sd[keep],
-                       per_seed=tuple(self.per_seed[i] for i in keep) if self.per_seed else ())
+        pick = lambda values: tuple(values[i] for i in keep) if values else ()  # noqa: E731
+        return replace(self, allocation=pick(self.allocation), depth=self.depth[keep], mean=self.mean[keep],
+                       sd=self.sd[keep], per_seed=pick(self.per_seed), budget=pick(self.budget))
 
     def best_per_depth(self) -> list[int]:
         """The index of the allocation with the best true mean at each depth."""
@@ -63,8 +64,10 @@ class Decision:
     rule: str  # the verdicts rule that decides it
     truth: Mapping[bool, Truth]  # by family, recurrent: True
     decide: Decide
-    domain: str = "sokoban"  # "lm", or "ablation" (a Sokoban ablation: `budget` is its setting, the arms its values)
+    domain: str = "sokoban"  # "lm"; "ablation" (a Sokoban ablation: `budget` is its setting, the arms its values);
+    # "experts" (Fig. 6 over the Sokoban sweep's budgets: each arm's budget is in its truth)
     window: int | None = None  # FineWeb's training window
+    of_truth: Callable[[Mapping[bool, Truth]], Decide] | None = None  # where `decide` depends on the arms kept
 
     @property
     def setting(self) -> str:
@@ -85,6 +88,19 @@ def depth_test(deeper: int, shallower: int) -> Decide:
 
 def fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
     return depth_rules.fewer_layers(arms[True], arms[False]).supported
+
+
+def more_experts(first: np.ndarray, last: np.ndarray) -> Decide:
+    """Fig. 6's part of one family (findings.more_experts, expert_count.expert_trends): each (L, d) family's score
+    at its largest E (arms `last`) against its smallest (`first`), beyond verdicts.NOISE standard errors (any change
+    where a side has one seed); more experts help where some family gains and none loses."""
+    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
+        (found,) = arms.values()
+        gain = found.mean[..., last] - found.mean[..., first]
+        stderr2 = [np.nan_to_num(found.variance[..., i] / found.seeds[i]) for i in (first, last)]
+        noise = verdicts.NOISE * np.sqrt(stderr2[0] + stderr2[1])
+        return ((gain > noise).sum(-1) > 0) & ((gain < -noise).sum(-1) == 0)
+    return decide
 
 
 def recurrence_better(arms: Mapping[bool, Arms]) -> np.ndarray:
@@ -118,6 +134,14 @@ def default_not_beaten(default: int, others: np.ndarray) -> Decide:
     return decide
 
 
+def seeds_text(seeds: Mapping[str, int | list]) -> str:
+    """A design's seeds per allocation by family (as the analysis's JSON holds them) in words; a family whose
+    allocations differ, as its counts, most first."""
+    def counts(n) -> str:
+        return "/".join(map(str, sorted(set(n), reverse=True))) if isinstance(n, list) else str(n)
+    return ", ".join(f"{family_name} {counts(n)}" for family_name, n in seeds.items())
+
+
 @dataclass(frozen=True)
 class Estimate:
     power: float
@@ -130,21 +154,35 @@ def estimate(hits: np.ndarray) -> Estimate:
     return Estimate(power, float(np.sqrt(power * (1 - power) / hits.size)), int(hits.size))
 
 
-def simulate(truth: Truth, seeds: int, draws: int, rng: np.random.Generator) -> Arms:
+Seeds = int | np.ndarray  # per allocation: one count for all, or each its own
+
+
+def _arms(draw: Callable[[int, int], np.ndarray], seeds: np.ndarray, depth: np.ndarray) -> Arms:
+    """Arms of allocations with seed counts of their own: `draw(i, n)` gives allocation i's (draws, n) scores."""
+    columns = [draw(i, int(n)) for i, n in enumerate(seeds)]
+    variance = [c.var(-1, ddof=1) if c.shape[-1] > 1 else np.full(c.shape[:-1], np.nan) for c in columns]
+    return Arms(np.stack([c.mean(-1) for c in columns], -1), np.stack(variance, -1), np.asarray(seeds), depth)
+
+
+def simulate(truth: Truth, seeds: Seeds, draws: int, rng: np.random.Generator) -> Arms:
     """`draws` studies of `seeds` seeds per allocation: normal scores around each allocation's mean."""
+    if np.ndim(seeds):
+        return _arms(lambda i, n: rng.normal(truth.mean[i], truth.sd[i], size=(draws, n)), seeds, truth.depth)
     scores = rng.normal(truth.mean[:, None], truth.sd[:, None], size=(draws, len(truth.mean), seeds))
     return Arms.of_scores(scores, truth.depth)
 
 
-def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: int, draws: int,
+def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: Seeds, draws: int,
              rng: np.random.Generator) -> Arms:
     """`draws` studies of `seeds` seeds per allocation, each seed drawn with replacement from that allocation's
     observed per-seed scores (a bootstrap of the authors' seeds)."""
+    if np.ndim(seeds):
+        return _arms(lambda i, n: rng.choice(np.asarray(per_seed[i], float), size=(draws, n)), seeds, depth)
     scores = np.stack([rng.choice(np.asarray(values, float), size=(draws, seeds)) for values in per_seed], axis=1)
     return Arms.of_scores(scores, depth)
 
 
-def power(test: Decision, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate:
+def power(test: Decision, seeds: Mapping[bool, Seeds], draws: int = DRAWS, seed: int = 0) -> Estimate:
     """The share of `draws` simulated studies, `seeds[family]` seeds per allocation, in which the page reaches the
     paper's verdict."""
     rng = np.random.default_rng(seed)
@@ -152,7 +190,7 @@ def power(test: Decision, seeds: Mapping[bool, int], draws: int = DRAWS, seed: i
     return estimate(test.decide(arms))
 
 
-def bootstrap_power(test: Decision, seeds: Mapping[bool, int], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
+def bootstrap_power(test: Decision, seeds: Mapping[bool, Seeds], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
     """`power`, with each family's seeds resampled from its observed per-seed scores instead of the normal model;
     None where a family has none."""
     if not all(truth.per_seed for truth in test.truth.values()):

@@ -20,10 +20,11 @@ from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision
 from parallel_experts.core import atomic
 
-# The named target whose page shows each decision's verdict on our runs.
+# The named target whose page shows each decision's verdict on our runs; Fig. 6's, the Sokoban depth page, which
+# trains the same runs (the fig6 target would also train the FineWeb sweep, which a written config keeps as it was).
 TARGET = {stats.DEPTH_TEST: "tables_1_7", "sokoban_fewer_layers": "fig3_left",
           "sokoban_recurrence_better": "fig3_left", "lm_fewer_layers": "fig3_right", "lm_comparable_shallow": "fig5",
-          "full_communication": "fig11", "sqrt_sum_default": "fig10_left"}
+          "full_communication": "fig11", "sqrt_sum_default": "fig10_left", "more_experts": "fig3_left"}
 SCALE = "claims"
 
 
@@ -36,9 +37,10 @@ def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[in
     """`base` running every (decision, allocations kept per family, seeds, power) of `chosen`: the Sokoban ones in
     its ConvLSTM sweep `sweep`, the FineWeb ones in its sweep; `what` names the set in the description."""
     found = copy.deepcopy(dict(base))
-    by_domain = {domain: [c for c in chosen if c[0].domain == domain] for domain in ("sokoban", "ablation", "lm")}
-    if by_domain["sokoban"] or by_domain["ablation"]:
-        _sokoban(found["sokoban"], by_domain["sokoban"], by_domain["ablation"], sweep)
+    by_domain = {domain: [c for c in chosen if c[0].domain == domain]
+                 for domain in ("sokoban", "experts", "ablation", "lm")}
+    if by_domain["sokoban"] or by_domain["experts"] or by_domain["ablation"]:
+        _sokoban(found["sokoban"], by_domain["sokoban"] + by_domain["experts"], by_domain["ablation"], sweep)
     if by_domain["lm"]:
         _lm(found["lm"], by_domain["lm"])
     decided = "; ".join(f"{test.claim.replace('_', ' ')}, {test.part} (power {p:.2f}, {n} seeds)"
@@ -55,24 +57,28 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
     ones' settings and seeds; neither where none is chosen."""
     budgets, families = {}, set()
     for test, keep, n, _ in chosen:
-        spec = budgets.setdefault(test.budget, {key: value for key, value in sokoban["budgets"][test.budget].items()
-                                                if key not in ("allocations", "family_allocations", "seeds")})
         for family, truth in test.truth.items():
-            field = spec.setdefault("allocations", []) if family else spec.setdefault("nonrecurrent", [])
-            field += [a for a in _allocations([truth.allocation[i] for i in keep[family]]) if a not in field]
+            for i in keep[family]:  # an allocation of the decision's budget, or of its own (Fig. 6's)
+                name = truth.budget[i] if truth.budget else test.budget
+                spec = budgets.setdefault(name, {key: value for key, value in sokoban["budgets"][name].items()
+                                                 if key not in ("allocations", "family_allocations", "seeds")})
+                field = spec.setdefault("allocations", []) if family else spec.setdefault("nonrecurrent", [])
+                field += [a for a in _allocations([truth.allocation[i]]) if a not in field]
+                spec["seeds"] = list(range(max(n, len(spec.get("seeds", [])))))  # a budget's decisions share runs
             families.add(family)
-        spec["seeds"] = list(range(max(n, len(spec.get("seeds", [])))))  # a budget's decisions share its runs
     for spec in budgets.values():  # the non-recurrent family trains the budget's allocations and its own extra
-        extra = [a for a in spec.pop("nonrecurrent", []) if a not in spec.get("allocations", [])]
-        if extra:
+        own = spec.pop("nonrecurrent", [])
+        if "allocations" not in spec:  # a budget of non-recurrent runs only
+            spec["allocations"] = own
+        elif extra := [a for a in own if a not in spec["allocations"]]:
             spec["family_allocations"] = {"nonrecurrent": extra}
+    swept = list(budgets)
     chosen_ablations = {test.budget: sokoban["ablations"][test.budget] | {"seeds": list(range(n))}
                         for test, _, n, _ in ablations}
     for spec in chosen_ablations.values():  # an ablation's allocation stays in its budget, with no sweep run of it
         budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
     sokoban["budgets"] = budgets
     if families:
-        swept = [name for name in budgets if any(test.budget == name for test, *_ in chosen)]
         sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
                                      "recurrent": sorted(families, reverse=True), "budgets": swept}}
     else:

@@ -40,12 +40,15 @@ SWEEP = sokoban_scores.PAPER_EXPERT  # the sweep whose claims are analysed: the 
 TARGETS = (0.8, 0.9)  # the powers a design is sought for
 SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds per allocation a design may take
 # The designs of a test: every allocation of the budget the decision reads, or only the best (by the inputs) at each
-# depth, the cheapest way to ask the same question when the inputs are right.
-DESIGNS = ("every allocation", "best per depth")
+# depth, the cheapest way to ask the same question when the inputs are right; an ablation's values have no depths;
+# Fig. 6 is decided by one (L, d) family that gains, the one whose gain is largest in standard deviations.
+DESIGNS = {"sokoban": ("every allocation", "best per depth"), "lm": ("every allocation", "best per depth"),
+           "ablation": ("every allocation",), "experts": ("every allocation", "one (L, d) family")}
 # The rule that decides a claim from one seed per allocation (no test at alpha: nothing bounds its false positives).
 # Designs are sought from two seeds up; the config's own design may have one.
 ONE_SEED = {"lm_fewer_layers": findings.LOWEST_LOSS_DEPTH, "lm_comparable_shallow": verdicts.ONE_RUN}
 # Each Sokoban ablation's claim: (the claims page's name, the default value, its decision).
+PRICED_AS = {"experts": "sokoban"}  # a decision's domain -> the domain whose prices it reads
 ABLATIONS = {"radius": ("full_communication", "full", stats.default_better),
              "aggregation": ("sqrt_sum_default", "sqrt_sum", stats.default_not_beaten)}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
@@ -53,7 +56,6 @@ _TIMING = "not a question of seeds: a timing benchmark over timed calls on one d
 NOT_MODELLED = {
     "plans_earlier": "not modelled: its bootstrap intervals resample the test levels that every probed agent solves, "
                      "not seeds; more such levels, not more seeds, decide it",
-    "more_experts": "not modelled yet: a two-standard-error rule per (L, d) family over E, in both domains",
     "decode_faster": _TIMING,
     "training_slower": _TIMING,
 }
@@ -177,9 +179,9 @@ def _lm_cell(run) -> tuple:
 def tests(config: Mapping) -> list[Decision]:
     """Every decision analysed: at each budget of the config's ConvLSTM sweep, and each budget and window of its
     FineWeb sweep, that has both families."""
-    found = []
+    found, by_budget = [], {}
     for (name, _), families in _grid(_sweep(config), _sokoban_cell).items():
-        truth = truths(config, name, families)
+        truth = by_budget[name] = truths(config, name, families)
         for deeper, shallower in sokoban_scores.DEPTH_TESTS:
             if {deeper, shallower} <= set(truth[True].depth):
                 keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
@@ -196,7 +198,49 @@ def tests(config: Mapping) -> list[Decision]:
         if (name, window) == study.fig5_setting(config):
             found.append(Decision("lm_comparable_shallow", part, name, verdicts.COMPARABLE_SEEDS, truth,
                                   stats.lm_comparable_shallow, **where))
-    return found + _ablation_tests(config)
+    return found + _expert_tests(by_budget) + _ablation_tests(config)
+
+
+def _families(truth: Truth) -> list[list[tuple[int, int]]]:
+    """The (L, d) families of a truth's allocations with two values of E, each as its (E, index) pairs, in the order
+    of their first appearance."""
+    found: dict = {}
+    for i, label in enumerate(truth.allocation):
+        depth, experts, width = (int(part[1:]) for part in label.split())
+        found.setdefault((depth, width), []).append((experts, i))
+    return [arms for arms in found.values() if len({e for e, _ in arms}) > 1]
+
+
+def _ends(truth: Truth) -> tuple[np.ndarray, np.ndarray]:
+    """For each (L, d) family with two values of E (`_families`): the index of its smallest E and of its largest."""
+    families = _families(truth)
+    return np.array([min(arms)[1] for arms in families], int), np.array([max(arms)[1] for arms in families], int)
+
+
+def _expert_decision(truth: Mapping[bool, Truth]) -> stats.Decide:
+    (one,) = truth.values()
+    return stats.more_experts(*_ends(one))
+
+
+def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decision]:
+    """Fig. 6's Sokoban parts (findings.more_experts), one per family: its arms every allocation of the ConvLSTM
+    sweep's budgets whose (L, d) has two values of E there, each with its budget's truth."""
+    found = []
+    for recurrent in (True, False):
+        parts = [(name, truth[recurrent]) for name, truth in by_budget.items()]
+        whole = Truth(tuple(a for _, t in parts for a in t.allocation), np.concatenate([t.depth for _, t in parts]),
+                      np.concatenate([t.mean for _, t in parts]), np.concatenate([t.sd for _, t in parts]),
+                      "; ".join(dict.fromkeys(t.source for _, t in parts)),
+                      sum((t.per_seed for _, t in parts), ()) if all(t.per_seed for _, t in parts) else (),
+                      tuple(name for name, t in parts for _ in t.allocation))
+        kept = sorted(i for arms in _families(whole) for _, i in arms)
+        if not kept:
+            continue
+        whole = whole.take(kept)
+        found.append(Decision("more_experts", f"Sokoban ConvLSTM, {family(recurrent)}", "", verdicts.TWO_STANDARD_ERRORS,
+                              {recurrent: whole}, _expert_decision({recurrent: whole}), domain="experts",
+                              of_truth=_expert_decision))
+    return found
 
 
 def _ablation_tests(config: Mapping) -> list[Decision]:
@@ -278,8 +322,13 @@ def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[s
 def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], prices: Mapping
                  ) -> dict[str, float]:
     """A design's device-hours on each device of `prices`."""
-    return {device: sum(hours[(test.setting, fam, test.truth[fam].allocation[i])] * seeds[fam]
-                        for fam in test.truth for i in keep[fam]) for device, hours in prices.items()}
+    def cost(hours: Mapping, fam: bool, i: int) -> float:
+        truth = test.truth[fam]
+        where = truth.budget[i] if truth.budget else test.setting
+        return hours[(where, fam, truth.allocation[i])] * np.broadcast_to(seeds[fam], len(truth.allocation))[i]
+
+    return {device: float(sum(cost(hours, fam, i) for fam in test.truth for i in keep[fam]))
+            for device, hours in prices.items()}
 
 
 def _priced(hours: Mapping[str, float]) -> dict:
@@ -290,7 +339,14 @@ def _priced(hours: Mapping[str, float]) -> dict:
 def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
     """The allocations (indices into each family's truth) of a design. Best per depth: the recurrent family's best
     at each depth; the non-recurrent family, whose assumed scores are the same at every allocation of a depth, the
-    same allocation where it has it (so that a written config trains one set for both), else its first."""
+    same allocation where it has it (so that a written config trains one set for both), else its first. One (L, d)
+    family: its smallest and largest E."""
+    if design == "one (L, d) family":
+        (fam, truth), = test.truth.items()
+        first, last = _ends(truth)
+        gain = (truth.mean[last] - truth.mean[first]) / np.hypot(truth.sd[first], truth.sd[last])
+        best = int(np.argmax(gain))
+        return {fam: [int(first[best]), int(last[best])]}
     if design != "best per depth":
         return {fam: list(range(len(truth.depth))) for fam, truth in test.truth.items()}
     found = {True: test.truth[True].best_per_depth()}
@@ -303,7 +359,8 @@ def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
 
 
 def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
-    return replace(test, truth={f: t.take(keep[f]) for f, t in test.truth.items()})
+    truth = {f: t.take(keep[f]) for f, t in test.truth.items()}
+    return replace(test, truth=truth, decide=test.of_truth(truth) if test.of_truth else test.decide)
 
 
 def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]:
@@ -311,7 +368,7 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
     standard error and device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every
     number of seeds tried up to the last target reached."""
     rows, curves = [], {}
-    for design in DESIGNS if test.domain != "ablation" else DESIGNS[:1]:  # an ablation's values have no depths
+    for design in DESIGNS[test.domain]:
         keep = _kept(test, design)
         simulated = _with(test, keep)
         reached: dict[float, dict] = {}
@@ -347,22 +404,32 @@ def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
     return found
 
 
+def _given(given: Mapping, test: Decision, fam: bool) -> stats.Seeds:
+    """The config's seeds of a decision's family: one count, or each allocation's where they span budgets."""
+    truth = test.truth[fam]
+    if truth.budget:
+        return np.array([given[(where, fam)] for where in truth.budget])
+    return given[(test.setting, fam)]
+
+
 def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
     priced = prices(config, counters, directory)
     entries, inputs, given = [], {}, config_designs(config)
     for test in tests(config):
-        ours = {fam: given[(test.setting, fam)] for fam in test.truth}
+        ours = {fam: _given(given, test, fam) for fam in test.truth}
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
-        designs, curves = search(test, priced[test.domain], draws, seed)
-        ours_hours = _priced(design_hours(test, every, ours, priced[test.domain]))
+        prices_of = priced[PRICED_AS.get(test.domain, test.domain)]
+        designs, curves = search(test, prices_of, draws, seed)
+        ours_hours = _priced(design_hours(test, every, ours, prices_of))
         entry = {"claim": test.claim, "part": test.part, "domain": test.domain, "setting": test.setting,
                  "rule": test.rule,
-                 "config_design": {"seeds": {family(f): n for f, n in ours.items()}, "power": found.power,
+                 "config_design": {"seeds": {family(f): np.asarray(n).tolist() for f, n in ours.items()},
+                                   "power": found.power,
                                    "stderr": found.stderr, **ours_hours},
                  "designs": designs, "curves": curves}
-        if min(ours.values()) < 2:
+        if min(np.min(n) for n in ours.values()) < 2:
             entry["config_design"]["rule"] = ONE_SEED.get(test.claim, "one seed: no test")
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
         if closed is not None:
@@ -370,8 +437,8 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
         if resampled is not None:
             entry["config_design"]["bootstrap"] = {"power": resampled.power, "stderr": resampled.stderr}
         entries.append(entry)
-        if test.claim == stats.DEPTH_TEST:
-            continue  # its inputs are a subset of the budget's
+        if test.claim == stats.DEPTH_TEST or test.domain == "experts":
+            continue  # its inputs are a subset of the budgets'
         for fam, truth in test.truth.items():
             inputs[f"{test.setting}, {family(fam)}"] = {
                 "source": truth.source,
@@ -538,7 +605,7 @@ def printed(analysis: Mapping) -> str:
         closed = f", closed form {ours['closed_form']:.3f}" if "closed_form" in ours else ""
         if "bootstrap" in ours:
             closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"
-        lines.append(f"  {entry['claim']}, {entry['part']}: seeds {ours['seeds']}, power {ours['power']:.3f} "
+        lines.append(f"  {entry['claim']}, {entry['part']}: seeds {stats.seeds_text(ours['seeds'])}, power {ours['power']:.3f} "
                      f"± {ours['stderr']:.3f}{closed}, {_on(ours['hours_on'])}{note}")
     if "chosen" in analysis:
         chosen = analysis["chosen"]

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from parallel_experts.analysis.power import seeds_text
+
 DESIGN_STYLE = {"every allocation": "-", "best per depth": "--"}
 SEED_TICKS = (2, 3, 5, 10, 20, 50)
 DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "lm": "FineWeb"}
@@ -89,7 +91,7 @@ def config_design(analysis: Mapping) -> Styler:
         return "yes" if ours["power"] >= decides else f"no: below {decides}"
 
     rows = [{"claim": e["claim"], "part": e["part"], "rule": e["config_design"].get("rule", e["rule"]),
-             "seeds": ", ".join(f"{family} {n}" for family, n in e["config_design"]["seeds"].items()),
+             "seeds": seeds_text(e["config_design"]["seeds"]),
              "power": e["config_design"]["power"], "stderr": e["config_design"]["stderr"],
              "closed_form": e["config_design"].get("closed_form"),
              "resampled": e["config_design"].get("bootstrap", {}).get("power"),
