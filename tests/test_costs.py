@@ -141,6 +141,33 @@ def timed_training_job(tmp_path):
     return config, train, results, folder
 
 
+def test_earlier_attempts_add_to_the_training_job_only(tmp_path):
+    """Two attempts stopped at their time limit (1,000 s and 500 s) before the last one: the run's training takes all
+    three; its evaluation, its three probe-data jobs and its probe fit take only their own benchmark's seconds."""
+    config = load(SMOKE)
+    probed = costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_PROBES])[paths.SOKOBAN_PROBES]
+    run = probed[0].run
+    jobs = [job for job in probed if job.run == run]
+    assert sorted(job.rule for job in jobs) == ["sokoban_evaluate", "sokoban_probe_data", "sokoban_probe_data",
+                                                "sokoban_probe_data", "sokoban_probe_fit", "sokoban_train"]
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    own = {job: 10.0 + i for i, job in enumerate(jobs)}  # each job's benchmark: 10 s, 11 s, ...
+    for job, seconds in own.items():
+        (tmp_path / job.benchmark).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.benchmark).write_text(f"s\n{seconds}\n")
+    folder = tmp_path / paths.run_dir("sokoban", run.id)
+    with run_lock(folder, run.to_dict()):
+        pass
+    history = [{"event": "start", "update": 0, "seconds": 60}, {"event": "stop", "update": 2, "seconds": 1000.0},
+               {"event": "start", "update": 2, "seconds": 60}, {"event": "stop", "update": 4, "seconds": 500.0},
+               {"event": "start", "update": 4, "seconds": 60}]
+    (folder / ATTEMPTS).write_text("".join(json.dumps(entry) + "\n" for entry in history))
+    found = costs.measured(jobs, results, config["accelerator"])
+    assert found == {job: seconds + (1500.0 if job.rule == "sokoban_train" else 0.0) for job, seconds in own.items()}
+
+
 def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
     config, train, results, folder = timed_training_job(tmp_path)
     assert costs.measured([train], results, config["accelerator"]) == {train: 42.0}

@@ -286,8 +286,10 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
         path = root.parent / job.benchmark
         run_dir = job.run and root.parent / job.folder
         if path.exists() and (job.run is None or records(run_dir, job.run.to_dict())):
-            # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder.
-            earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if run_dir else 0
+            # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder
+            # (they are the training's: the run's evaluation and probe jobs are never resubmitted).
+            resumed = run_dir and job.rule in resources.RESUMABLE
+            earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if resumed else 0
             found[job] = benchmark_seconds(path) + earlier
     return found
 
