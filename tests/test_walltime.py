@@ -1,5 +1,6 @@
 """Leaving before the time limit: SLURM's time left, the stop rule, signals (training itself: test_*_train.py)."""
 
+import argparse
 import os
 import signal
 import time
@@ -7,6 +8,7 @@ import time
 import pytest
 from jax import monitoring
 
+from parallel_experts.config import options
 from parallel_experts.core import walltime
 from parallel_experts.core.walltime import Deadline
 
@@ -38,6 +40,32 @@ def test_a_failing_squeue_leaves_no_deadline_and_says_why(monkeypatch, tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # no squeue
     deadline = Deadline()
     assert deadline.end is None and str(deadline).startswith("no deadline (squeue failed for job 7")
+
+
+@pytest.mark.parametrize("end", ["garbage", "nan", "inf", "1e400"])
+def test_an_end_time_that_is_no_unix_time_is_named_and_squeue_is_asked(monkeypatch, tmp_path, end):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_END_TIME", end)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue either: no deadline, and the log says both
+    deadline = Deadline()
+    assert deadline.end is None
+    assert str(deadline).startswith(f"no deadline (SLURM_JOB_END_TIME={end!r} of job 7 is not a Unix time, so squeue "
+                                    "is asked instead; squeue failed for job 7")
+
+
+def test_an_end_time_in_the_past_stops_at_the_first_log_point(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_END_TIME", str(int(time.time()) - 60))
+    deadline = Deadline()
+    assert "has passed" in str(deadline) and deadline.should_stop().endswith("before the time limit, a log interval "
+                                                                             "takes up to 0 s")
+
+
+@pytest.mark.parametrize("limit", ["nan", "inf", "-5", "0", "abc"])
+def test_a_time_limit_that_is_no_positive_number_is_refused_in_one_line(limit):
+    with pytest.raises(argparse.ArgumentTypeError, match="give a finite number of seconds above 0"):
+        options.seconds(limit)
+    assert options.seconds("1e3") == 1000.0
 
 
 def test_stops_when_the_next_interval_would_end_after_the_deadline():

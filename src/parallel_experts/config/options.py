@@ -7,7 +7,9 @@ default is a required option. The dataclass's docstring is the command's help.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import math
 from typing import Any
 
 
@@ -16,6 +18,18 @@ def option(help: str | None = None, *flags: str, default: Any = dataclasses.MISS
     is positional), `help` and the other keywords of argparse's `add_argument`. `group`: a name shared by fields
     that exclude each other; `negative`: a flag that sets a boolean field false."""
     return dataclasses.field(default=default, metadata={"flags": flags, "help": help, **argparse})
+
+
+def seconds(text: str) -> float:
+    """A time limit in seconds (argparse's `type`): a finite number above 0; anything else is refused in one line,
+    since a limit that compares false with every time (NaN) or has passed would silently mean none, or stop at once."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds above 0")
+    return value
 
 
 def config_files(help: str = "config files, merged in order", **argparse: Any):
@@ -45,4 +59,4 @@ class Training(RunCommand):
 
     time_limit: float | None = option("stop cleanly (checkpoint, exit status 75) before this many seconds have "
                                       "passed; default: the time SLURM leaves the job, if it runs in one, else none",
-                                      type=float, metavar="SECONDS", default=None)
+                                      type=seconds, metavar="SECONDS", default=None)

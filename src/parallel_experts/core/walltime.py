@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -48,16 +49,24 @@ def slurm_time_left() -> tuple[float | None, str | None]:
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         return None, None
-    end = os.environ.get("SLURM_JOB_END_TIME")  # set by SLURM 23.02 and later: a Unix time
+    end, ignored = os.environ.get("SLURM_JOB_END_TIME"), ""  # set by SLURM 23.02 and later: a Unix time
     if end:
-        return float(end) - time.time(), f"SLURM_JOB_END_TIME of job {job}"
+        try:
+            left = float(end) - time.time()
+        except ValueError:
+            left = math.nan
+        if math.isfinite(left) and left > 0:
+            return left, f"SLURM_JOB_END_TIME of job {job}"
+        if math.isfinite(left):  # the limit has passed: SLURM may end the job any moment
+            return 0.0, f"SLURM_JOB_END_TIME of job {job} has passed ({end}): stop at the first log point"
+        ignored = f"SLURM_JOB_END_TIME={end[:40]!r} of job {job} is not a Unix time, so squeue is asked instead; "
     try:  # older SLURM: ask the controller once, at start (%L: time left, [days-]hours:minutes:seconds)
         run = subprocess.run(["squeue", "--noheader", "--format=%L", "--jobs", job], capture_output=True, text=True,
                              timeout=60)
     except (OSError, subprocess.SubprocessError) as error:
-        return None, f"squeue failed for job {job} ({error})"
+        return None, f"{ignored}squeue failed for job {job} ({error}): no deadline, the job runs until SLURM ends it"
     left = run.stdout.strip()
-    return parse_time_left(left), f"squeue --format=%L for job {job}: {left or run.stderr.strip()[:200]!r}"
+    return parse_time_left(left), f"{ignored}squeue --format=%L for job {job}: {left or run.stderr.strip()[:200]!r}"
 
 
 def parse_time_left(text: str) -> float | None:
