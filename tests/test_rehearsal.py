@@ -14,7 +14,7 @@ import yaml
 import helpers
 from helpers import REPO, snakemake
 from parallel_experts.config import files
-from parallel_experts.config.errors import PipelineError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.planning import costs, memory
@@ -43,6 +43,13 @@ def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
     [chance] = [program for program in programs if "/chance/" in program.key]
     evaluations = {job for job in planned_jobs(config) if job[0] == "sokoban_evaluate"}
     assert set(map(tuple, chance.jobs)) == evaluations and len(evaluations) == 4
+
+
+def test_an_unknown_only_key_is_refused_before_anything_compiles(tmp_path):
+    out = tmp_path / "rehearsal.json"
+    with pytest.raises(ConfigError, match=r"rehearse --only: no program 'NOSUCHKEY' at this config; its \d+ keys: "):
+        rehearsal.rehearse(files.load([SMOKE]), out, keys={"NOSUCHKEY"})
+    assert not out.exists()
 
 
 def test_the_parts_hold_every_program_once_in_order_and_are_full():

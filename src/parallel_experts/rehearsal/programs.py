@@ -124,8 +124,14 @@ def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] =
              keys: set[str] | None = None) -> list[dict]:
     """Compile every program of `config` (or those of `keys`) and write the records to `out` (JSON), rewritten
     after each program so that a long rehearsal can be watched and a killed one keeps what it did."""
-    records = []
-    chosen = [p for p in programs(config) if keys is None or p.key in keys]
+    records, every = [], programs(config)
+    unknown = sorted(set(keys or ()) - {p.key for p in every})
+    if unknown:  # nothing compiled and exit 0 would pass for a rehearsal
+        known = [p.key for p in every]
+        raise ConfigError(f"rehearse --only: no program {unknown[0]!r} at this config; its {len(known)} keys: "
+                          + ", ".join(known[:6]) + (", ..." if len(known) > 6 else "")
+                          + " (all of them: the `key` of each program in a full rehearsal's JSON)")
+    chosen = [p for p in every if keys is None or p.key in keys]
     for index, program in enumerate(chosen, 1):
         record = compile_program(program)
         records.append(record)
