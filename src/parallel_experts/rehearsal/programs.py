@@ -129,7 +129,7 @@ def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] =
     if unknown:  # nothing compiled and exit 0 would pass for a rehearsal
         known = [p.key for p in every]
         raise ConfigError(f"rehearse --only: no program {unknown[0]!r} at this config; its {len(known)} keys: "
-                          + ", ".join(known[:6]) + (", ..." if len(known) > 6 else "")
+                          + ", ".join(known[:2]) + (", ..." if len(known) > 2 else "")
                           + " (all of them: the `key` of each program in a full rehearsal's JSON)")
     chosen = [p for p in every if keys is None or p.key in keys]
     for index, program in enumerate(chosen, 1):
