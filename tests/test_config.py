@@ -116,6 +116,15 @@ def test_a_file_that_is_not_strict_yaml_is_one_line_naming_the_file_and_line(tmp
     assert str(error.value) == f"{path}: {message}"
 
 
+def test_a_config_that_asks_snakemake_to_run_its_templates_is_refused_by_check_config(repo, tmp_path):
+    path = tmp_path / "shared.yaml"
+    path.write_text((repo / "config/smoke.yaml").read_text() + "__use_yte__: true\n")
+    run = subprocess.run([sys.executable, "-m", "parallel_experts", "check-config", str(path)], cwd=repo,
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"config error: {path}: __use_yte__: a config file is code under Snakemake")
+
+
 def test_yaml_merge_keys_may_be_overridden(tmp_path):
     path = tmp_path / "anchors.yaml"
     path.write_text("base: &base {lr: 1, steps: 2}\nrun:\n  <<: *base\n  lr: 3\n")

@@ -3,6 +3,7 @@ keys resolve inside the working directory or a folder of `external`, symbolic li
 checkpoint only from inside its folder; a config file may have any name, braces included."""
 
 import copy
+import re
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,16 @@ def test_a_path_key_that_leads_outside_the_project_is_refused_naming_the_key(pro
 def test_a_path_inside_the_project_or_a_named_external_folder_is_accepted(project, case):
     key, value, external = INSIDE[case]
     study.check(with_path(key, fill(value, project), external and fill(external, project)))
+
+
+@pytest.mark.parametrize("key, value, external, named", [
+    ("compile_cache", "results/a\0b", None, "compile_cache"),
+    ("lm.corpus.files", ["a.txt", "b\0.txt"], None, "lm.corpus.files[1]"),
+    ("compile_cache", "results/xla", ["data\0"], "external[0]"),
+])
+def test_a_path_with_a_nul_byte_is_refused_naming_the_key(project, key, value, external, named):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(named)}: .* holds a NUL byte"):
+        study.check(with_path(key, value, external))
 
 
 def test_the_cli_refuses_a_path_outside_in_one_line(tmp_path):

@@ -20,6 +20,7 @@ from parallel_experts.config.errors import ConfigError, quote, quote_key
 MAX_BYTES = 4 * 2**20
 MAX_DEPTH = 32
 MAX_VALUES = 1_000_000
+YTE = "__use_yte__"  # Snakemake's switch that runs a config file's templates as Python
 
 
 def load(paths: Sequence[str | Path]) -> dict:
@@ -29,6 +30,10 @@ def load(paths: Sequence[str | Path]) -> dict:
         loaded = read(path)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {quote(loaded)}")
+        if YTE in loaded:
+            raise ConfigError(f"{path}: {YTE}: a config file is code under Snakemake, which runs the Python of its "
+                              "templates (YTE) while it loads the file, before any check; this project's configs are "
+                              "plain YAML, so check-config refuses it: do not run this file with snakemake")
         _merge(config, loaded)
     return config
 

@@ -27,7 +27,11 @@ def check(config: Mapping, project: str | Path | None = None) -> None:
     """Refuse a path-valued key of `config` that resolves outside `project` (default: the working directory) and
     outside every folder of its `external` list, naming the key, the path and what it resolves to."""
     project = Path.cwd() if project is None else Path(project)
-    allowed = [project, *(project / folder for folder in config.get("external", []))]
+    external = [(f"external[{i}]", folder) for i, folder in enumerate(config.get("external", []))]
+    for key, value in [*external, *_paths(config)]:
+        if "\0" in value:  # the OS refuses it in every call: name it here, not in a traceback
+            raise ConfigError(f"{key}: {quote(value)} holds a NUL byte, which no path can hold")
+    allowed = [project, *(project / folder for _, folder in external)]
     for key, value in _paths(config):
         if not any(inside(project / value, folder) for folder in allowed):
             raise ConfigError(f"{key}: {quote(value)} resolves to {(project / value).resolve()}, outside the "
