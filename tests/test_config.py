@@ -1,5 +1,6 @@
 """A bad config stops the CLI and the workflow with one line naming the key; good ones pass."""
 
+import json
 import subprocess
 import sys
 
@@ -123,6 +124,40 @@ def test_a_config_that_asks_snakemake_to_run_its_templates_is_refused_by_check_c
                          capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith(f"config error: {path}: __use_yte__: a config file is code under Snakemake")
+
+
+@pytest.mark.parametrize("text, value", [("4e-4", 0.0004), ("1E+3", 1000.0), (".5", 0.5), ("-2.5e-3", -0.0025),
+                                         ("0240", 240), ("0x10", 16), ("1_000", "1_000"), ("1:00", "1:00"),
+                                         ("yes", "yes"), ("True", True), ("~", None)])
+def test_plain_scalars_are_read_as_yaml_1_2_and_json_read_them(tmp_path, text, value):
+    """YAML 1.1 (PyYAML's, Snakemake's) reads 4e-4 as a string, 0240 as 160, 1:00 as 60, 1_000 as 1000, yes as
+    true; YAML 1.2's core schema, as JSON, does not."""
+    path = tmp_path / "values.yaml"
+    path.write_text(f"k: {text}\n")
+    found = files.load([path])["k"]
+    assert found == value and type(found) is type(value)
+
+
+@pytest.mark.parametrize("text, accepted", [("4e-4", True), ("1E+3", True), (".5", True), ("1_000", False)])
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_number_reads_alike_through_check_config_and_the_workflow(repo, tmp_path, text, accepted, suffix):
+    config = (repo / "config/smoke.yaml").read_text().replace(
+        "training: {num_envs: 8,", f"training: {{learning_rate: {text}, num_envs: 8,")
+    path = tmp_path / f"lr{suffix}"
+    if suffix == ".json":  # JSON writes .5 as 0.5 and has no 1_000: a string there, as YAML 1.2 reads it
+        loaded = files.load([repo / "config/smoke.yaml"])
+        loaded["sokoban"]["training"]["learning_rate"] = "LR"
+        config = json.dumps(loaded).replace('"LR"', {".5": "0.5", "1_000": '"1_000"'}.get(text, text))
+    path.write_text(config)
+    routes = {"check-config": [sys.executable, "-m", "parallel_experts", "check-config", str(path)],
+              "workflow": [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--configfile", str(path)]}
+    for route, command in routes.items():
+        run = subprocess.run(command, cwd=repo, capture_output=True, text=True)
+        assert (run.returncode == 0) == accepted, (route, run.stdout[-500:], run.stderr[-500:])
+        if not accepted:
+            assert "sokoban.training.learning_rate: expected number" in run.stdout + run.stderr, route
+    if accepted:
+        assert study.given([str(path)], {})["sokoban"]["training"]["learning_rate"] == float(text)
 
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path):

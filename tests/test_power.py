@@ -20,6 +20,7 @@ from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.analysis.verdicts import ALPHA, NOISE
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.planning import power as planned
+from parallel_experts.reporting import power_page
 
 DRAWS = 40_000
 
@@ -192,6 +193,11 @@ def test_a_simulated_expert_count_draw_gets_the_claims_pages_verdict():
         found = findings.more_experts(points)
         assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
+
+
+def test_the_power_page_draws_every_domain_and_design_the_analysis_has():
+    assert set(power_page.DOMAINS) == set(planned.DESIGNS)
+    assert set(power_page.DESIGN_STYLE) == {design for designs in planned.DESIGNS.values() for design in designs}
 
 
 def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled():

@@ -9,6 +9,8 @@ workflow calls it once when it starts; `load` calls it for every command that re
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,18 +65,22 @@ def check_config(options: CheckConfig, config: Mapping) -> int:
     return 0
 
 
-def check_given(config: Mapping, paths: Sequence[str], overrides: Mapping) -> None:
-    """`check` for a workflow's `config`: the files `paths`, which are read again strictly here (Snakemake reads
-    them leniently: a duplicate key's last value wins), with command-line `overrides` (Snakemake's --config) on
-    top. A problem is named by the files where they alone have it, else by `--config`."""
+def given(paths: Sequence[str], overrides: Mapping) -> dict:
+    """The workflow's config as this project reads it, checked: the files `paths` read strictly, as check-config
+    reads them (files.read: YAML 1.2's numbers, no duplicate key; Snakemake reads them leniently, as YAML 1.1, so
+    `4e-4` would be a string), with the command line's `overrides` (Snakemake's --config) on top. A problem is named
+    by the files where they alone have it, else by `--config`."""
     loaded = files.load(paths)
+    found = copy.deepcopy(loaded)
+    files.merge(found, overrides)
     named = " + ".join(map(str, paths)) or "config"
     try:
-        check(config)
+        check(found)
     except ConfigError as error:
         if overrides and _problem(loaded) != str(error):
             raise ConfigError(f"--config: {error}") from None
         raise ConfigError(f"{named}: {error}") from None
+    return found
 
 
 def _problem(config: Mapping) -> str | None:

@@ -34,11 +34,13 @@ from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 try:
-    # Snakemake has read the files already, but leniently; read strictly, and a problem blamed on the file or the
-    # --config that holds it.
-    study.check_given(config, workflow.configfiles, workflow.config_settings.config)
+    # Snakemake has read the files already, but leniently (YAML 1.1: `4e-4` a string); read them as check-config
+    # does, a problem blamed on the file or the --config that holds it, and run on that reading.
+    given = study.given(workflow.configfiles, workflow.config_settings.config)
 except ConfigError as error:
     sys.exit(f"config error: {error}")
+config.clear()
+config.update(given)
 
 # The effective configuration (files plus any --config overrides), which every job reads: written when a real run
 # starts (the onstart hook, results.snapshot), never while the Snakefile is read. Where it changed, no rule writes

@@ -6,6 +6,7 @@ import codecs
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ def load(paths: Sequence[str | Path]) -> dict:
             raise ConfigError(f"{path}: {YTE}: a config file is code under Snakemake, which runs the Python of its "
                               "templates (YTE) while it loads the file, before any check; this project's configs are "
                               "plain YAML, so check-config refuses it: do not run this file with snakemake")
-        _merge(config, loaded)
+        merge(config, loaded)
     return config
 
 
@@ -153,6 +154,38 @@ class _StrictLoader(yaml.SafeLoader):
 for _tag in ("timestamp", "binary", "set", "omap", "pairs"):
     _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictLoader.construct_not_json)
 
+# Plain scalars resolved as YAML 1.2's core schema does, and JSON: `4e-4` and `.5` are numbers (PyYAML's YAML 1.1
+# resolver leaves the first a string), `0240` is 240 (1.1: octal 160), `1:00` and `1_000` stay strings (1.1: 60,
+# 1000), `yes` and `on` stay strings (1.1: true). The workflow reads its config through this loader too
+# (study.given), so that both routes read one file alike.
+_CORE = {
+    "tag:yaml.org,2002:bool": r"true|True|TRUE|false|False|FALSE",
+    "tag:yaml.org,2002:int": r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+",
+    "tag:yaml.org,2002:float": r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)",
+}
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _CORE]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, _pattern in _CORE.items():
+    _StrictLoader.add_implicit_resolver(_tag, re.compile(rf"^(?:{_pattern})$"), list("-+0123456789.tTfFoxn"))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+    return int(text[2:] if base != 10 else text, base)
+
+
+def _core_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node).lower().lstrip("+")
+    return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:bool",
+                              lambda loader, node: loader.construct_scalar(node).lower() == "true")
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _core_float)
+
 
 def _expanded(node: yaml.Node, depth: int, seen: dict) -> tuple[int, int]:
     """(values, levels) under `node`, at `depth`, with every alias expanded, each distinct node walked once: an alias
@@ -181,10 +214,11 @@ def _expanded(node: yaml.Node, depth: int, seen: dict) -> tuple[int, int]:
     return size, height
 
 
-def _merge(base: dict, update: Mapping) -> None:
+def merge(base: dict, update: Mapping) -> None:
+    """Merge `update` into `base`, nested mappings key by key (as Snakemake merges --configfile and --config)."""
     for key, value in update.items():
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
+            merge(base[key], value)
         else:
             base[key] = value
 

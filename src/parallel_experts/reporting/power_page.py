@@ -13,9 +13,9 @@ from pandas.io.formats.style import Styler
 
 from parallel_experts.analysis.power import seeds_text
 
-DESIGN_STYLE = {"every allocation": "-", "best per depth": "--"}
+DESIGN_STYLE = {"every allocation": "-", "best per depth": "--", "one (L, d) family": "-."}
 SEED_TICKS = (2, 3, 5, 10, 20, 50)
-DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "lm": "FineWeb"}
+DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "experts": "Sokoban", "lm": "FineWeb"}
 
 
 def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
