@@ -302,7 +302,8 @@ def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[s
         jobs = [job for job in by_result.get(result, []) if keys(job.run)]
         timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
         pricings = {}
-        if jobs and all(job.group in costs.measured_rates(timed) for job in jobs):
+        timed_groups = costs.measured_rates(timed)
+        if jobs and all(job.group in timed_groups for job in jobs):
             pricings[f"measured on {config['accelerator']}"] = costs.rates(config, jobs, timed)
         devices = sorted({costs.assumption(config, job.rule, job.family).device for job in jobs})
         pricings[f"assumed on {' and '.join(devices)}"] = {job: costs.assumed_rate(config, job) for job in jobs}
