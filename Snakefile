@@ -35,10 +35,11 @@ localrules:
 
 onstart:
     # A real run claims results/config.json for its config (a dry run never gets here): refused where a running
-    # workflow reads another config from it.
+    # workflow reads another config from it; a lock or snapshot that cannot be used (a folder, a link, read-only) is
+    # named in one line.
     try:
         snapshot.claim(config, CONFIG_JSON, config_files())
-    except snapshot.FolderBusy as error:
+    except (snapshot.FolderBusy, PipelineError) as error:
         sys.exit(f"error: {error}")
 
 

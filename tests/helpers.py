@@ -1,12 +1,15 @@
 """Shared builders of the tests: where the repository and the Boxoban files are, how to run the workflow and a
 killed-and-resumed training command, and the small datasets and configs that several test modules build."""
 
+import contextlib
+import copy
 import json
 import os
 import signal
 import struct
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -255,3 +258,74 @@ def probe_recall(state_deep, state_shallow, control=0.1, width=0.02, scored_leve
                 "step": np.arange(STEPS), "estimate": ["value", "low", "high"], "depth": ("run", [4, 2]),
                 "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])},
         attrs={"test_levels": 100, "scored_levels": scored_levels})
+
+
+# Markup a config string might hold, tagged with a marker that cannot occur by chance on a page (not in base64, which
+# has no `-`): an element, an image, a link and a style rule. Without a slash, so that it can name a file or folder.
+PROBE = '<b title="pe-probe">b<img src="pe-probe.png"><a href="pe-probe.html">a<style>.pe-probe{color:red}'
+
+
+class LiveMarkup(HTMLParser):
+    """The elements of a page that came from PROBE live: an attribute or a <style> holding its marker."""
+
+    def __init__(self):
+        super().__init__()
+        self.found, self.style, self.text = [], False, []
+
+    def handle_starttag(self, tag, attrs):
+        self.style = tag == "style"
+        self.found += [f"<{tag} {name}={value!r}>" for name, value in attrs if value and "pe-probe" in value]
+
+    def handle_endtag(self, tag):
+        self.style = False
+
+    def handle_data(self, data):
+        if self.style and "pe-probe" in data:
+            self.found.append(f"<style>{data.strip()[:60]}")
+        elif not self.style:
+            self.text.append(data)
+
+
+def live_markup(page: str) -> tuple[list[str], int]:
+    """What of PROBE is live on `page`, and how many times the page shows it as text."""
+    parser = LiveMarkup()
+    parser.feed(page)
+    parser.close()
+    return parser.found, "".join(parser.text).count(PROBE)
+
+
+def with_markup_in_every_string(config: dict, folder: Path) -> tuple[dict, int]:
+    """`config` run from `folder`, with its corpus local files and an `external` folder whose names hold PROBE
+    (created under `folder`), and PROBE added to every other string that the config's checks accept with it (found
+    by trying each one: the checks refuse it where a name must match); and the number of strings that hold PROBE."""
+    from parallel_experts import study
+    from parallel_experts.config.errors import ConfigError
+    from parallel_experts.lm import corpus
+
+    config = copy.deepcopy(config)
+    texts = folder / f"corpus {PROBE}"
+    texts.mkdir(parents=True, exist_ok=True)
+    files = []
+    for source in corpus.demo_corpus_files()[:2]:
+        (texts / f"{PROBE} {source.name}").write_bytes(source.read_bytes())
+        files.append(str((texts / f"{PROBE} {source.name}").relative_to(folder)))
+    config["lm"]["corpus"] = {"files": files, "format": "text"}
+    config["external"] = [str(folder / f"external {PROBE}")]
+    replaced = len(files) + 1
+
+    def add(node):
+        nonlocal replaced
+        for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
+            if isinstance(value, (dict, list)):
+                add(value)
+            elif isinstance(value, str) and PROBE not in value:
+                node[key] = f"{value} {PROBE}"
+                try:
+                    study.check(config)
+                    replaced += 1
+                except ConfigError:
+                    node[key] = value
+
+    with contextlib.chdir(folder):
+        add(config)
+    return config, replaced

@@ -47,7 +47,7 @@ def test_a_claim_is_shared_by_the_same_config_and_refused_to_another_until_it_en
     assert claim_in_subprocess(config, "b.yaml").returncode == 0  # the same config joins
     refused = claim_in_subprocess(other, "c.yaml")
     assert refused.returncode == 1
-    assert (f"results/config.json: a workflow with config {files.digest(config)} (a.yaml), written by pid "
+    assert (f"results/config.json: a workflow with config {files.digest(config)} (a.yaml; the snapshot was written by pid "
             f"{os.getpid()} on ") in refused.stderr
     assert f"this one's config {files.digest(other)} differs" in refused.stderr
     assert json.loads((folder / "results/config.json").read_text()) == config  # untouched

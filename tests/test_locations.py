@@ -146,3 +146,91 @@ def test_a_config_file_name_with_braces_reaches_the_jobs_unchanged(tmp_path):
     run = snakemake("-n", "-p", "reports/claims.html", "--configfile", str(config), "--directory", str(tmp_path))
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"--config-files '{config}'" in run.stdout, run.stdout[-3000:]
+
+
+# Every place under results/ that a job writes through, as a link out of the project: (what is linked, relative to
+# the project, and the write that goes through it). Each is refused in one line and writes nothing outside.
+def _curves(run):
+    from parallel_experts.core.tensorboard import TrainingCurves
+    TrainingCurves(run, "env_steps", 1, seeds=[0])
+
+
+def _attempt(run):
+    from parallel_experts.core import walltime
+    walltime.begin(run, 0, walltime.Deadline(100.0))
+
+
+def _lock(run):
+    from parallel_experts.core.run_folder import run_lock
+    with run_lock(run, {"run": "x"}):
+        pass
+
+
+def _result(run):
+    from parallel_experts.core import atomic
+    atomic.write_text(run / "eval.json", "{}")
+
+
+def _snapshot(_run):
+    from parallel_experts.results import snapshot
+    snapshot.claim(files.load([SMOKE]), "results/config.json", ["smoke.yaml"])
+
+
+def _cache(_run):
+    study.load([str(SMOKE)])
+
+
+RUN = "results/sokoban/runs/r"
+LINKS = [  # (linked path, a file or a folder outside, the write)
+    ("results/xla-cache", "folder", _cache),  # the compile cache, JAX's writes
+    (f"{RUN}/seed0", "folder", _curves),  # a seed's TensorBoard run
+    (RUN, "folder", _curves),  # the run folder itself: its TensorBoard file
+    (RUN, "folder", _lock),
+    (f"{RUN}/.lock", "file", _lock),  # the lock, overwritten when followed
+    (f"{RUN}/attempts.jsonl", "file", _attempt),  # appended to when followed
+    ("results/sokoban", "folder", _result),  # a folder above a result
+    (f"{RUN}/eval.json", "file", _result),
+    ("results/config.lock", "file", _snapshot),  # the workflows' lock
+    ("results", "folder", _snapshot),  # results/ itself, not listed in `external`
+]
+
+
+@pytest.mark.parametrize("linked, kind, write", LINKS, ids=lambda case: getattr(case, "__name__", case))
+def test_nothing_is_written_outside_the_project_through_a_link(project, linked, kind, write):
+    from parallel_experts.config import locations
+    from parallel_experts.config.errors import PipelineError
+
+    locations.allow({})
+    outside = project / "data" / "target"
+    if kind == "folder":
+        outside.mkdir()
+    else:
+        outside.write_text("someone else's file\n")
+    before = sorted(p.name for p in (project / "data").rglob("*"))
+    link = project / "project" / linked
+    (project / "project" / RUN).mkdir(parents=True, exist_ok=True)
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside)
+    with pytest.raises(PipelineError) as refused:
+        write(project / "project" / RUN)
+    message = str(refused.value)
+    assert "\n" not in message and ("link" in message), message
+    assert sorted(p.name for p in (project / "data").rglob("*")) == before  # nothing new outside
+    if kind == "file":
+        assert outside.read_text() == "someone else's file\n"  # nor changed
+
+
+def test_a_results_folder_listed_in_external_is_written_through_its_link(project):
+    """results/ on scratch space, linked into the project and listed in `external`: writes go through."""
+    from parallel_experts.config import locations
+    from parallel_experts.core import atomic
+
+    (project / "project" / "results").symlink_to(project / "data")
+    locations.allow({"external": [str(project / "data")]})
+    try:
+        atomic.write_text("results/x.json", "{}")
+    finally:
+        locations.allow({})
+    assert (project / "data" / "x.json").read_text() == "{}"

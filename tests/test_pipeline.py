@@ -3,8 +3,10 @@
 import json
 
 import pytest
-from helpers import REPO, planned_jobs, snakemake
+import yaml
+from helpers import REPO, live_markup, planned_jobs, snakemake, with_markup_in_every_string
 
+from parallel_experts.config import files
 from parallel_experts.reporting import render as reports
 from parallel_experts.results import store
 from parallel_experts.sokoban.levels import LevelSet
@@ -66,6 +68,23 @@ def check_outputs(workdir):
         assert f'href="{name}.html"' in index
 
 
+def check_no_markup_from_config_strings(workdir):
+    """Markup in every string of the config that its checks accept it in (the description, the plan's device, the
+    power analysis's reasons, the corpus's file names, `external`): every page shows it as typed, none runs it. Only
+    the runs the corpus feeds retrain; every report renders again (the config's digest is their param)."""
+    config, strings = with_markup_in_every_string(files.load([REPO / SMOKE]), workdir)
+    assert strings == 11, strings
+    (workdir / "markup.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake("--cores", "2", "--configfile", str(workdir / "markup.yaml"), "--directory", str(workdir),
+                    timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    pages = {page.name: live_markup(page.read_text()) for page in (workdir / "reports").glob("*.html")}
+    assert {name: live for name, (live, _) in pages.items() if live} == {}
+    shown = {name: count for name, (_, count) in pages.items()}
+    assert min(shown.values()) >= 1, shown  # the description, on every page and the index
+    assert shown["power.html"] >= 1 + 6 and shown["lm_depth.html"] >= 1 + 2, shown  # the reasons; the corpus files
+
+
 @pytest.mark.pipeline
 def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     jobs = planned_jobs("--directory", str(tmp_path))
@@ -91,4 +110,8 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     edited.write_text((REPO / SMOKE).read_text().replace("time_limit: 20}", "time_limit: 21}"))
     assert planned_jobs("--directory", str(tmp_path), configfile=edited)["sokoban_train"] == jobs["sokoban_train"]
     edited.write_text((REPO / SMOKE).read_text().replace("Its numbers mean nothing.", "Nothing to see."))
-    assert not {"sokoban_train", "lm_train"} & set(planned_jobs("--directory", str(tmp_path), configfile=edited))
+    replanned = set(planned_jobs("--directory", str(tmp_path), configfile=edited))
+    assert not {"sokoban_train", "lm_train"} & replanned  # but every page shows the description, and the digest:
+    assert {"report", "index", "plan_costs", "power_analysis"} <= replanned
+
+    check_no_markup_from_config_strings(tmp_path)

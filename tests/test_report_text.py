@@ -4,8 +4,6 @@ report's headings (reporting.page)."""
 import html
 
 import pytest
-from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
 from parallel_experts.reporting import markup, page
 
 
@@ -20,7 +18,7 @@ def test_scale_banner_and_lists_are_markdown():
                                      "</p><iframe src=javascript:alert(1)>"])
 def test_a_description_holding_html_is_shown_as_text_not_run(hostile):
     banner = markup.scale_banner("demo", f"Reduced {hostile} demo & more.")
-    rendered = markdown2html_mistune(banner)  # what nbconvert makes of the report's Markdown output
+    rendered = markup.markdown(banner)  # what a report makes of its Markdown output (render.safe_outputs)
     assert "<script" not in rendered and "<img" not in rendered and "<iframe" not in rendered
     assert html.unescape(rendered).count(hostile) == 1 and "&amp; more" in rendered  # shown, as the text it is
 

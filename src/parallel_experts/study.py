@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from parallel_experts.config import files, locations, schema
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import option
-from parallel_experts.core import budget, compile_cache, precision
+from parallel_experts.core import atomic, budget, compile_cache, precision
 from parallel_experts.core.definitions import by_id
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm.shards import DataError, check_fit
@@ -47,7 +47,9 @@ def load(config_files: Sequence[str], domain: str | None = None) -> dict:
         raise ConfigError(f"{' + '.join(config_files)}: {error}") from None
     for path in config_files:  # a job of a workflow: the snapshot it started with
         snapshot.verify(loaded, path)
-    compile_cache.use(loaded.get("compile_cache", paths.XLA_CACHE) or None)
+    locations.allow(loaded)
+    cache = loaded.get("compile_cache", paths.XLA_CACHE)
+    compile_cache.use(atomic.writable(cache) if cache else None)
     if domain is not None:
         precision.use(precision.of(loaded, domain))
     return loaded
@@ -80,6 +82,7 @@ def given(paths: Sequence[str], overrides: Mapping) -> dict:
         if overrides and _problem(loaded) != str(error):
             raise ConfigError(f"--config: {error}") from None
         raise ConfigError(f"{named}: {error}") from None
+    locations.allow(found)
     return found
 
 

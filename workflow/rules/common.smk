@@ -24,7 +24,8 @@ _python_first = (
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import study
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config import files
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import resources as job_resources
@@ -47,6 +48,9 @@ config.update(given)
 # it: a rule's output would make Snakemake skip the params check of every job reading it in the run that rewrites
 # it, so a run whose definition changed would not be retrained until the next invocation.
 CONFIG_JSON = paths.CONFIG_JSON
+# For that reason a job that reads the whole config (a report, the plan, the power analysis) names its digest as a
+# param: its input, the snapshot, is rewritten only after Snakemake has decided what to run.
+CONFIG_DIGEST = files.digest(config)
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
 
 # Every report of the config (parallel_experts.targets.catalogue): its notebook, the results it reads, its target.

@@ -40,6 +40,7 @@ rule plan_costs:
         here=lambda wildcards, output: Path(output.here[0]).parent,
         there=lambda wildcards, output: Path(output.there[0]).parent,
         paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
+        config=CONFIG_DIGEST,
     shell:
         "python -m parallel_experts plan --configfile {input.config:q} --out {params.here:q} > {log:q} 2>&1 && "
         "python -m parallel_experts plan --configfile {params.paper:q} --out {params.there:q} >> {log:q} 2>&1"
@@ -62,6 +63,7 @@ rule power_analysis:
         **resources("power_analysis"),
     params:
         paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
+        config=CONFIG_DIGEST,
     shell:
         "python -m parallel_experts power --configfile {input.config:q} --out {output.here:q} > {log:q} 2>&1 && "
         "python -m parallel_experts power --configfile {params.paper:q} --out {output.there:q} >> {log:q} 2>&1"
@@ -90,6 +92,7 @@ rule report:
         notebook=notebook_parameters,
         # a function: Snakemake formats string params with the wildcards, which would rewrite a file name with braces
         config_files=lambda wildcards: config_files(),
+        config=CONFIG_DIGEST,
     shell:
         "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} --html {output.html:q} "
         "--executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "
@@ -109,5 +112,7 @@ rule index:
         paths.log("reports/index"),
     conda:
         CONDA_ENV
+    params:
+        config=CONFIG_DIGEST,
     shell:
         "python -m parallel_experts index --config {input.config:q} --out {output:q} {input.meta:q} > {log:q} 2>&1"

@@ -5,10 +5,15 @@ The rule: every path a config gives (`PATH_KEYS`), and every default it implies,
 `external`, after symbolic links are followed, so a link cannot lead out either. A run folder's checkpoint and
 weights are read only from files that resolve inside that folder (`inside`, core/run_folder.member). Paths that a
 user types on the command line (`--tokens`, `--out`, `--boxoban`) are named on purpose and are not checked.
+
+Writes follow the same rule (`outside`, which core/atomic.writable applies to every write of a result, a report,
+a run folder's lock, attempts and TensorBoard files, and the compile cache): a path named inside the project that
+a symbolic link takes out of it, to no `external` folder, is refused.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -16,6 +21,28 @@ from parallel_experts.config.errors import ConfigError, quote
 
 # every config key that names a file or folder (a list: each of its items)
 PATH_KEYS = ("compile_cache", "sokoban.boxoban.root", "sokoban.boxoban.cache", "lm.corpus.files", "lm.corpus.cache_dir")
+
+
+_external: list[Path] = []  # the `external` folders of the config this process loaded (`allow`), resolved
+
+
+def allow(config: Mapping) -> None:
+    """Let this process write (`outside`) into the folders that `config` lists as `external`, too."""
+    _external[:] = [Path(folder).resolve() for folder in config.get("external", [])]
+
+
+def outside(path: str | Path) -> Path | None:
+    """Where `path` really leads, if it lies in the working directory as named but a symbolic link takes it out of
+    the project and out of every `external` folder; None otherwise. A path named outside the project (a test's
+    folder, a command's --out) is the caller's choice and is not judged."""
+    project = Path.cwd()
+    named = Path(os.path.normpath(project / path))
+    if not named.is_relative_to(project):
+        return None
+    resolved = named.resolve()
+    if any(resolved.is_relative_to(folder) for folder in [project.resolve(), *_external]):
+        return None
+    return resolved
 
 
 def inside(path: str | Path, folder: str | Path) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from parallel_experts.config import locations
 from parallel_experts.config.errors import PipelineError
 
 # What a file system answers when it will not take the write (full, read-only, not permitted, a file or folder
@@ -27,6 +28,16 @@ os.umask(_UMASK)
 
 class WriteError(PipelineError, OSError):
     """The file system refused a write: disk full, read-only or not permitted."""
+
+
+def writable(path: str | Path) -> Path:
+    """`path`, refused with a WriteError where a symbolic link takes it out of the project (config/locations.py)."""
+    leads = locations.outside(path)
+    if leads is not None:
+        raise WriteError(f"{path}: a link leads it to {leads}, outside the project {Path.cwd()} and its `external` "
+                         "folders; nothing is written through it (remove the link, or list the folder in the config's "
+                         "`external`)")
+    return Path(path)
 
 
 def refusal(error: BaseException) -> OSError | None:
@@ -44,7 +55,7 @@ def refusal(error: BaseException) -> OSError | None:
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to: renamed onto `path` if the block succeeds, removed if not."""
-    path = Path(path)
+    path = writable(path)
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

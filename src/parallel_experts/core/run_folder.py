@@ -4,6 +4,7 @@ a second trainer out. No JAX here: the planner reads `run.json` to know which ti
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -62,13 +63,13 @@ def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
     compiles. The lock (POSIX, so it works on NFS) dies with its process, so a killed trainer never leaves a
     stale one. The folder's `run.json` names the definition its checkpoint belongs to: a checkpoint of another
     definition (the config changed) is discarded instead of resumed, so a changed run really retrains."""
-    run_dir = Path(run_dir)
+    run_dir = atomic.writable(run_dir)
     path = run_dir / ".lock"
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as error:
         raise atomic.WriteError(f"{run_dir}: cannot write the run folder ({error.strerror})") from None
+    descriptor = open_no_link(path, os.O_RDWR | os.O_CREAT)
     with os.fdopen(descriptor, "r+") as file:
         try:
             fcntl.lockf(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -83,10 +84,22 @@ def run_lock(run_dir: str | Path, definition: Mapping) -> Iterator[None]:
         yield
 
 
+def open_no_link(path: Path, flags: int) -> int:
+    """`os.open` of a run folder's own file (its lock, its attempts), refused where the name is a symbolic link:
+    these are never links, and writing through one would change a file elsewhere."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise atomic.WriteError(f"{path}: a symbolic link (to {os.readlink(path)}), where the run folder keeps "
+                                    "its own file; nothing is written through it: delete the link") from None
+        raise atomic.WriteError(f"{path}: cannot write the run folder's own file ({error.strerror})") from None
+
+
 def attempts(run_dir: str | Path) -> list[dict]:
     """The run's training attempts with a deadline, in order (`ATTEMPTS`): each start (update, seconds left) and
     clean stop (update, seconds it ran). Kept here, because Snakemake empties a job's log before each attempt."""
-    path = Path(run_dir) / ATTEMPTS
+    path = member(run_dir, ATTEMPTS)
     if not path.exists():
         return []
     found = []

@@ -28,7 +28,7 @@ from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto.event_pb2 import Event, SessionLog
 from tensorboardX.summary import scalar
 
-from parallel_experts.core import compiling
+from parallel_experts.core import atomic, compiling
 from parallel_experts.core.run_folder import latest
 
 # Compile seconds (`core.compiling`) include a persistent-cache hit's read. A program's first run costs a little
@@ -40,7 +40,7 @@ class EventFile:
     """A new event file in `folder` (one TensorBoard run) that hides every earlier event from `purge_step` on."""
 
     def __init__(self, folder: Path, purge_step: int):
-        folder.mkdir(parents=True, exist_ok=True)
+        atomic.writable(folder).mkdir(parents=True, exist_ok=True)
         # TensorBoard reads a folder's files in name order; the nanoseconds keep two files of one second in order.
         self.writer = EventsWriter(str(folder / "events"), f".{time.time_ns()}")
         self.writer.write_event(Event(wall_time=time.time(), step=purge_step,

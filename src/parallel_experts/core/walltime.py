@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import compiling
-from parallel_experts.core.run_folder import ATTEMPTS, attempts
+from parallel_experts.core import atomic, compiling
+from parallel_experts.core.run_folder import ATTEMPTS, attempts, open_no_link
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -160,6 +160,7 @@ def stopped(run_dir: Path, update: int, why: str, deadline: Deadline) -> Stopped
 
 
 def _note(run_dir: Path, entry: dict) -> None:
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(run_dir) / ATTEMPTS, "a", encoding="utf-8") as file:
+    atomic.writable(run_dir).mkdir(parents=True, exist_ok=True)
+    descriptor = open_no_link(Path(run_dir) / ATTEMPTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with open(descriptor, "a", encoding="utf-8") as file:
         file.write(json.dumps(entry) + "\n")

@@ -20,6 +20,7 @@ from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
 from parallel_experts.lm import systems
+from parallel_experts.reporting import markup
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
@@ -158,7 +159,7 @@ def styled(table: pd.DataFrame) -> Styler:
     def link(name: str) -> str:
         return f'<a href="{name}.html">{name}</a>' if name else "(no report at this scale)"
 
-    return (table.style.hide(axis="index").format({"report": link}, escape="html")
+    return (markup.table(table, {"report": link})
             .set_properties(**{"text-align": "left", "vertical-align": "top"})
             .set_properties(subset=["verdict"], **{"font-weight": "bold"})
             .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import xarray as xr
 from IPython.display import Markdown, display
@@ -25,6 +26,7 @@ def begin(scale: str, description: str, config_path: str | None = None, precisio
     """Show the banner of the page's scale and what the config reduced; return the config read from
     `config_path` (the workflow's snapshot, results/config.json), if given."""
     pd.set_option("display.precision", precision)
+    plt.rcParams["text.parse_math"] = False  # a `$` in a name from a config or results file is text, not mathtext
     display(Markdown(markup.scale_banner(scale, description)))
     if not config_path:
         return None
@@ -46,13 +48,13 @@ def allocations_heading(domain: str, scale: str, allocations: int, budget_count:
                         measured: str = "") -> str:
     """The allocation report's heading of one domain and of this config's grid (Markdown), with its work proxy and
     what the measured FLOPs count, as the grid's dataset states them."""
-    lines = [f"## {DOMAIN_TITLES[domain]}", f"### This configuration ({markup.text(scale)}): {allocations} "
-             f"allocations in {budget_count} budgets"]
-    lines += [f"Work proxy: W = {markup.text(proxy)}."] if proxy else []
-    lines += [f"Measured: {markup.text(measured)}."] if measured else []
+    lines = [f"## {DOMAIN_TITLES[domain]}", f"### This configuration ({scale}): {allocations} allocations in "
+             f"{budget_count} budgets"]
+    lines += [f"Work proxy: W = {proxy}."] if proxy else []
+    lines += [f"Measured: {measured}."] if measured else []
     return "\n\n".join(lines)
 
 
 def allocation_grid(table: pd.DataFrame, flag: str, na_rep: str | None = None) -> Styler:
     """An allocation grid as the allocation report shows it: three decimals, the column `flag` as check marks."""
-    return table.style.hide(axis="index").format(precision=3, na_rep=na_rep).format(markup.check_mark, subset=[flag])
+    return markup.table(table, {flag: markup.check_mark}, precision=3, na_rep=na_rep)

@@ -9,6 +9,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from parallel_experts.core.tables import fmt
+from parallel_experts.reporting import markup
 
 MEMORY_ROWS = 40  # the rehearsed jobs shown, largest peak first
 
@@ -16,26 +17,24 @@ MEMORY_ROWS = 40  # the rehearsed jobs shown, largest peak first
 def targets(sums: pd.DataFrame, unit: str) -> Styler:
     """Device hours and jobs per target (`planning.tables.per_target`), in `unit` (GPU or CPU hours)."""
     names = {"device_hours": unit, "shown_hours": f"{unit} it shows", "jobs": "jobs", "shown_jobs": "jobs it shows"}
-    return sums.rename(columns=names).style.format({unit: fmt, f"{unit} it shows": fmt})
+    return markup.table(sums.rename(columns=names), {unit: fmt, f"{unit} it shows": fmt}, index=True)
 
 
 def throughput(assumed: pd.DataFrame) -> Styler:
     """The FLOP/s each group of jobs is priced at, and its source (`planning.tables.assumptions`)."""
     found = assumed.assign(gflops_per_s=lambda t: t["flops_per_s"] / 1e9)
-    return (found[["group", "gflops_per_s", "source"]].style.hide(axis="index").format({"gflops_per_s": "{:,.1f}"})
-            .format(escape="html", subset=["group", "source"]))  # config strings: shown as typed
+    return markup.table(found[["group", "gflops_per_s", "source"]], {"gflops_per_s": "{:,.1f}"})
 
 
 def check_by_rule(by_rule: pd.DataFrame) -> Styler:
     """Measured job times beside both predictions, per rule (`planning.tables.check_by_rule`)."""
-    return by_rule.style.format({"measured_s": "{:,.0f}", "held_out_s": "{:,.0f}", "assumed_s": "{:,.0f}",
-                                 "held_out_ratio": "{:.2f}", "assumed_ratio": "{:.2f}"}, na_rep="—")
+    return markup.table(by_rule, {"measured_s": "{:,.0f}", "held_out_s": "{:,.0f}", "assumed_s": "{:,.0f}",
+                                  "held_out_ratio": "{:.2f}", "assumed_ratio": "{:.2f}"}, index=True, na_rep="—")
 
 
 def check(jobs: pd.DataFrame) -> Styler:
     """Every timed job beside its two predictions (the plan's `check` table)."""
-    return jobs.style.hide(axis="index").format({c: "{:,.1f}" for c in jobs.columns if c.endswith("seconds")},
-                                                na_rep="—")
+    return markup.table(jobs, {c: "{:,.1f}" for c in jobs.columns if c.endswith("seconds")}, na_rep="—")
 
 
 def memory(jobs: pd.DataFrame) -> Styler | None:
@@ -46,6 +45,5 @@ def memory(jobs: pd.DataFrame) -> Styler | None:
         return None
     shown = rehearsed.assign(peak_gb=rehearsed["peak_bytes"] / 1e9,
                              fits=rehearsed["fits"].map({True: "✓", False: "✗"}).fillna("—"))
-    return (shown[["rule", "wildcards", "peak_gb", "device", "memory_gb", "fits"]].head(MEMORY_ROWS)
-            .style.hide(axis="index").format({"peak_gb": "{:,.2f}", "memory_gb": "{:g}"}, na_rep="—")
-            .format(escape="html", na_rep="—", subset=["rule", "wildcards", "device"]))
+    return markup.table(shown[["rule", "wildcards", "peak_gb", "device", "memory_gb", "fits"]].head(MEMORY_ROWS),
+                        {"peak_gb": "{:,.2f}", "memory_gb": "{:g}"}, na_rep="—")

@@ -12,6 +12,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from parallel_experts.analysis.power import seeds_text
+from parallel_experts.reporting import markup
 
 DESIGN_STYLE = {"every allocation": "-", "best per depth": "--", "one (L, d) family": "-."}
 SEED_TICKS = (2, 3, 5, 10, 20, 50)
@@ -74,9 +75,8 @@ def cheapest(tables: Mapping[float, pd.DataFrame]) -> Styler:
                              for on in found["hours_on"]]
     found = found[["claim", "part", "target", "design", "seeds", "power", "closed_form", "device-hours",
                    "config_power"]]
-    return (found.style.hide(axis="index")
-            .format({"target": "{:.0%}", "seeds": "{:.0f}", "power": "{:.3f}", "closed_form": "{:.3f}",
-                     "config_power": "{:.3f}"}, na_rep="—"))
+    return markup.table(found, {"target": "{:.0%}", "seeds": "{:.0f}", "power": "{:.3f}", "closed_form": "{:.3f}",
+                                "config_power": "{:.3f}"}, na_rep="—")
 
 
 def config_design(analysis: Mapping) -> Styler:
@@ -98,14 +98,12 @@ def config_design(analysis: Mapping) -> Styler:
              "hours": e["config_design"]["hours"],
              "decides": verdict(e["config_design"])}
             for e in analysis["tests"]]
-    return (pd.DataFrame(rows).style.hide(axis="index")
-            .format({"power": "{:.3f}", "stderr": "{:.3f}", "closed_form": "{:.3f}", "resampled": "{:.3f}",
-                     "hours": "{:,.1f}"}, na_rep="—"))
+    return markup.table(pd.DataFrame(rows), {"power": "{:.3f}", "stderr": "{:.3f}", "closed_form": "{:.3f}",
+                                             "resampled": "{:.3f}", "hours": "{:,.1f}"}, na_rep="—")
 
 
 def inputs(analysis: Mapping) -> Styler:
     """Every family's allocations per budget with their mean and SD (each family's source is listed above it)."""
     rows = [{"budget, family": where, "allocation": allocation, "mean": values["mean"], "sd": values["sd"]}
             for where, given in analysis["inputs"].items() for allocation, values in given["allocations"].items()]
-    return (pd.DataFrame(rows).style.hide(axis="index").format({"mean": "{:.3f}", "sd": "{:.3f}"})
-            .format(escape="html", subset=["budget, family", "allocation"]))
+    return markup.table(pd.DataFrame(rows), {"mean": "{:.3f}", "sd": "{:.3f}"})

@@ -16,6 +16,7 @@ The lock is an `flock`: it dies with its process, so a killed workflow never lea
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -54,8 +55,7 @@ def claim(config: Mapping, path: str | Path, config_files: Sequence[str]) -> Non
     """Make `path` the snapshot of `config` until this process exits; raise FolderBusy where a running workflow
     reads another config from it."""
     path, wanted = Path(path), text(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(path.with_suffix(".lock"), "a+", encoding="utf-8")
+    lock = _open_lock(path.with_suffix(".lock"))
     fcntl.flock(lock, fcntl.LOCK_SH)  # waits only while another workflow writes
     if _current(path) != wanted:
         try:  # a conversion, not atomic: the snapshot is read again under the shared lock below
@@ -89,19 +89,38 @@ def verify(config: Mapping, path: str | Path) -> None:
                           f"rerun the workflow")
 
 
+def _open_lock(path: Path) -> IO:
+    """The workflows' lock file, opened to read and append: never through a link, and a folder or a read-only
+    results/ in its place is named in one line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.fdopen(os.open(atomic.writable(path), os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666),
+                         "a+", encoding="utf-8")
+    except OSError as error:
+        if isinstance(error, atomic.WriteError):
+            raise
+        found = "a symbolic link" if error.errno == errno.ELOOP else error.strerror
+        raise atomic.WriteError(f"{path}: cannot open the workflows' lock ({found}): it must be a file this user may "
+                                "write, in a writable folder") from None
+
+
 def _current(path: str | Path) -> str | None:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config snapshot ({error.strerror}): it must be a file; move "
+                          "what is there away") from None
 
 
 def _busy(path: Path, lock: IO, config: Mapping) -> str:
     lock.seek(0)
     try:
         owner = json.loads(lock.read())
-        who = (f"config {owner['digest']} ({', '.join(owner['config']) or 'no file'}), written by pid "
-               f"{owner['pid']} on {owner['host']} at {owner['since']}")
+        who = (f"config {owner['digest']} ({', '.join(owner['config']) or 'no file'}; the snapshot was written "
+               f"by pid {owner['pid']} on {owner['host']} at {owner['since']}, which may have finished since, while "
+               "another workflow of that config joined it)")
     except (ValueError, KeyError, TypeError):
         who = "another config"
     return (f"{path}: a workflow with {who} is still running in this folder, and this one's config "
