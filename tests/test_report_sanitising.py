@@ -193,3 +193,27 @@ def test_the_plan_page_and_the_index_with_a_hostile_description_device_and_resul
     index = (tmp_path / "index.html").read_text()
     assert dangers(index) == [] and "<em>emphasised</em>" in index
     assert 'href="javascript%3Aalert%281%29/plan.html"' in index  # the file name stays a relative path
+
+
+def test_every_table_a_page_shows_is_built_by_the_escaping_helper():
+    """pandas' Styler escapes nothing unless told, also after a `.format` call: the only `.style` in the notebooks and
+    the library is markup.table's, so that no table is built without it."""
+    sources = [*(REPO / "workflow/notebooks").glob("*.ipynb"), *(REPO / "src/parallel_experts").rglob("*.py")]
+    built = sorted(path.name for path in sources if re.search(r"\.style\b(?! import)", path.read_text()))
+    assert built == ["markup.py"], built
+
+
+def test_a_table_shows_markup_in_cells_names_and_labels_as_typed():
+    frame = pd.DataFrame({"<b>name</b>": ["<style>body{display:none}</style>", "<img src=x>"], "n": [1.5, 2.5]},
+                         index=["<i>one</i>", "<i>two</i>"])
+    for page in (markup.sanitise(markup.table(frame).to_html()),
+                 markup.sanitise(markup.table(frame, {"n": "{:.0f}"}, index=True).to_html())):
+        assert not re.search(r"<(b|i|img)\b", page) and page.count("<style") == 1, page  # the table's own CSS
+        assert "&lt;style&gt;body{display:none}&lt;/style&gt;" in page
+
+
+def test_html_in_any_markdown_output_shows_as_typed():
+    """A summary line holding a device name, a corpus file or a reason: its tags are text, its Markdown renders."""
+    page = markup.markdown(markup.bullets(["on <b title=x>a GPU</b><style>p{color:red}</style>", "**bold**"]))
+    assert "<b" not in page and "<style" not in page and "<strong>bold</strong>" in page
+    assert "&lt;b title=x&gt;a GPU&lt;/b&gt;" in page

@@ -48,7 +48,7 @@ def test_smoke_jobs_run_through_slurm_and_outlive_their_time_limit(slurm_cluster
     config = long_smoke_config(tmp_path, train=limited, lm_train=limited)
     workdir = tmp_path / "run"  # tmp_path / "slurm" is the cluster's
     jobs = planned_jobs("--directory", str(workdir), *TARGETS, configfile=config)
-    assert {"sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate", "report"} <= set(jobs), jobs
+    assert {"sokoban_train", "sokoban_evaluate", "lm_train", "lm_evaluate", "report_allocations"} <= set(jobs), jobs
     slurm = subprocess.Popen(
         [sys.executable, "-m", "snakemake", "--cores", "all", "--profile", "slurm", "--profile", "tests/slurm-profile",
          *TARGETS, "--configfile", str(config), "--directory", str(workdir)],

@@ -3,13 +3,15 @@
 import argparse
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 from jax import monitoring
 
 from parallel_experts.config import options
-from parallel_experts.core import walltime
+from parallel_experts.core import signals, walltime
 from parallel_experts.core.walltime import Deadline
 
 
@@ -83,6 +85,26 @@ def test_a_signal_asks_for_a_stop_and_the_handlers_are_restored():
         os.kill(os.getpid(), signal.SIGUSR1)  # delivered to the main thread before kill returns
         assert deadline.should_stop() == "SIGUSR1 received"
     assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_a_signal_that_came_while_the_process_started_asks_for_a_stop(monkeypatch):
+    monkeypatch.setattr(signals, "ASKED", ["SIGUSR1"])  # kept by the CLI's first line (signals.hold)
+    with Deadline().listening() as deadline:
+        assert deadline.should_stop() == "SIGUSR1 received"
+
+
+def test_sigusr1_while_the_cli_imports_is_kept_not_a_kill():
+    """SLURM's warning signal in the first second: the entry point installs its handler before it imports the CLI.
+    Here the CLI is a stand-in whose import takes the signal; without the handler first the process would die."""
+    script = ("import os, signal, sys, types\n"
+              "cli = types.ModuleType('parallel_experts.cli')\n"
+              "cli.main = lambda: (os.kill(os.getpid(), signal.SIGUSR1), 0)[1]\n"
+              "sys.modules['parallel_experts.cli'] = cli\n"
+              "from parallel_experts.__main__ import run\n"
+              "from parallel_experts.core import signals\n"
+              "try:\n    run()\nfinally:\n    print(signals.ASKED)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "['SIGUSR1']", (done.returncode, done.stderr[-2000:])
 
 
 def test_seconds_spent_compiling_do_not_count_as_a_log_interval():

@@ -124,11 +124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PipelineError as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)  # a trainer stopped before its time limit: RESUBMIT
-    except Exception as error:  # a write outside atomic_path (a library's own file) refused by the file system
+    except Exception as error:  # a read or a write outside atomic_path (a library's own file) the file system refused
         refused = atomic.refusal(error)
         if refused is None:
             raise
-        print(f"error: {refused.filename or 'a file'}: cannot write ({os.strerror(refused.errno)})", file=sys.stderr)
+        print(f"error: {refused.filename or 'a file'}: the file system refused it ({os.strerror(refused.errno)})",
+              file=sys.stderr)
         return 1
 
 

@@ -82,16 +82,15 @@ def config_files():
     return names
 
 
-def report_inputs(wildcards):
-    entry = REPORTS[wildcards.report]
+def report_inputs(entry):
+    """The files a report reads: its results, the config snapshot and its notebook."""
     return dict(entry.inputs) | {
         "config": CONFIG_JSON,
         "notebook": str(Path(workflow.basedir) / "workflow" / "notebooks" / f"{entry.notebook}.ipynb"),
     }
 
 
-def notebook_parameters(wildcards, input):
-    entry = REPORTS[wildcards.report]
+def notebook_parameters(entry, input):
     values = {name: input[name] for name in entry.inputs} | dict(entry.params)
     return [f"{name}={value}" for name, value in values.items()]
 

@@ -69,34 +69,40 @@ rule power_analysis:
         "python -m parallel_experts power --configfile {params.paper:q} --out {output.there:q} >> {log:q} 2>&1"
 
 
-rule report:
-    input:
-        unpack(report_inputs),
-    output:
-        html=report("reports/{report}.html", caption="../report/report.rst", category="Reports"),
-        executed=f"{paths.REPORTS}/{{report}}.ipynb",
-        meta=f"{paths.REPORTS}/{{report}}.json",
-    log:
-        paths.log("reports/{report}"),
-    wildcard_constraints:
-        report=one_of(REPORTS),
-    conda:
-        CONDA_ENV
-    threads: threads("report")
-    resources:
-        **resources("report"),
-    params:
-        paper=lambda wildcards: REPORTS[wildcards.report].paper,
-        notebook_name=lambda wildcards: REPORTS[wildcards.report].notebook,
-        caption=lambda wildcards: REPORTS[wildcards.report].caption,
-        notebook=notebook_parameters,
-        # a function: Snakemake formats string params with the wildcards, which would rewrite a file name with braces
-        config_files=lambda wildcards: config_files(),
-        config=CONFIG_DIGEST,
-    shell:
-        "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} --html {output.html:q} "
-        "--executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "
-        "--config-files {params.config_files:q} --param {params.notebook:q} > {log:q} 2>&1"
+# One rule per report (report_<name>) rather than one rule with a wildcard: Snakemake refuses a wildcard value that
+# ends in a piece repeated 20 times or more (PeriodicWildcardError), which a Sokoban page named after a budget
+# such as xxxxxxxxxxxxxxxxxxxx would be. Every value reaches a rule through a function, never a string that
+# Snakemake would format.
+for name, entry in REPORTS.items():
+
+    rule:
+        name:
+            f"report_{name}"
+        input:
+            **report_inputs(entry),
+        output:
+            html=report(f"reports/{name}.html", caption="../report/report.rst", category="Reports"),
+            executed=f"{paths.REPORTS}/{name}.ipynb",
+            meta=f"{paths.REPORTS}/{name}.json",
+        log:
+            paths.log(f"reports/{name}"),
+        conda:
+            CONDA_ENV
+        threads: threads("report")
+        resources:
+            **resources("report"),
+        params:
+            name=lambda wildcards, entry=entry: entry.name,
+            paper=lambda wildcards, entry=entry: entry.paper,
+            notebook_name=lambda wildcards, entry=entry: entry.notebook,
+            caption=lambda wildcards, entry=entry: entry.caption,
+            notebook=lambda wildcards, input, entry=entry: notebook_parameters(entry, input),
+            config_files=lambda wildcards: config_files(),
+            config=CONFIG_DIGEST,
+        shell:
+            "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} "
+            "--html {output.html:q} --executed {output.executed:q} --meta {output.meta:q} --paper {params.paper:q} "
+            "--config-files {params.config_files:q} --param {params.notebook:q} > {log:q} 2>&1"
 
 
 rule index:

@@ -134,14 +134,21 @@ class _StrictLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: explicit keys may override those
                 continue
             key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
             if not isinstance(key, str):
-                raise yaml.MarkedYAMLError(problem=f"key {quote_key(key)} is not a string (quote it: '{key}')",
-                                           problem_mark=key_node.start_mark)
+                continue  # refused below
             if key in seen:
                 raise yaml.MarkedYAMLError(problem=f"duplicate key {quote_key(key)} (first at line {seen[key]})",
                                            problem_mark=key_node.start_mark)
-            seen[key] = line
+            seen[key] = key_node.start_mark.line + 1
+        self.flatten_mapping(node)  # the keys a merge (`<<`) brings in are keys too
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise yaml.MarkedYAMLError(problem="a key is a list or a mapping; a key is a string",
+                                           problem_mark=key_node.start_mark)
+            if not isinstance(self.construct_object(key_node, deep=deep), str):
+                written = key_node.value
+                raise yaml.MarkedYAMLError(problem=f"key {written or 'null'} is not a string (quote it: '{written}')",
+                                           problem_mark=key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
     def construct_not_json(self, node):

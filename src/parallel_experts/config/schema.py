@@ -105,6 +105,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{where}: expected a value {bound} {detail}, got {quote(error.instance)}"
     if kind == "pattern":
         return f"{where}: expected a match of {detail}, got {quote(error.instance)}"
+    if kind == "maxLength":  # a name: it becomes part of file names, which the file system bounds
+        return f"{where}: {quote(error.instance)} is longer than {detail} characters, the most a name may have"
     # jsonschema's other messages open with the instance's repr, which may be any length
     return f"{where}: {error.message.replace(repr(error.instance), quote(error.instance), 1)}"
 

@@ -69,6 +69,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         refused = refusal(error)
         if refused is None or isinstance(error, PipelineError):
             raise
+        if refused.filename not in (None, temporary, str(path), str(path.parent)):  # another file, read in the block
+            raise WriteError(f"{refused.filename}: {os.strerror(refused.errno)} (while writing {path}; nothing already "
+                             "written was changed)") from None
         raise WriteError(f"{path}: cannot write ({os.strerror(refused.errno)}); nothing already written was changed"
                          ) from None
     finally:

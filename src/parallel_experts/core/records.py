@@ -8,30 +8,61 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from parallel_experts.config.errors import PipelineError, quote, reason
 
 
+# What else may stand where the pipeline expects a file: a named pipe would hang the read, a device never end.
+KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFDIR: "a folder", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+         stat.S_IFSOCK: "a socket"}
+
+
+def read_bytes(path: str | Path, what: str) -> bytes:
+    """The bytes of `path`, a regular file (`what` it should be, for the message): anything else in its place is
+    refused unread, in one line. Opened without blocking, so that a named pipe is seen before it hangs the read."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise PipelineError(f"{path}: cannot read {what} ({reason(error)})") from None
+    kind = stat.S_IFMT(os.fstat(descriptor).st_mode)
+    if kind != stat.S_IFREG:
+        os.close(descriptor)
+        raise PipelineError(f"{path}: cannot read {what}: {KINDS.get(kind, 'not a regular file')} is there, not a file")
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read()
+
+
 def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], what: str) -> dict:
     """The JSON object in `path`, with every key of `fields` present and of its type; `what` says what the file
     should be ("a report's sidecar"). Other keys are kept as they are."""
     try:
-        found = json.loads(Path(path).read_bytes())
-    except OSError as error:
-        raise PipelineError(f"{path}: cannot read {what} ({reason(error)})") from None
+        found = json.loads(read_bytes(path, what))
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
         raise PipelineError(f"{path}: not {what}: not JSON ({reason(error)})") from None
+    return fields_of(found, fields, f"{path}: not {what}")
+
+
+def fields_of(found, fields: Mapping[str, type | tuple[type, ...]], where: str, fix: str = "") -> dict:
+    """`found`, a JSON object with every key of `fields` present and of its type; else a PipelineError that
+    starts with `where` (the file and what it should be, and where in it) and ends with `fix`, if given."""
+    problem = None
     if not isinstance(found, dict):
-        raise PipelineError(f"{path}: not {what}: expected a JSON object, got {type(found).__name__}")
-    for key, kind in fields.items():
-        if key not in found:
-            raise PipelineError(f"{path}: not {what}: no key {key!r}")
-        value = found[key]
-        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
-            names = " or ".join(t.__name__ for t in _types(kind))
-            raise PipelineError(f"{path}: not {what}: key {key!r} should be {names}, got {quote(value)}")
+        problem = f"expected a JSON object, got {type(found).__name__}"
+    else:
+        for key, kind in fields.items():
+            value = found.get(key)
+            if key not in found:
+                problem = f"no key {key!r}"
+            elif not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
+                problem = f"key {key!r} should be {' or '.join(t.__name__ for t in _types(kind))}, got {quote(value)}"
+            if problem:
+                break
+    if problem:
+        raise PipelineError(f"{where}: {problem}" + (f"; {fix}" if fix else ""))
     return found
 
 
@@ -43,9 +74,7 @@ def benchmark_seconds(path: str | Path) -> float:
     """The wall-clock seconds of the last timing in a Snakemake benchmark file (tab-separated, a header with
     column `s`, one row per timing): a positive finite number, or one line naming the file and what is wrong."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise PipelineError(f"{path}: cannot read the benchmark file ({reason(error)})") from None
+        text = read_bytes(path, "the benchmark file").decode("utf-8")
     except UnicodeDecodeError:
         raise PipelineError(f"{path}: not a Snakemake benchmark file: not UTF-8 text") from None
     expected = "expected a header with column 's' and a row of timings per run (Snakemake's benchmark file)"

@@ -7,6 +7,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 from parallel_experts.config import locations
 from parallel_experts.config.errors import PipelineError, quote, reason
 from parallel_experts.core import atomic
+from parallel_experts.core.records import fields_of, read_bytes
 
 
 class CheckpointError(PipelineError, ValueError):
@@ -25,6 +27,7 @@ class CheckpointError(PipelineError, ValueError):
 
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d{9})")  # what `latest` may hold: a name inside the run folder
 ATTEMPTS = "attempts.jsonl"  # each training attempt with a deadline: its start and its clean stop (core/walltime.py)
+ATTEMPT = "each line is {\"event\": \"start\" or \"stop\", \"update\": N, \"seconds\": S}"
 
 
 def member(run_dir: str | Path, name: str) -> Path:
@@ -103,14 +106,20 @@ def attempts(run_dir: str | Path) -> list[dict]:
     if not path.exists():
         return []
     found = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    text = read_bytes(path, "the run's attempts").decode("utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), start=1):
         try:
             entry = json.loads(line)
         except ValueError:
             entry = None
-        if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
-            raise PipelineError(f"{path}, line {number}: expected a JSON object with an 'event', got {quote(line)}; "
-                                "delete the line to go on")
+        if not isinstance(entry, dict) or entry.get("event") not in ("start", "stop"):
+            raise PipelineError(f"{path}, line {number}: expected a JSON object with an 'event' (start or stop), got "
+                                f"{quote(line)}; delete the line to go on")
+        where, fix = f"{path}, line {number}: not an attempt's {entry['event']}", f"delete the line to go on ({ATTEMPT})"
+        fields_of(entry, {"update": int, "seconds": (int, float)}, where, fix)
+        if entry["update"] < 0 or not 0 <= entry["seconds"] < math.inf:  # a negative duration would cut the plan
+            raise PipelineError(f"{where}: update {entry['update']}, {entry['seconds']} s; expected both at least 0 "
+                                f"and finite; {fix}")
         found.append(entry)
     return found
 

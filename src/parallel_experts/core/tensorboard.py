@@ -20,8 +20,10 @@ appear once; a fresh start purges the curves of an earlier definition of the run
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tensorboardX.event_file_writer import EventsWriter
@@ -37,22 +39,38 @@ AXES = ("update", "tokens")  # what a log point counts along: the curves' x-axes
 
 
 class EventFile:
-    """A new event file in `folder` (one TensorBoard run) that hides every earlier event from `purge_step` on."""
+    """A new event file in `folder` (one TensorBoard run) that hides every earlier event from `purge_step` on. A
+    write the file system refuses (a full disk) names the folder: tensorboardX's own error names no file."""
 
     def __init__(self, folder: Path, purge_step: int):
-        atomic.writable(folder).mkdir(parents=True, exist_ok=True)
-        # TensorBoard reads a folder's files in name order; the nanoseconds keep two files of one second in order.
-        self.writer = EventsWriter(str(folder / "events"), f".{time.time_ns()}")
-        self.writer.write_event(Event(wall_time=time.time(), step=purge_step,
-                                      session_log=SessionLog(status=SessionLog.START)))
+        self.folder = folder
+        with self.refused():
+            atomic.writable(folder).mkdir(parents=True, exist_ok=True)
+            # TensorBoard reads a folder's files in name order; the nanoseconds keep two files of one second in order.
+            self.writer = EventsWriter(str(folder / "events"), f".{time.time_ns()}")
+            self.writer.write_event(Event(wall_time=time.time(), step=purge_step,
+                                          session_log=SessionLog(status=SessionLog.START)))
 
     def write(self, step: int, values: Mapping[str, float]) -> None:
-        for tag, value in values.items():
-            self.writer.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
-        self.writer.flush()
+        with self.refused():
+            for tag, value in values.items():
+                self.writer.write_event(Event(wall_time=time.time(), step=step, summary=scalar(tag, value)))
+            self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        with self.refused():
+            self.writer.close()
+
+    @contextlib.contextmanager
+    def refused(self) -> Iterator[None]:
+        try:
+            yield
+        except atomic.WriteError:
+            raise
+        except OSError as error:
+            raise atomic.WriteError(f"{self.folder}: cannot write the run's TensorBoard events "
+                                    f"({os.strerror(error.errno) if error.errno else error}); what the run "
+                                    "checkpointed is kept") from None
 
 
 class TrainingCurves:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic, compiling
+from parallel_experts.core import atomic, compiling, signals
 from parallel_experts.core.run_folder import ATTEMPTS, attempts, open_no_link
 
 RESUBMIT = 75  # the trainer's exit status after a clean stop before its deadline (EX_TEMPFAIL: try again later)
@@ -112,6 +112,7 @@ class Deadline:
             self.signal = signal.Signals(number).name
 
         previous = {number: signal.signal(number, ask) for number in SIGNALS}
+        self.signal = self.signal or next(iter(signals.ASKED), None)  # one that came while the process started
         try:
             yield self
         finally:

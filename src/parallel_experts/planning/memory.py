@@ -15,17 +15,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from parallel_experts.core import atomic
+from parallel_experts.config.errors import PipelineError
+from parallel_experts.core import atomic, records
 from parallel_experts.planning import resources
 
 FILE = "memory.csv"  # beside the plan's tables (planning.tables.FILES)
 COLUMNS = ["rule", "wildcards", "programs", "peak_bytes", "device", "memory_gb", "fits"]
 
 
-def read_rehearsal(path: str | Path) -> dict | None:
-    """The rehearsal's records (`{"scale", "programs": [...]}`), or None where it has not run."""
+# What every program's record holds (rehearsal.programs.compiled); one that compiled also has PEAK.
+RECORD = {"key": str, "rule": str, "jobs": list, "devices": int, "backend": str}
+PEAK = {"peak_bytes": int, "memory": dict}
+
+
+def read_rehearsal(path: str | Path, missing_ok: bool = True) -> dict | None:
+    """The rehearsal's records (`{"scale", "programs": [...]}`), checked: anything else is named in one line with
+    the record and key (a part of another config or version, an edited file). None where it has not run."""
     path = Path(path)
-    return json.loads(path.read_text()) if path.exists() else None
+    if missing_ok and not path.exists():
+        return None
+    what = "a rehearsal's record (python -m parallel_experts rehearse)"
+    found = records.read_json(path, {"scale": str, "programs": list}, what)
+    for index, record in enumerate(found["programs"]):
+        where = f"{path}: not {what}: programs[{index}]"
+        records.fields_of(record, RECORD | ({} if "error" in record else PEAK), where)
+        for job in record["jobs"]:
+            if not (isinstance(job, list) and len(job) == 2 and all(isinstance(part, str) for part in job)):
+                raise PipelineError(f"{where}: a job should be [rule, wildcards], got {json.dumps(job)[:80]}")
+    return found
 
 
 def device(config: Mapping, rule: str) -> tuple[str, float]:

@@ -28,9 +28,9 @@ from parallel_experts import study
 from parallel_experts.analysis import comparison, depth_rules, findings, sokoban_scores, verdicts
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.config.options import configfile, option
-from parallel_experts.core import atomic
+from parallel_experts.core import atomic, records
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import costs, designs, resources
@@ -473,7 +473,10 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
-        return json.loads(path.read_text())
+        try:
+            return records.read_json(path, {"tests": list, "targets": list}, "a cached power analysis")
+        except PipelineError:
+            pass  # a damaged cache: computed again and rewritten
     found = analyse(config, counters, Path(options.directory), options.draws, options.seed)
     atomic.write_text(path, json.dumps(found, indent=1))
     return found

@@ -27,6 +27,7 @@ from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import atomic, compile_cache
 from parallel_experts.core.programs import Program
 from parallel_experts.lm import programs as lm_programs
+from parallel_experts.planning import memory
 from parallel_experts.rehearsal import jobs
 from parallel_experts.sokoban import programs as sokoban_programs
 from parallel_experts.sokoban import rehearsal_updates
@@ -73,7 +74,7 @@ def merge(config: Mapping, files: Sequence[str | Path]) -> list[dict]:
     known = set(expected)
     found: dict[str, dict] = {}
     for path in files:
-        rehearsed = json.loads(Path(path).read_text())
+        rehearsed = memory.read_rehearsal(path, missing_ok=False)
         for record in rehearsed["programs"]:
             if rehearsed["scale"] != config["scale"] or record["key"] not in known or record["key"] in found:
                 raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "

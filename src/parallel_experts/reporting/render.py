@@ -57,8 +57,9 @@ def render(
     with atomic.atomic_path(executed_path) as executing:
         try:
             with kernel_log():
+                # papermill formats both paths with the parameters: braces in a folder's name are literal
                 papermill.execute_notebook(
-                    str(notebook), str(executing), parameters=dict(parameters), kernel_name="python3",
+                    _literal(notebook), _literal(executing), parameters=dict(parameters), kernel_name="python3",
                     progress_bar=False, cwd=str(Path.cwd()), log_output=False,
                 )
         except PapermillExecutionError as error:
@@ -72,6 +73,10 @@ def render(
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
             "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
+
+
+def _literal(path: str | Path) -> str:
+    return str(path).replace("{", "{{").replace("}", "}}")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from typing import IO
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core import atomic
+from parallel_experts.core import atomic, records
 from parallel_experts.results import paths
 
 DIGEST_VARIABLE = "PARALLEL_EXPERTS_CONFIG_DIGEST"
@@ -105,13 +105,10 @@ def _open_lock(path: Path) -> IO:
 
 
 def _current(path: str | Path) -> str | None:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
+    """The snapshot's text; None where there is none yet (a folder or a named pipe in its place is named)."""
+    if not os.path.lexists(path):
         return None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the config snapshot ({error.strerror}): it must be a file; move "
-                          "what is there away") from None
+    return records.read_bytes(path, "the config snapshot").decode("utf-8", errors="replace")
 
 
 def _busy(path: Path, lock: IO, config: Mapping) -> str:
