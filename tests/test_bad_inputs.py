@@ -30,9 +30,8 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.core import atomic, run_folder
 from parallel_experts.core.atomic import WriteError
-from parallel_experts.planning import memory
 from parallel_experts.reporting import render
-from parallel_experts.results import paths, store
+from parallel_experts.results import paths, rehearsal_file, store
 from parallel_experts.results import snapshot as config_snapshot
 from parallel_experts.sokoban import boxoban, experiment
 from parallel_experts.sokoban.levels import LevelSet, pad_to
@@ -786,7 +785,7 @@ def test_a_damaged_rehearsal_is_one_line_from_plan_and_from_merge(tmp_path, case
     result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "--jobs", "table5")
     assert_clean_failure(result, rehearsal, expected, before)
     with pytest.raises(PipelineError, match=re.escape(expected)):  # `rehearse --merge` of a part
-        memory.read_rehearsal(rehearsal, missing_ok=False)
+        rehearsal_file.read(rehearsal, missing_ok=False)
 
 
 @pytest.mark.parametrize("place", ["benchmark", "snapshot", "attempts"])

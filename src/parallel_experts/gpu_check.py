@@ -41,7 +41,7 @@ from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, memory, resources
-from parallel_experts.results import paths
+from parallel_experts.results import paths, rehearsal_file
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
@@ -254,12 +254,12 @@ def plan_updates(found: Mapping) -> dict:
 
 def read_rehearsal(path: str | Path | None) -> dict:
     """The rehearsal's records by program key, and what the check says of the file."""
-    rehearsed = None if path is None else memory.read_rehearsal(path)
-    if rehearsed is None:
+    found = None if path is None else rehearsal_file.read(path)
+    if found is None:
         return {"records": {}, "about": {"file": None if path is None else str(path), "note": (
             "no rehearsal file: every CPU figure is null (`rehearse --config ... --only KEY` writes one)")}}
-    records = {record["key"]: record for record in rehearsed.get("programs", [])}
-    return {"records": records, "about": {"file": str(path), "scale": rehearsed.get("scale"),
+    records = {record["key"]: record for record in found.get("programs", [])}
+    return {"records": records, "about": {"file": str(path), "scale": found.get("scale"),
                                           "programs": len(records)}}
 
 

@@ -1,6 +1,6 @@
 """Whether each job fits its device: the peak memory per device that the rehearsal predicts for the job's programs
-(`parallel_experts.rehearsal`, a JSON file read here without JAX) beside the memory of the device the config names
-(`plan.<family>.memory_gb`).
+(`parallel_experts.rehearsal`, a JSON file that `results.rehearsal_file` reads without JAX) beside the memory of
+the device the config names (`plan.<family>.memory_gb`).
 
 A job's predicted peak is the largest of its programs' (XLA's arguments + outputs + temporaries − aliases +
 code, per device); its programs run one after another. The figures are those of the backend that compiled them:
@@ -9,40 +9,16 @@ on a CPU, XLA:CPU's plan, which the report says, not a GPU's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from parallel_experts.config.errors import PipelineError
-from parallel_experts.core import atomic, records
+from parallel_experts.core import atomic
 from parallel_experts.planning import resources
 
 FILE = "memory.csv"  # beside the plan's tables (planning.tables.FILES)
 COLUMNS = ["rule", "wildcards", "programs", "peak_bytes", "device", "memory_gb", "fits"]
-
-
-# What every program's record holds (rehearsal.programs.compiled); one that compiled also has PEAK.
-RECORD = {"key": str, "rule": str, "jobs": list, "devices": int, "backend": str}
-PEAK = {"peak_bytes": int, "memory": dict}
-
-
-def read_rehearsal(path: str | Path, missing_ok: bool = True) -> dict | None:
-    """The rehearsal's records (`{"scale", "programs": [...]}`), checked: anything else is named in one line with
-    the record and key (a part of another config or version, an edited file). None where it has not run."""
-    path = Path(path)
-    if missing_ok and not path.exists():
-        return None
-    what = "a rehearsal's record (python -m parallel_experts rehearse)"
-    found = records.read_json(path, {"scale": str, "programs": list}, what)
-    for index, record in enumerate(found["programs"]):
-        where = f"{path}: not {what}: programs[{index}]"
-        records.fields_of(record, RECORD | ({} if "error" in record else PEAK), where)
-        for job in record["jobs"]:
-            if not (isinstance(job, list) and len(job) == 2 and all(isinstance(part, str) for part in job)):
-                raise PipelineError(f"{where}: a job should be [rule, wildcards], got {json.dumps(job)[:80]}")
-    return found
 
 
 def device(config: Mapping, rule: str) -> tuple[str, float]:

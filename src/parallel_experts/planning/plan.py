@@ -14,7 +14,7 @@ from pathlib import Path
 from parallel_experts.config.options import config_files, configfile, option
 from parallel_experts.core import budget
 from parallel_experts.planning import costs, memory, tables
-from parallel_experts.results import grids, paths, store
+from parallel_experts.results import grids, paths, rehearsal_file, store
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +51,7 @@ def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
     print(tables.printed(table, tables.unit(config), options.jobs, calibration))
     if options.out:
         tables.write(config, table, costs.held_out(config, timed), calibration, options.out)
-    rehearsal = memory.read_rehearsal(directory / paths.rehearsal(config["scale"]))
+    rehearsal = rehearsal_file.read(directory / paths.rehearsal(config["scale"]))
     frame = memory.per_job(config, table, rehearsal)
     print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))
     if options.out:

@@ -10,7 +10,7 @@ count of its model, XLA's FLOP count (its cost analysis: the body of every loop 
 (arguments, outputs, temporaries, aliases, generated code), and the backend that compiled it. A program whose job
 splits its data over more devices than the backend has is recorded with the reason and not compiled (on a CPU,
 `--xla_force_host_platform_device_count` gives the host as many devices; the CLI sets it from the config).
-The planner reads the file (`planning.memory`) without JAX.
+The planner reads the file without JAX (`results.rehearsal_file`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import atomic, compile_cache
 from parallel_experts.core.programs import Program
 from parallel_experts.lm import programs as lm_programs
-from parallel_experts.planning import memory
 from parallel_experts.rehearsal import jobs
+from parallel_experts.results import rehearsal_file
 from parallel_experts.sokoban import programs as sokoban_programs
 from parallel_experts.sokoban import rehearsal_updates
 from parallel_experts.sokoban.levels import LevelSet
@@ -74,7 +74,7 @@ def merge(config: Mapping, files: Sequence[str | Path]) -> list[dict]:
     known = set(expected)
     found: dict[str, dict] = {}
     for path in files:
-        rehearsed = memory.read_rehearsal(path, missing_ok=False)
+        rehearsed = rehearsal_file.read(path, missing_ok=False)
         for record in rehearsed["programs"]:
             if rehearsed["scale"] != config["scale"] or record["key"] not in known or record["key"] in found:
                 raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "

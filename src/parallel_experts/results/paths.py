@@ -11,7 +11,7 @@
     results/benchmarks/...                         Snakemake's timing of each job, which the planner reads
     results/xla-cache/                             compiled programs, shared by every job (core.compile_cache)
     results/logs/...                               every job's log, by its rule and wildcards
-    results/rehearsal/...                          the rehearsal of a config's DAG (planning.memory reads it)
+    results/rehearsal/...                          the rehearsal of a config's DAG (results.rehearsal_file)
 
 The workflow's rules build their patterns from these functions (`run_dir(domain, "{run}")`), the library its
 paths, so that the two cannot disagree.
