@@ -1,6 +1,8 @@
 """The smoke DAG end to end: locally, through `snakemake --report`, and through a real SLURM cluster."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -9,6 +11,7 @@ from helpers import REPO, live_markup, planned_jobs, snakemake, with_markup_in_e
 from parallel_experts.config import files
 from parallel_experts.reporting import render as reports
 from parallel_experts.results import store
+from parallel_experts.targets import catalogue
 from parallel_experts.sokoban.levels import LevelSet
 
 SMOKE = "config/smoke.yaml"
@@ -70,20 +73,34 @@ def check_outputs(workdir):
 
 def check_no_markup_from_config_strings(workdir):
     """Markup in every string of the config that its checks accept it in (the description, the plan's device, the
-    power analysis's reasons, the corpus's file names, `external`): every page shows it as typed, none runs it. Only
-    the runs the corpus feeds retrain; every report renders again (the config's digest is their param)."""
-    config, strings = with_markup_in_every_string(files.load([REPO / SMOKE]), workdir)
+    power analysis's reasons, the corpus's file names, `external`): every page shows it as typed, none runs it. No
+    run retrains; every report renders again (the config's digest is their param)."""
+    smoke = files.load([REPO / SMOKE])
+    config, strings = with_markup_in_every_string(smoke, workdir)
     assert strings == 11, strings
-    (workdir / "markup.yaml").write_text(yaml.safe_dump(config))
+    # Other corpus files would retrain every LM run (their tokens change): the workflow runs on the smoke corpus,
+    # and the LM depth page, which lists the files, is rendered by the report command from the same results.
+    (workdir / "markup.json").write_text(json.dumps(config))
+    on_smoke_corpus = config | {"lm": config["lm"] | {"corpus": smoke["lm"]["corpus"]}}
+    (workdir / "markup.yaml").write_text(yaml.safe_dump(on_smoke_corpus))
     run = snakemake("--cores", "2", "--configfile", str(workdir / "markup.yaml"), "--directory", str(workdir),
                     timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]
-    pages = {page.name: live_markup(page.read_text()) for page in (workdir / "reports").glob("*.html")}
+    assert "rule lm_train:" not in run.stdout + run.stderr
+    depth = next(report for report in catalogue.reports(config) if report.name == "lm_depth")
+    page = workdir / "corpus_files.html"
+    parameters = [f"{name}={value}" for name, value in {**depth.inputs, **depth.params}.items()]
+    rendered = subprocess.run(
+        [sys.executable, "-m", "parallel_experts", "report", "--config", "markup.json", "--html", page,
+         "--notebook", REPO / f"workflow/notebooks/{depth.notebook}.ipynb", "--executed", workdir / "depth.ipynb",
+         "--meta", workdir / "depth.json", "--param", *parameters], cwd=workdir, capture_output=True, text=True)
+    assert rendered.returncode == 0, rendered.stderr[-3000:]
+    pages = {page.name: live_markup(page.read_text()) for page in [*(workdir / "reports").glob("*.html"), page]}
     assert {name: live for name, (live, _) in pages.items() if live} == {}
     shown = {name: count for name, (_, count) in pages.items()}
     assert min(shown.values()) >= 1, shown  # the description, on every page and the index
     # The reasons of the four families the smoke config models (it models no ablation decision); the corpus files.
-    assert shown["power.html"] >= 1 + 4 and shown["lm_depth.html"] >= 1 + 2, shown
+    assert shown["power.html"] >= 1 + 4 and shown[page.name] >= 1 + 2, shown
 
 
 @pytest.mark.pipeline
@@ -113,6 +130,7 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     edited.write_text((REPO / SMOKE).read_text().replace("Its numbers mean nothing.", "Nothing to see."))
     replanned = set(planned_jobs("--directory", str(tmp_path), configfile=edited))
     assert not {"sokoban_train", "lm_train"} & replanned  # but every page shows the description, and the digest:
-    assert {"index", "plan_costs", "power_analysis"} | {rule for rule in jobs if rule.startswith("report_")} <= replanned
+    report_rules = {rule for rule in jobs if rule.startswith("report_")}
+    assert {"index", "plan_costs", "power_analysis"} | report_rules <= replanned
 
     check_no_markup_from_config_strings(tmp_path)
