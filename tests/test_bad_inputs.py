@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import xarray as xr
@@ -71,6 +70,17 @@ cli = Cli()
 atexit.register(cli.close)
 
 
+def run_script(script: str, *args, cwd: Path | None = None, file_size_limit: int | None = None):
+    """`python -c SCRIPT ARGS`, under a file-size limit if given (SIGXFSZ ignored, so that a write past it fails
+    with EFBIG instead of killing the process)."""
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, preexec_fn=limited if file_size_limit else None)
+
+
 def assert_one_line(run: subprocess.CompletedProcess, *names) -> None:
     """A failure in one line of stderr, without a traceback, naming every one of `names`."""
     assert run.returncode != 0, run.stdout
@@ -102,8 +112,9 @@ FILES = {
     "duplicate key": (b"scale: smoke\nscale: demo\n", "line 2: duplicate key 'scale'"),
     "integer key": (SMOKE.read_bytes().replace(b"  sweeps:\n", b"  sweeps:\n    7: {}\n"), "key 7 is not a string"),
     # a merge (`<<`) brings its keys in: they are keys too, whatever their type, beside string ones
-    "integer key through a merge": (SMOKE.read_bytes().replace(b"resources:\n", b"resources:\n  <<: {7: {cpus: 1}, zz: {}}\n"),
-                                    "line 9: key 7 is not a string"),
+    "integer key through a merge": (
+        SMOKE.read_bytes().replace(b"resources:\n", b"resources:\n  <<: {7: {cpus: 1}, zz: {}}\n"),
+        "line 9: key 7 is not a string"),
     "null key through a merge": (SMOKE.read_bytes() + b"<<: [{~: x}, {zz: y}]\n", "line 81: key ~ is not a string"),
     "NaN": (SMOKE.read_bytes().replace(b"tolerance: 0.3", b"tolerance: .nan"),
             "sokoban.budgets.small.tolerance: expected a finite number, got nan"),
@@ -725,10 +736,7 @@ def test_a_checkpoint_the_disk_refuses_is_one_error_naming_it(tmp_path, refusing
               "try:\n    checkpoint.save_weights(sys.argv[1], {'w': np.zeros(100_000)})\n"
               "except atomic.WriteError as error:\n    sys.exit(f'error: {error}')\n")
     before = checksums(tmp_path)
-    result = subprocess.run([sys.executable, "-c", script, str(folder / "weights.eqx")], capture_output=True,
-                            text=True, timeout=300, preexec_fn=(lambda: (
-                                signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
-                                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
+    result = run_script(script, folder / "weights.eqx", file_size_limit=limit)
     assert_clean_failure(result, folder / "weights.eqx", words, before)
     assert not list(folder.glob("*weights*"))
 
@@ -741,7 +749,8 @@ ATTEMPT_LINES = {  # a line of a run's attempts.jsonl: (the line, what the messa
     "seconds as a string": ('{"event": "start", "update": 0, "seconds": "100"}',
                             "key 'seconds' should be int or float, got \"100\""),
     "stop without seconds": ('{"event": "stop", "update": 4, "why": "SIGTERM received"}', "no key 'seconds'"),
-    "negative seconds": ('{"event": "stop", "update": 4, "seconds": -1e9}', "-1000000000.0 s; expected both at least 0"),
+    "negative seconds": ('{"event": "stop", "update": 4, "seconds": -1e9}',
+                         "-1000000000.0 s; expected both at least 0"),
     "NaN seconds": ('{"event": "stop", "update": 4, "seconds": NaN}', "nan s; expected both at least 0"),
     "a boolean update": ('{"event": "start", "update": true, "seconds": 10}', "key 'update' should be int, got true"),
     "an unknown event": ('{"event": "pause", "update": 0, "seconds": 1}', "an 'event' (start or stop)"),
@@ -799,11 +808,11 @@ def test_a_named_pipe_where_a_file_is_read_is_refused_without_waiting(tmp_path, 
         result = cli("plan", "--configfile", SMOKE, "--directory", tmp_path, "table5")
         assert_one_line(result, pipe, "a named pipe is there, not a file")
         return
-    pipe = tmp_path / ("config.json" if place == "snapshot" else run_folder.ATTEMPTS)
-    os.mkfifo(pipe)
+    readers = {"snapshot": lambda: config_snapshot.claim(files.load([SMOKE]), tmp_path / "config.json", ["smoke.yaml"]),
+               "attempts": lambda: run_folder.attempts(tmp_path)}
+    os.mkfifo(tmp_path / ("config.json" if place == "snapshot" else run_folder.ATTEMPTS))
     with pytest.raises(PipelineError, match="a named pipe is there, not a file"):
-        config_snapshot.claim(files.load([SMOKE]), pipe, ["smoke.yaml"]) if place == "snapshot" else run_folder.attempts(
-            tmp_path)
+        readers[place]()
 
 
 @pytest.mark.parametrize("folder", ["config.lock", "config.json"])
@@ -813,9 +822,10 @@ def test_the_workflows_lock_or_snapshot_a_folder_is_one_line_on_both_routes(tmp_
               "PipelineError\nfrom parallel_experts.results import snapshot\ntry:\n    snapshot.claim(files.load(["
               f"{str(SMOKE)!r}]), 'results/config.json', ['smoke.yaml'])\nexcept PipelineError as error:\n"
               "    sys.exit(f'error: {error}')\n")
-    claimed = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    claimed = run_script(script, cwd=tmp_path)
     assert_one_line(claimed, f"results/{folder}", "a folder" if folder == "config.json" else "Is a directory")
-    run = snakemake("--cores", "1", "--configfile", str(SMOKE), "--directory", str(tmp_path), "reports/allocations.html")
+    run = snakemake("--cores", "1", "--configfile", str(SMOKE), "--directory", str(tmp_path),
+                    "reports/allocations.html")
     assert run.returncode != 0 and f"error: results/{folder}" in run.stderr and "Traceback" not in run.stderr, \
         run.stderr[-2000:]
 
@@ -827,10 +837,7 @@ def test_a_tensorboard_write_the_disk_refuses_names_the_run_folder(tmp_path, ref
               "    events = EventFile(Path(sys.argv[1]), 1)\n    for step in range(2000):\n"
               "        events.write(step, {'train/loss': 1.0})\n"
               "except atomic.WriteError as error:\n    sys.exit(f'error: {error}')\n")
-    result = subprocess.run([sys.executable, "-c", script, str(folder / "run")], capture_output=True, text=True,
-                            timeout=300, preexec_fn=(lambda: (
-                                signal.signal(signal.SIGXFSZ, signal.SIG_IGN),
-                                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))) if limit else None)
+    result = run_script(script, folder / "run", file_size_limit=limit)
     assert_one_line(result, f"{folder / 'run'}: cannot write the run's TensorBoard events ({words})")
 
 
@@ -844,14 +851,9 @@ def test_a_read_that_fails_while_writing_is_not_called_a_write(tmp_path):
 
 def test_a_report_renders_in_a_folder_whose_name_holds_braces(tmp_path):
     """papermill formats its paths with the parameters: `{y}` in a folder's name would be a missing parameter."""
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Braces"),
-                                               nbformat.v4.new_code_cell("answer = 0", metadata={"tags": ["parameters"]}),
-                                               nbformat.v4.new_code_cell("print('the answer is', answer * 2)")],
-                                        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                 "language": "python"}})
     out = tmp_path / "a{y}b" / "{report}"
     out.mkdir(parents=True)
-    nbformat.write(notebook, out / "tiny.ipynb")
+    (out / "tiny.ipynb").write_text(notebook(["answer = 0", "print('the answer is', answer * 2)"]))
     render.render(out / "tiny.ipynb", out / "tiny.html", out / "executed.ipynb", out / "tiny.json",
                   parameters={"answer": 21}, provenance={"scale": "test", "config_files": [], "config_digest": "x"})
     assert "the answer is 42" in (out / "tiny.html").read_text()

@@ -94,8 +94,9 @@ def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
 
     def part(name, chosen, scale="smoke"):
         path = tmp_path / f"{name}.json"
-        records = [{"key": key, "rule": key.split("/")[0], "jobs": [], "devices": 1, "backend": "cpu", "error": "not compiled"}
-                   for key in chosen]  # a record as rehearsal.programs.compiled writes it for a program it skipped
+        # records as rehearsal.programs.compiled writes them for programs it skipped
+        records = [{"key": key, "rule": key.split("/")[0], "jobs": [], "devices": 1, "backend": "cpu",
+                    "error": "not compiled"} for key in chosen]
         path.write_text(json.dumps({"scale": scale, "programs": records}))
         return path
 

@@ -90,6 +90,12 @@ def report_inputs(entry):
     }
 
 
+def verbatim(value):
+    """A param that is `value` as given: Snakemake formats a string param with the wildcards, which would rewrite
+    braces in it (a config file's name, a caption)."""
+    return lambda wildcards: value
+
+
 def notebook_parameters(entry, input):
     values = {name: input[name] for name in entry.inputs} | dict(entry.params)
     return [f"{name}={value}" for name, value in values.items()]

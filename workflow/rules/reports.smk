@@ -71,7 +71,7 @@ rule power_analysis:
 
 # One rule per report (report_<name>) rather than one rule with a wildcard: Snakemake refuses a wildcard value that
 # ends in a piece repeated 20 times or more (PeriodicWildcardError), which a Sokoban page named after a budget
-# such as xxxxxxxxxxxxxxxxxxxx would be. Every value reaches a rule through a function, never a string that
+# such as xxxxxxxxxxxxxxxxxxxx would be. Every value reaches a rule as given (`verbatim`), never as a string that
 # Snakemake would format.
 for name, entry in REPORTS.items():
 
@@ -92,12 +92,12 @@ for name, entry in REPORTS.items():
         resources:
             **resources("report"),
         params:
-            name=lambda wildcards, entry=entry: entry.name,
-            paper=lambda wildcards, entry=entry: entry.paper,
-            notebook_name=lambda wildcards, entry=entry: entry.notebook,
-            caption=lambda wildcards, entry=entry: entry.caption,
+            name=verbatim(entry.name),
+            paper=verbatim(entry.paper),
+            notebook_name=verbatim(entry.notebook),
+            caption=verbatim(entry.caption),
             notebook=lambda wildcards, input, entry=entry: notebook_parameters(entry, input),
-            config_files=lambda wildcards: config_files(),
+            config_files=verbatim(config_files()),
             config=CONFIG_DIGEST,
         shell:
             "python -m parallel_experts report --config {input.config:q} --notebook {input.notebook:q} "

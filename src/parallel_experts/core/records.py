@@ -49,20 +49,18 @@ def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], w
 def fields_of(found, fields: Mapping[str, type | tuple[type, ...]], where: str, fix: str = "") -> dict:
     """`found`, a JSON object with every key of `fields` present and of its type; else a PipelineError that
     starts with `where` (the file and what it should be, and where in it) and ends with `fix`, if given."""
-    problem = None
-    if not isinstance(found, dict):
-        problem = f"expected a JSON object, got {type(found).__name__}"
-    else:
-        for key, kind in fields.items():
-            value = found.get(key)
-            if key not in found:
-                problem = f"no key {key!r}"
-            elif not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
-                problem = f"key {key!r} should be {' or '.join(t.__name__ for t in _types(kind))}, got {quote(value)}"
-            if problem:
-                break
-    if problem:
+
+    def refuse(problem: str):
         raise PipelineError(f"{where}: {problem}" + (f"; {fix}" if fix else ""))
+
+    if not isinstance(found, dict):
+        refuse(f"expected a JSON object, got {type(found).__name__}")
+    for key, kind in fields.items():
+        if key not in found:
+            refuse(f"no key {key!r}")
+        value = found[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
+            refuse(f"key {key!r} should be {' or '.join(t.__name__ for t in _types(kind))}, got {quote(value)}")
     return found
 
 
