@@ -10,8 +10,8 @@ import pytest
 import xarray as xr
 from helpers import REPO, ablation_data, probe_recall
 
-from parallel_experts.analysis import findings, verdicts
-from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, Finding
+from parallel_experts.analysis import depth_rules, findings, verdicts
+from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, UNTESTED, Finding
 from parallel_experts.config import files
 from parallel_experts.reporting import claims
 from parallel_experts.results import paths
@@ -24,19 +24,40 @@ def load(name):
     return files.load([REPO / "config" / name])
 
 
-@pytest.mark.parametrize("parts, verdict", [
-    ({"a": SUPPORTED, "b": SUPPORTED, "c": NOT_RUN}, SUPPORTED),
-    ({"a": SUPPORTED, "b": CONTRADICTED}, CONTRADICTED),
-    ({"a": SUPPORTED, "b": INCONCLUSIVE}, INCONCLUSIVE),
-    ({"a": NOT_RUN, "b": NOT_RUN}, NOT_RUN),
+def part(verdict, p=0.001):
+    """A part of a claim with the verdict, tested (p) where it is supported, contradicted or inconclusive."""
+    if verdict in (NOT_RUN, UNTESTED):
+        return lambda name: Finding(verdict, f"m{name}", f"t{name}")
+    direction = {SUPPORTED: 1, CONTRADICTED: -1, INCONCLUSIVE: -1}[verdict]
+    shape = ((True, (3, 3), (1, 2)), (False, (3, 3), (1, 2)))
+    evidence = findings.Evidence(depth_rules.RecurrenceBetter(), shape, {True: np.ones(2), False: np.ones(2)},
+                                 direction, p if verdict != INCONCLUSIVE else 0.5)
+    return lambda name: Finding(verdict, f"m{name}", f"t{name}", no_effect=0.04 if verdict == SUPPORTED else None,
+                                evidence=evidence)
+
+
+@pytest.mark.parametrize("parts, verdict, decided", [
+    ({"a": part(SUPPORTED), "b": part(SUPPORTED), "c": part(NOT_RUN)}, SUPPORTED, ("a", "b")),
+    ({"a": part(SUPPORTED), "b": part(CONTRADICTED)}, CONTRADICTED, ("b",)),
+    # contradicted at 0.04, above alpha over the two tested parts: no claim is contradicted by one of many at alpha
+    ({"a": part(SUPPORTED), "b": part(CONTRADICTED, p=0.04)}, INCONCLUSIVE, ()),
+    ({"a": part(CONTRADICTED, p=0.04), "b": part(UNTESTED)}, CONTRADICTED, ("a",)),  # one tested part: alpha
+    ({"a": part(SUPPORTED), "b": part(INCONCLUSIVE)}, INCONCLUSIVE, ()),
+    ({"a": part(SUPPORTED), "b": part(UNTESTED)}, INCONCLUSIVE, ()),
+    ({"a": part(UNTESTED), "b": part(UNTESTED), "c": part(NOT_RUN)}, UNTESTED, ()),
+    ({"a": part(NOT_RUN), "b": part(NOT_RUN)}, NOT_RUN, ()),
 ])
-def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict):
-    found = findings.combine({name: Finding(v, f"m{name}", f"t{name}") for name, v in parts.items()})
-    assert found.verdict == verdict
+def test_a_claim_holds_only_where_every_part_that_ran_holds(parts, verdict, decided):
+    found = findings.combine({name: make(name) for name, make in parts.items()})
+    assert (found.verdict, found.decided_by) == (verdict, decided)
     assert found.measured.startswith("a: ma")
     assert found.test.startswith("a: ta") if verdict != NOT_RUN else found.test == ""  # no test of a part not run
     if "c" in parts:  # a part that did not run is listed, and its test is not
         assert found.measured.endswith("c: mc") and "tc" not in found.test
+    if verdict == SUPPORTED:  # the least favourable null: one part with no effect, the others certain
+        assert found.no_effect == 0.04
+    if verdict == CONTRADICTED:  # the sum over tested parts of their chance at alpha / parts: alpha at most
+        assert 0 < found.no_effect <= verdicts.ALPHA + 0.01
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban
@@ -65,7 +86,7 @@ SHALLOW_RECURRENT = {(True, 1): 14.0, (True, 4): 13.0, (False, 1): 8.0, (False, 
 @pytest.mark.parametrize("data, verdict", [
     (sokoban_sweep(SHALLOW_RECURRENT), SUPPORTED),  # non-recurrent L4 beats its L1 by 4 (s.e. 0.24)
     (sokoban_sweep({(True, 1): 8.0, (True, 4): 12.0, (False, 1): 14.0, (False, 4): 13.0}), CONTRADICTED),
-    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), INCONCLUSIVE),  # no test from one seed
+    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), UNTESTED),  # no test from one seed
     (sokoban_sweep(SHALLOW_RECURRENT, solve=0.05), INCONCLUSIVE),  # every agent below the random policy's 0.08
     (sokoban_sweep({(True, 1): 14.0, (True, 4): 13.0}), NOT_RUN),  # one family only
 ])
@@ -75,7 +96,8 @@ def test_fewer_layers_with_recurrence_needs_the_deeper_family_significantly_bett
     if verdict == SUPPORTED:
         assert found.measured == ("convlstm, small budget: best recurrent at L = 1 (14.000), non-recurrent at "
                                   "L = 4 (12.000)")
-        assert "non-recurrent L = 4 > its best at L ≤ 1: one-sided Welch p = 0.0" in found.test
+        assert "non-recurrent L = 4 > its best at L ≤ 1: Welch t = 16.33, p < 0.0001 against the rule's null" in found.test
+        assert found.rule == verdicts.PICKS and found.no_effect < verdicts.ALPHA + 0.01
 
 
 STILL_IMPROVING = {(True, 1): 14.0, (True, 8): 13.0, (False, 1): 8.0, (False, 8): 12.0}
@@ -94,7 +116,7 @@ def test_the_nonrecurrent_family_must_still_improve_at_the_depth_only_it_trains(
     gap = deepest - 12.0
     assert (f"still improving: non-recurrent at L = 16 {deepest:.3f} (E = 0, d = 8), its best at L ≤ 8 "
             f"12.000 (L = 8; {gap:+.3f})") in found.measured
-    assert f"non-recurrent L = 16 {'>' if gap >= 0 else '<'} its best at L ≤ 8: one-sided Welch p = " in found.test
+    assert f"non-recurrent L = 16 {'>' if gap >= 0 else '<'} its best at L ≤ 8: Welch t = " in found.test
     # Without the deeper runs, the same sweep has no such part.
     assert "still improving" not in findings.sokoban_fewer_layers(sokoban_sweep(STILL_IMPROVING)).measured
 
@@ -108,7 +130,7 @@ def radius(means, seeds=3):
     (radius([12.0, 13.0, 14.0]), SUPPORTED),
     (radius([14.0, 13.0, 12.0]), CONTRADICTED),  # r = 0 best by 2
     (radius([12.0, 13.9, 14.0]), INCONCLUSIVE),  # full best by 0.1, within noise
-    (radius([12.0, 13.0, 14.0], seeds=1), INCONCLUSIVE),
+    (radius([12.0, 13.0, 14.0], seeds=1), UNTESTED),
     (ablation_data("aggregation", ["sqrt_sum", "mean"], [[1.0], [2.0]]), NOT_RUN),
 ])
 def test_full_communication_is_best_only_where_it_beats_the_best_narrower_radius(data, verdict):
@@ -118,12 +140,11 @@ def test_full_communication_is_best_only_where_it_beats_the_best_narrower_radius
         assert found.measured == "full radius: 14.000, best other (radius 1): 13.000 (+1.000)"
 
 
-def aggregation(means, seeds=3):
-    return ablation_data("aggregation", ["sqrt_sum", "mean", "routed_mean"],
-                         [[m + o for o in (NOISY if seeds == 3 else [0.0])] for m in means])
-
-
 CLOSE = [-0.005, 0.0, 0.005]  # seed offsets: standard error 0.003 for three seeds
+
+
+def aggregation(means, offsets=NOISY):
+    return ablation_data("aggregation", ["sqrt_sum", "mean", "routed_mean"], [[m + o for o in offsets] for m in means])
 
 
 def seeded(loss, offsets):
@@ -157,38 +178,46 @@ def lm_aggregation(losses):
 
 
 @pytest.mark.parametrize("sokoban, lm, verdict", [
-    (aggregation([13.9, 14.0, 12.0]), None, SUPPORTED),  # the mean rule ahead by 0.1: not significantly
+    # the mean rule ahead by 0.1, the margin 0.2: within it by 0.1 at a standard error of 0.004
+    (aggregation([13.9, 14.0, 12.0], CLOSE), None, SUPPORTED),
+    (aggregation([13.9, 14.0, 12.0]), None, INCONCLUSIVE),  # the same at a standard error of 0.24
     (aggregation([12.0, 14.0, 13.0]), None, CONTRADICTED),  # the mean rule ahead by 2
-    (aggregation([14.0, 13.0, 12.0], seeds=1), None, INCONCLUSIVE),
-    (None, lm_aggregation({"sqrt_sum": 3.52, "mean": 3.51}), SUPPORTED),  # within 0.02 nats
-    (None, lm_aggregation({"sqrt_sum": 3.54, "mean": 3.51}), INCONCLUSIVE),  # 0.03: between 0.02 and 0.04
-    (aggregation([13.9, 14.0, 12.0]), lm_aggregation({"sqrt_sum": 3.60, "mean": 3.51}), CONTRADICTED),
+    (aggregation([14.0, 13.0, 12.0], [0.0]), None, UNTESTED),  # one seed
+    (None, lm_aggregation({"sqrt_sum": 3.52, "mean": 3.51}), UNTESTED),  # one run each: no test
+    (aggregation([13.9, 14.0, 12.0], CLOSE),
+     lm_aggregation({"sqrt_sum": seeded(3.60, CLOSE), "mean": seeded(3.51, CLOSE)}), CONTRADICTED),
     (None, None, NOT_RUN),
     # over seeds: 0.01 nats worse, but ± 0.17 per seed cannot show it is within 0.02
     (None, lm_aggregation({"sqrt_sum": seeded(3.52, NOISY), "mean": seeded(3.51, NOISY)}), INCONCLUSIVE),
     (None, lm_aggregation({"sqrt_sum": seeded(3.52, CLOSE), "mean": seeded(3.51, CLOSE)}), SUPPORTED),
 ])
-def test_the_sqrt_sum_is_a_good_default_where_no_rule_beats_it(sokoban, lm, verdict):
-    assert findings.sqrt_sum_default(sokoban, lm).verdict == verdict
+def test_the_sqrt_sum_is_competitive_where_it_is_significantly_within_a_margin_of_the_best_rule(sokoban, lm, verdict):
+    found = findings.sqrt_sum_default(sokoban, lm)
+    assert found.verdict == verdict
+    if verdict in (SUPPORTED, CONTRADICTED):
+        assert found.rule.startswith(verdicts.MARGIN)
 
 
 STEPS = np.arange(12)
 
 
-@pytest.mark.parametrize("deep, shallow, control, verdict", [
-    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.1, SUPPORTED),  # leads, then caught up by step 3
-    (np.full(12, 0.6), np.full(12, 0.3), 0.1, CONTRADICTED),  # leads, and the gap stays
-    (np.full(12, 0.3), np.full(12, 0.6), 0.1, CONTRADICTED),  # the shallower agent leads
-    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.7, INCONCLUSIVE),  # the controls read more
+@pytest.mark.parametrize("deep, shallow, control, verdict, leans", [
+    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.1, UNTESTED, "catches up"),  # caught up by step 3
+    (np.full(12, 0.6), np.full(12, 0.3), 0.1, UNTESTED, "the gap stays"),
+    (np.full(12, 0.3), np.full(12, 0.6), 0.1, UNTESTED, "the shallower agent leads early"),
+    (np.full(12, 0.6), np.minimum(0.3 + 0.1 * STEPS, 0.6), 0.7, INCONCLUSIVE, "than from the controls"),
 ])
-def test_deeper_agents_plan_earlier_only_where_the_probes_read_a_plan(deep, shallow, control, verdict):
-    assert findings.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow").verdict == verdict
+def test_one_probed_agent_per_depth_leaves_the_planning_claim_untested(deep, shallow, control, verdict, leans):
+    """The intervals resample test levels of one agent per depth: the agent-to-agent spread is in no test, so the
+    pattern is shown (the way it leans) and never called supported or contradicted."""
+    found = findings.plans_earlier(probe_recall(deep, shallow, control), "deep", "shallow")
+    assert found.verdict == verdict and leans in found.measured
 
 
 def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_them():
     caught_up = np.minimum(0.3 + 0.1 * STEPS, 0.6)
     found = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")
-    assert found.verdict == SUPPORTED and "on the 40 test levels every probed run solves (the paper: 906)" in found.measured
+    assert found.verdict == UNTESTED and "on the 40 test levels every probed run solves (the paper: 906)" in found.measured
     none = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=0), "deep", "shallow")
     assert none.verdict == INCONCLUSIVE and none.measured.startswith("no test level is solved by every probed run")
 
@@ -197,17 +226,19 @@ def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_
 
 
 @pytest.mark.parametrize("losses, verdict", [
-    ({(True, 2): 3.52, (True, 4): 3.40, (False, 4): 3.51, (False, 1): 3.9}, SUPPORTED),  # L ≤ 2 only: 3.52
-    ({(True, 2): 3.54, (False, 4): 3.51}, INCONCLUSIVE),
-    ({(True, 2): 3.60, (False, 4): 3.51}, CONTRADICTED),
+    ({(True, 2): 3.52, (True, 4): 3.40, (False, 4): 3.51, (False, 1): 3.9}, UNTESTED),  # L ≤ 2 only: 3.52
+    ({(True, 2): 3.60, (False, 4): 3.51}, UNTESTED),
     ({(True, 4): 3.40, (False, 4): 3.51}, NOT_RUN),  # no recurrent run at L ≤ 2
 ])
-def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(losses, verdict):
+def test_one_run_each_leaves_comparable_untested_whatever_the_losses(losses, verdict):
+    """With one run per allocation, "within 0.02 nats" said "supported" 2 times in 5 when the recurrent model was
+    truly 0.02 worse (issue 41): one run is no test."""
     found = findings.lm_comparable_shallow(lm_sweep(losses), "small", 64)
     assert found.verdict == verdict
-    if verdict == SUPPORTED:
+    if verdict == UNTESTED:
+        assert found.rule == verdicts.UNTESTED and found.no_effect is None
+    if len(losses) == 4:
         assert found.measured.startswith("recurrent L2 E2 d64: 3.520, best non-recurrent L4 E1 d64: 3.510 (+0.010")
-        assert found.rule == verdicts.ONE_RUN
 
 
 @pytest.mark.parametrize("recurrent, nonrecurrent, verdict", [
@@ -215,22 +246,23 @@ def test_two_recurrent_layers_are_comparable_within_two_hundredths_of_a_nat(loss
     (seeded(3.52, CLOSE), seeded(3.51, CLOSE), SUPPORTED),
     (seeded(3.52, NOISY), seeded(3.51, NOISY), INCONCLUSIVE),  # the single-run rule would call this comparable
     (seeded(3.60, CLOSE), seeded(3.51, CLOSE), CONTRADICTED),  # 0.09 worse, significantly beyond 0.02
-    (seeded(3.52, NOISY), 3.51, SUPPORTED),  # one non-recurrent seed: no test, the single-run rule
+    (seeded(3.52, NOISY), 3.51, UNTESTED),  # one non-recurrent seed: no test
 ])
 def test_over_seeds_comparable_is_a_one_sided_welch_test_against_the_margin(recurrent, nonrecurrent, verdict):
     found = findings.lm_comparable_shallow(lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent}), "small", 64)
     assert found.verdict == verdict
-    assert found.rule == (verdicts.ONE_RUN if np.ndim(nonrecurrent) == 0 else verdicts.COMPARABLE_SEEDS)
+    assert found.rule == (verdicts.UNTESTED if verdict == UNTESTED else verdicts.MARGIN)
     if recurrent == seeded(3.52, CLOSE):
         assert found.measured.startswith("recurrent L2 E2 d64: 3.520 ± 0.003 (3 seeds), best non-recurrent L4 E1 "
                                          "d64: 3.510 ± 0.003 (3 seeds) (+0.010")
-        assert found.test == "recurrent less than 0.02 nats worse: one-sided Welch p = 0.0352"
+        # one allocation each, nothing picked: the rule's null is Welch's t at these seeds, p = 0.0352 in closed form
+        assert found.test.startswith("recurrent less than 0.02 nats worse: Welch t = 2.45, p = 0.03")
 
 
 def points(gains):
     """Fig. 6 points: per (panel, recurrent), scores at E = 1 and E = 4 rising by `gain` (s.e. 0.1)."""
     rows = [{"panel": panel, "recurrent": recurrent, "depth": 2, "width": 8, "budget": "", "experts": e,
-             "score": 10.0 + gain * (e == 4), "stderr": 0.1, "sign": 1}
+             "score": 10.0 + gain * (e == 4), "stderr": 0.1, "seeds": 3, "sign": 1}
             for (panel, recurrent), gain in gains.items() for e in (1, 4)]
     return pd.DataFrame(rows)
 
@@ -238,16 +270,16 @@ def points(gains):
 @pytest.mark.parametrize("gains, verdict", [
     ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): 1.0}, SUPPORTED),
     ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): -1.0}, CONTRADICTED),
-    ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): 0.1}, INCONCLUSIVE),  # within 2 s.e.
+    ({("Sokoban, x sweep", True): 1.0, ("Sokoban, x sweep", False): 0.1}, INCONCLUSIVE),  # t = 0.7
     ({}, NOT_RUN),
 ])
-def test_more_experts_help_where_every_family_gains_beyond_two_standard_errors(gains, verdict):
+def test_more_experts_help_where_the_strongest_groups_gain_is_significant(gains, verdict):
     frame = points(gains) if gains else pd.DataFrame(columns=["panel", "recurrent", "depth", "width", "budget",
-                                                              "experts", "score", "stderr", "sign"])
+                                                              "experts", "score", "stderr", "seeds", "sign"])
     assert findings.more_experts(frame).verdict == verdict
     if verdict == SUPPORTED:
         assert findings.more_experts(frame).measured.startswith(
-            "Sokoban, recurrent: more experts help in 1, hurt in 0 of 1 (L, d) family; Sokoban, non-recurrent: more")
+            "Sokoban, recurrent: the largest E scores higher in 1, lower in 0 of 1 (L, d) family with seeds to test")
     if gains:  # Sokoban agents at chance decide nothing, whatever their scores
         assert findings.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
 
@@ -274,15 +306,18 @@ def throughput(transformer_s, recurrent_s, oom=False):
                       coords={"allocation": rows, "context": [128]})
 
 
-def test_decode_and_training_speed_are_tested_over_the_timed_calls():
-    assert findings.decode_faster(latency(1.0, 0.4)).verdict == SUPPORTED
-    assert findings.decode_faster(latency(0.4, 1.0)).verdict == CONTRADICTED
-    assert findings.decode_faster(latency(1.0, 0.999)).verdict == INCONCLUSIVE  # 0.001 ms apart, spread 0.01
+def test_speeds_timed_in_one_block_per_row_are_untested_however_far_apart():
+    """Calls inside one block do not vary with the load's drift between blocks: a test over them does not hold
+    alpha, so Tables 5 and 6 show their ratios, and an out-of-memory cell as such, untested."""
+    assert findings.decode_faster(latency(1.0, 0.4)).verdict == UNTESTED
+    assert findings.decode_faster(latency(0.4, 1.0)).measured == "C = 128, B = 4: ms/token ratio 2.500 (Transformer faster)"
     assert findings.decode_faster(latency(1.0, 0.4).sel(allocation=["recurrent L1 E16"])).verdict == NOT_RUN
-    assert findings.training_slower(throughput(0.5, 1.0)).verdict == SUPPORTED
-    assert findings.training_slower(throughput(0.5, 1.0, oom=True)).verdict == SUPPORTED  # OOM where it fits
-    assert findings.training_slower(throughput(1.0, 0.5)).verdict == CONTRADICTED
-    assert findings.training_slower(throughput(0.5, 1.0)).measured == "recurrent L1 E16, C = 128: tokens/s ratio 0.500"
+    assert findings.training_slower(throughput(0.5, 1.0)).verdict == UNTESTED
+    found = findings.training_slower(throughput(0.5, 1.0, oom=True))
+    assert (found.verdict, found.measured) == (UNTESTED, "recurrent L1 E16, C = 128: out of memory where the "
+                                                         "Transformer fits (a memory limit, not a speed)")
+    assert findings.training_slower(throughput(0.5, 1.0)).measured == ("recurrent L1 E16, C = 128: tokens/s ratio "
+                                                                       "0.500 (recurrent slower)")
 
 
 # ------------------------------------------------------------------------------------------------ the page
@@ -312,19 +347,20 @@ def test_a_config_that_produces_no_results_runs_no_claim():
     assert table[claims.COST].tolist() == list(costs.values())  # each open claim says what deciding it costs
     # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.
     assert table.loc[3, "report"] == "lm_small_W64" and table.loc[4, "report"] == "lm_depth"
-    assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive, {len(claims.CLAIMS)} not run at "
-                                   f"this scale (of {len(claims.CLAIMS)} claims)")
+    assert claims.tally(table) == (f"0 supported, 0 contradicted, 0 inconclusive by a test at alpha = 0.05; 0 "
+                                   f"untested, {len(claims.CLAIMS)} not run at this scale (of {len(claims.CLAIMS)} "
+                                   "claims)")
 
 
 @pytest.mark.parametrize("data, verdict", [
     (sokoban_sweep(SHALLOW_RECURRENT), SUPPORTED),  # 14 against 12, s.e. of the difference 0.24
     (sokoban_sweep({(True, 1): 12.0, (False, 4): 14.0}), CONTRADICTED),
     (sokoban_sweep({(True, 1): 12.1, (False, 4): 12.0}), INCONCLUSIVE),
-    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), INCONCLUSIVE),
+    (sokoban_sweep(SHALLOW_RECURRENT, seeds=1), UNTESTED),
     (sokoban_sweep(SHALLOW_RECURRENT, solve=0.0), INCONCLUSIVE),
     (sokoban_sweep({(True, 1): 14.0}), NOT_RUN),
 ])
-def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_say(data, verdict):
+def test_recurrence_is_better_where_the_best_of_each_family_differ_against_the_rules_null(data, verdict):
     found = findings.sokoban_recurrence_better(data)
     assert found.verdict == verdict
     if verdict == SUPPORTED:
@@ -332,15 +368,16 @@ def test_recurrence_is_better_beyond_two_standard_errors_as_the_sweep_reports_sa
 
 
 @pytest.mark.parametrize("losses, verdict", [
-    ({(True, 1): 4.75, (True, 4): 4.82, (False, 1): 4.82, (False, 4): 4.81}, SUPPORTED),  # the demo's pattern
+    ({(True, 1): 4.75, (True, 4): 4.82, (False, 1): 4.82, (False, 4): 4.81}, UNTESTED),  # the demo's pattern
     ({(True, 1): 4.75, (False, 1): 4.70, (False, 4): 4.81}, INCONCLUSIVE),  # both lowest at L = 1
-    ({(True, 1): 4.85, (True, 4): 4.75, (False, 1): 4.70, (False, 4): 4.81}, CONTRADICTED),
+    ({(True, 1): 4.85, (True, 4): 4.75, (False, 1): 4.70, (False, 4): 4.81}, UNTESTED),
     ({(True, 1): 4.75}, NOT_RUN),
 ])
-def test_fewer_fineweb_layers_by_the_depth_of_each_familys_lowest_loss(losses, verdict):
+def test_one_run_per_allocation_shows_the_depths_of_the_lowest_losses_untested(losses, verdict):
+    """The sign of the best-depth difference of single runs said "supported" 1 time in 3 with no effect (issue 41)."""
     found = findings.lm_fewer_layers(lm_sweep(losses))
     assert found.verdict == verdict
-    if verdict == SUPPORTED:
+    if len(losses) == 4 and verdict == UNTESTED and losses[(True, 1)] < 4.8:
         assert found.measured == ("small budget, W = 64: recurrent lowest at L = 1 (4.750), non-recurrent at L = 4 "
                                   "(4.810)")
 
@@ -353,9 +390,9 @@ def test_over_seeds_fewer_fineweb_layers_needs_the_deeper_best_significantly_bet
     losses = {(True, 1): seeded(4.75, CLOSE), (True, 4): seeded(4.82, CLOSE), (False, 1): non_recurrent_l1,
               (False, 4): seeded(4.81, CLOSE)}
     found = findings.lm_fewer_layers(lm_sweep(losses))
-    assert (found.verdict, found.rule) == (verdict, verdicts.WELCH)
+    assert (found.verdict, found.rule) == (verdict, verdicts.PICKS)
     assert found.test.startswith("small budget, W = 64: non-recurrent loss at L = 4 below its best at L ≤ 1: "
-                                 "one-sided Welch p = ")
+                                 "Welch t = ")
 
 
 def test_ablations_of_agents_at_chance_decide_nothing():
@@ -366,4 +403,4 @@ def test_ablations_of_agents_at_chance_decide_nothing():
     assert findings.full_communication(radius([12.0, 13.0, 14.0])).verdict == SUPPORTED
     found = findings.full_communication(at_chance(radius([12.0, 13.0, 14.0])))
     assert (found.verdict, found.test) == (INCONCLUSIVE, "no test: every agent at chance")
-    assert findings.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0])), None).verdict == INCONCLUSIVE
+    assert findings.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0], CLOSE)), None).verdict == INCONCLUSIVE

@@ -11,6 +11,7 @@ the first of equal ones (tables list a family's allocations shallowest first).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,11 +60,14 @@ class Arms:
         return pick(self.mean), pick(self.variance), self.seeds[np.maximum(index, 0)]
 
 
-def welch_between(a: Arms, i: np.ndarray, b: Arms, j: np.ndarray) -> np.ndarray:
-    """One-sided Welch p of H1: allocation i of `a` better than allocation j of `b`; NaN where either is missing
-    (-1) or has one seed."""
-    p = verdicts.welch_from_summaries(*a.at(i), *b.at(j))[1]
-    return np.where((i < 0) | (j < 0), np.nan, p)
+def welch_between(a: Arms, i: np.ndarray, b: Arms, j: np.ndarray, margin: float = 0.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(t, p) of the one-sided Welch test of H1: allocation i of `a`, `margin` added, better than allocation j of
+    `b`; NaN where either is missing (-1) or has one seed."""
+    mean, variance, seeds = a.at(i)
+    t, p = verdicts.welch_from_summaries(mean + margin, variance, seeds, *b.at(j))
+    missing = (i < 0) | (j < 0)
+    return np.where(missing, np.nan, t), np.where(missing, np.nan, p)
 
 
 def depth_test(arms: Arms, deeper: int, shallower: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -71,7 +75,7 @@ def depth_test(arms: Arms, deeper: int, shallower: int) -> tuple[np.ndarray, np.
     `shallower`, one-sided Welch. (index of the deeper, index of the shallower, p); an index is -1 where the depth
     has no allocation."""
     i, j = (arms.best(arms.depth == depth) for depth in (deeper, shallower))
-    return i, j, welch_between(arms, i, arms, j)
+    return i, j, welch_between(arms, i, arms, j)[1]
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,8 @@ class FewerLayers:
     nonrecurrent: np.ndarray  # of the best non-recurrent one
     direction: np.ndarray  # +1: the recurrent best is shallower (the paper), −1 deeper, 0 the same depth
     rival: np.ndarray  # the deeper family's best within the other's depth (-1: none)
-    p: np.ndarray  # one-sided Welch of the deeper family's best against `rival`; NaN: no test
+    t: np.ndarray  # Welch t of the deeper family's best against `rival`; NaN: no test
+    p: np.ndarray  # its one-sided p, as if the two had been chosen in advance (the authors' protocol)
 
     @property
     def supported(self) -> np.ndarray:
@@ -98,37 +103,117 @@ def fewer_layers(recurrent: Arms, nonrecurrent: Arms) -> FewerLayers:
     rec_rival, non_rival = recurrent.best(recurrent.depth <= shallow), nonrecurrent.best(nonrecurrent.depth <= shallow)
     deeper_is_recurrent = rec_depth > non_depth
     rival = np.where(deeper_is_recurrent, rec_rival, non_rival)
-    p = np.where(deeper_is_recurrent, welch_between(recurrent, rec, recurrent, rec_rival),
-                 welch_between(nonrecurrent, non, nonrecurrent, non_rival))
+    (rec_t, rec_p), (non_t, non_p) = (welch_between(recurrent, rec, recurrent, rec_rival),
+                                      welch_between(nonrecurrent, non, nonrecurrent, non_rival))
+    t, p = np.where(deeper_is_recurrent, rec_t, non_t), np.where(deeper_is_recurrent, rec_p, non_p)
     direction = np.sign(non_depth - rec_depth).astype(int)
-    return FewerLayers(rec, non, direction, np.where(direction == 0, -1, rival), np.where(direction == 0, np.nan, p))
+    same = direction == 0
+    return FewerLayers(rec, non, direction, np.where(same, -1, rival), np.where(same, np.nan, t),
+                       np.where(same, np.nan, p))
 
 
-def recurrence_better(recurrent: Arms, nonrecurrent: Arms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The best recurrent allocation against the best non-recurrent one: (difference of means, its standard error,
-    verdicts.direction of the two)."""
-    (rec, rec_var, rec_n), (non, non_var, non_n) = recurrent.at(recurrent.best()), nonrecurrent.at(nonrecurrent.best())
-    gap, stderr = rec - non, np.sqrt(rec_var / rec_n + non_var / non_n)
-    return gap, stderr, verdicts.direction(gap, stderr)
+# ------------------------------------------------------------------------------------------------ the rules
+# Each rule of the claims page as a statistic: the families' arms (recurrent: True) -> (direction, strength) per draw.
+# The direction is the paper's (+1), the opposite (−1) or neither (0: the same depth); the strength is the Welch t of
+# the two allocations the rule compares, after the rule has picked them, and NaN where there is no test (a side with
+# one seed, or none). `calibration` turns it into a p-value against the rule's own null, so that picking the best of
+# several noisy allocations is inside the test. Rules are frozen (hashable): a design's null is simulated once.
 
 
-def comparable_shallow(recurrent: Arms, nonrecurrent: Arms, shallow: int = 2
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Fig. 5's claim on language-model arms (negated losses): the best recurrent allocation at L ≤ `shallow` against
-    the best non-recurrent one, comparable or better within verdicts.COMPARABLE nats, tested over seeds where both have
-    several, by the single-run rule where not. (index of each, verdicts direction, p; NaN where no test)."""
-    i, j = recurrent.best(recurrent.depth <= shallow), nonrecurrent.best()
-    (ours, ours_var, ours_n), (rival, rival_var, rival_n) = recurrent.at(i), nonrecurrent.at(j)
-    tested, p = verdicts.comparable_from_summaries(-ours, ours_var, ours_n, -rival, rival_var, rival_n)
-    one_run = (ours_n < 2) | (rival_n < 2)
-    return i, j, np.where(one_run, verdicts.comparable(rival - ours), tested), np.where(one_run, np.nan, p)
+def signed(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(direction, strength) of a Welch t whose sign is the paper's direction: its sign, 0 where there is no test."""
+    t = np.asarray(t, float)
+    return np.where(np.isnan(t), 0, np.sign(t)).astype(int), np.abs(t)
 
 
-def against_rival(arms: Arms, default: int, others: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An ablation's default value (arm `default`) against the best of the `others` (a mask over the arms): (index
-    of that rival, difference of means, the one-sided Welch p on the side the difference lies; NaN for one seed)."""
-    rival = arms.best(others)
-    mine = np.full(np.shape(rival), default)
-    gap = arms.at(mine)[0] - arms.at(rival)[0]
-    p = np.where(gap >= 0, welch_between(arms, mine, arms, rival), welch_between(arms, rival, arms, mine))
-    return rival, gap, p
+@dataclass(frozen=True)
+class BestAgainst:
+    """One family's best allocation at `depths` against its best at `rivals`: the authors' depth test of Tables 1 and
+    7 (the best at L = 4 against the best at L = 2), and §5.1's "still improving" (the best at L = 16 against the
+    best at L ≤ 8)."""
+
+    depths: tuple[int, ...]
+    rivals: tuple[int, ...]
+    family: bool = True
+
+    def picks(self, arms: Arms) -> tuple[np.ndarray, np.ndarray]:
+        return arms.best(np.isin(arms.depth, self.depths)), arms.best(np.isin(arms.depth, self.rivals))
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        arms = families[self.family]
+        i, j = self.picks(arms)
+        return signed(welch_between(arms, i, arms, j)[0])
+
+
+@dataclass(frozen=True)
+class FewerLayersRule:
+    """Fig. 3: the recurrent family's best allocation shallower than the non-recurrent one's (`fewer_layers`), the
+    deeper family's best against its best within the other family's depth."""
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        found = fewer_layers(families[True], families[False])
+        return np.where(np.isnan(found.t), 0, found.direction), found.t
+
+
+def best_pair(recurrent: Arms, nonrecurrent: Arms, shallow: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The best recurrent allocation (at L ≤ `shallow` where given) and the best non-recurrent one."""
+    return recurrent.best(None if shallow is None else recurrent.depth <= shallow), nonrecurrent.best()
+
+
+@dataclass(frozen=True)
+class RecurrenceBetter:
+    """§5.1: the best recurrent allocation against the best non-recurrent one; with a `margin` (and `shallow`), Fig.
+    5's "comparable or better": the best recurrent at L ≤ `shallow`, `margin` added, against the best non-recurrent
+    one (a non-inferiority test: +1 within the margin or better, −1 worse by more than it)."""
+
+    shallow: int | None = None
+    margin: float = 0.0
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        i, j = best_pair(families[True], families[False], self.shallow)
+        return signed(welch_between(families[True], i, families[False], j, self.margin)[0])
+
+
+@dataclass(frozen=True)
+class AgainstRival:
+    """An ablation's default value (arm `default`) against the best of the others (`others`, a mask over the arms),
+    with a `margin` for "competitive" (non-inferiority) and none for "best"."""
+
+    default: int
+    others: tuple[bool, ...]
+    margin: float = 0.0
+
+    def rival(self, arms: Arms) -> np.ndarray:
+        return arms.best(np.array(self.others))
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        (arms,) = families.values()
+        rival = self.rival(arms)
+        return signed(welch_between(arms, np.full(np.shape(rival), self.default), arms, rival, self.margin)[0])
+
+
+@dataclass(frozen=True)
+class MoreExperts:
+    """Fig. 6, one family: each (L, d) group's allocation at its largest E (arms `last`) against its smallest
+    (`first`). The strongest Welch t over the groups decides, in its direction: a max-statistic over groups, so that
+    many groups do not make a chance gain likely."""
+
+    first: tuple[int, ...]
+    last: tuple[int, ...]
+
+    def groups(self, arms: Arms) -> np.ndarray:
+        """Each group's Welch t of its largest E against its smallest, (..., groups); NaN for a side of one seed."""
+        at = lambda index: np.full(arms.mean.shape[:-1], index)  # noqa: E731
+        return np.stack([welch_between(arms, at(last), arms, at(first))[0]
+                         for first, last in zip(self.first, self.last)], -1)
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        (arms,) = families.values()
+        t = self.groups(arms)
+        tested = ~np.isnan(t)
+        strongest = np.argmax(np.where(tested, np.abs(t), -1.0), -1)
+        found = np.take_along_axis(t, strongest[..., None], -1)[..., 0]
+        return signed(np.where(tested.any(-1), found, np.nan))
+
+
+Rule = BestAgainst | FewerLayersRule | RecurrenceBetter | AgainstRival | MoreExperts

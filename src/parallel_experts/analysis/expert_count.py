@@ -3,7 +3,7 @@ the same view of the ConvGLU sweep alone.
 
 A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
 ("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for a single
-seed, as the LM's runs have by default). A *family* is every point of one panel, recurrence, L and d, kept where it
+seed, as the LM's runs have by default) and the number of seeds. A *family* is every point of one panel, recurrence, L and d, kept where it
 has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps
 is our choice). The same selection decides, from the config alone, whether the figure's data can exist
 (`targets.catalogue`).
@@ -88,8 +88,9 @@ def chance_panels(sokoban: Iterable[xr.Dataset]) -> set[str]:
 
 
 def _points(table: pd.DataFrame, sign: int) -> pd.DataFrame:
-    table = table.assign(sign=sign, **({} if "stderr" in table else {"stderr": np.nan}))
-    return table[[*POINT, "score", "stderr", "sign"]].astype({"recurrent": bool})
+    table = table.assign(sign=sign, **({} if "stderr" in table else {"stderr": np.nan}),
+                         **({} if "seeds" in table else {"seeds": 1}))
+    return table[[*POINT, "score", "stderr", "seeds", "sign"]].astype({"recurrent": bool})
 
 
 def families(points: pd.DataFrame) -> pd.DataFrame:

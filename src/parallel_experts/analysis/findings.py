@@ -2,30 +2,36 @@
 it runs and which verdict follows (`judge`, the table of verdicts; the claims page, reporting.claims, puts the
 paper's words beside it, and the planner may call the same rules).
 
-A rule reads datasets and returns a `Finding`: a verdict, our measurement in words, and the statistical test where
-seeds allow one. The verdicts:
+A rule reads datasets and returns a `Finding`: a verdict, our measurement in words, and the statistical test. The
+verdicts:
 
-* supported: the measurement shows the paper's statement, significant where a test exists;
-* contradicted: it shows the opposite, significant where a test exists;
-* inconclusive: it ran, but does not decide (one seed, a difference within noise, agents at chance);
+* supported: the measurement shows the paper's statement, by a test at α (`calibration`: the rule's p-value against
+  its own null at this design, the picking of best allocations included);
+* contradicted: it shows the opposite, by such a test;
+* inconclusive: it was tested, and the test does not decide (or there is nothing to test: agents at chance);
+* untested: there is no test at α at this design (one seed or one agent per arm, one timing block per row), or the
+  rule's chance of its verdict with no effect, at the observed spread, exceeds α: whatever the measurement leans
+  to, it is not a verdict;
 * not run at this scale: the config does not produce the results the claim needs.
 
-A claim with parts (a budget, a domain, a context) is supported only when every part that ran is, and
-contradicted when any part is (`combine`). Every finding names the rule that decided it (`analysis.verdicts`: a
-one-sided Welch test over seeds, two standard errors, verdicts.COMPARABLE nats between single LM runs or a margin test
-over their seeds, bootstrap intervals). Findings are plain text; escaping is the page's.
+Every tested verdict carries its chance with no effect at the design it was made on (`Finding.no_effect`,
+`calibration.no_effect` at each family's pooled seed-to-seed SD). A claim with parts (a budget, a domain, a context)
+is supported only when every part that ran is (an intersection-union test: α holds without correction), and
+contradicted when a part is at α over the number of tested parts (Bonferroni), so that neither verdict is more likely
+than α with no effect (`combine`). Findings are plain text; escaping is the page's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from parallel_experts import study
+from parallel_experts.analysis import calibration
 from parallel_experts.analysis import depth_rules
 from parallel_experts.analysis import expert_count
 from parallel_experts.analysis import lm_losses
@@ -34,47 +40,118 @@ from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
-from parallel_experts.analysis.verdicts import welch_text, welch_toward
+from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.results import store
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN = "supported", "contradicted", "inconclusive", "not run at this scale"
-VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_RUN)
-# The verdict of a rule's direction (analysis.verdicts): the paper's (+1), neither (0), the opposite (−1).
+SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+UNTESTED, NOT_RUN = "untested", "not run at this scale"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, UNTESTED, NOT_RUN)
+TESTED = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)  # the verdicts of a test at α
+# The verdict of a test's direction: the paper's (+1), neither (0), the opposite (−1).
 BY_DIRECTION = {1: SUPPORTED, 0: INCONCLUSIVE, -1: CONTRADICTED}
-# Where one run per allocation decides: the depth of each family's lowest loss, compared.
-LOWEST_LOSS_DEPTH = "depth of each family's lowest loss, one run per allocation"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A part's test: its rule on the design it ran, the families' pooled SDs, the direction and its p-value."""
+
+    rule: depth_rules.Rule
+    shape: calibration.Design
+    sd: Mapping[bool, np.ndarray]
+    direction: int
+    p: float
+
+    def no_effect(self, side: int, level: float = verdicts.ALPHA) -> calibration.Rates:
+        return calibration.no_effect(self.rule, self.shape, self.sd, level)
 
 
 @dataclass(frozen=True)
 class Finding:
     verdict: str  # one of VERDICTS
     measured: str  # our measurement, in words and numbers
-    test: str = ""  # the statistical test and its outcome, where seeds allow one
+    test: str = ""  # the statistical test and its outcome
     rule: str = verdicts.NO_RULE  # the rule that decided the verdict (analysis.verdicts)
+    no_effect: float | None = None  # the chance of this verdict with no effect at this design (tested verdicts)
+    decided_by: tuple[str, ...] = ()  # the parts that decided a claim's verdict
+    evidence: Evidence | None = None  # a tested part's test, which `combine` decides the claim with
+    parts: tuple[tuple[str, Finding], ...] = ()  # a combined finding's parts, each with a test or none
 
 
 def not_run(what: str) -> Finding:
     return Finding(NOT_RUN, f"not run (this config does not produce {what})")
 
 
+def _pooled_sd(arms: Arms) -> np.ndarray:
+    """Each allocation's SD for the no-effect rate: its family's seed-to-seed SD pooled over its allocations (one
+    allocation's own SD from two or three seeds is too noisy to say whether the SDs differ)."""
+    df = np.where(arms.seeds > 1, arms.seeds - 1, 0)
+    pooled = np.sqrt(np.nansum(arms.variance * df) / df.sum()) if df.sum() else np.nan
+    return np.full(len(arms.seeds), pooled)
+
+
+def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str, test: str, rule_text: str
+           ) -> Finding:
+    """The verdict of `rule` on our runs (`families`, one study): supported or contradicted where its p-value
+    against its own null is below α and its chance of that verdict with no effect, at each family's pooled SD, is
+    within α (plus three Monte Carlo standard errors); untested where it has no test, or where that chance is
+    larger. `test` names what the rule compares; the strength and p are added."""
+    found = calibration.test(rule, families)
+    direction, p, t = int(found.direction), float(found.p), float(found.strength)
+    if bool(found.untested):
+        return Finding(UNTESTED, measured, f"{test}: no test (a side with one seed)", verdicts.UNTESTED)
+    if direction == 0:
+        return Finding(INCONCLUSIVE, measured, test, rule_text)
+    sd = {family: _pooled_sd(arms) for family, arms in families.items()}
+    evidence = Evidence(rule, calibration.design(families), sd, direction, p)
+    words = f"{test}: {verdicts.tested_text(t, p)}"
+    verdict = BY_DIRECTION[direction] if p < verdicts.ALPHA else INCONCLUSIVE
+    if verdict == INCONCLUSIVE:
+        return Finding(verdict, measured, words, rule_text, evidence=evidence)
+    rates = evidence.no_effect(direction)
+    chance = rates.of(direction)
+    if chance > verdicts.ALPHA + 3 * rates.stderr(direction):
+        return Finding(UNTESTED, measured, f"{words}; but with no effect this rule says {verdict} {chance:.3f} of the "
+                       "time at the observed spread, above alpha", verdicts.UNTESTED)
+    return Finding(verdict, measured, words, rule_text, chance, evidence=evidence)
+
+
+def _leaves(parts: Mapping[str, Finding]) -> list[tuple[str, Finding]]:
+    """The parts of a claim, each combined part replaced by its own parts (named under it)."""
+    found = []
+    for name, part in parts.items():
+        found += [(f"{name}, {inner}", leaf) for inner, leaf in part.parts] if part.parts else [(name, part)]
+    return found
+
+
 def combine(parts: Mapping[str, Finding]) -> Finding:
-    """One finding from the parts of a claim: contradicted if any part is, supported if every part that ran
-    is, not run if none ran; the measurements (a part that did not run says so) and tests are joined, each under
-    its part's name."""
+    """One finding from the parts of a claim: supported if every part that ran is (each at α: an intersection-union
+    test), contradicted if a tested part is at α over the number of tested parts (Bonferroni), untested if no part
+    that ran was tested, not run if none ran; the measurements (a part that did not run says so) and tests are
+    joined, each under its part's name, and the parts that decided are named."""
     ran = {name: f for name, f in parts.items() if f.verdict != NOT_RUN}
-    verdicts = {f.verdict for f in ran.values()}
-    verdict = (NOT_RUN if not ran else CONTRADICTED if CONTRADICTED in verdicts else
-               SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE)
-    rules = dict.fromkeys(f.rule for f in ran.values() if f.rule)
+    leaves = [(name, f) for name, f in _leaves(ran)]
+    evidence = [(name, f.evidence) for name, f in leaves if f.evidence is not None]
+    level = verdicts.ALPHA / max(len(evidence), 1)
+    against = [(name, e) for name, e in evidence if e.direction == -1 and e.p < level]
+    rules = "; ".join(dict.fromkeys(f.rule for f in ran.values() if f.rule))
+    if len(evidence) > 1:
+        rules += f"; parts: contradicted at alpha / {len(evidence)} (Bonferroni)"
+    verdict, decided, chance = INCONCLUSIVE, (), None
+    if not ran:
+        verdict = NOT_RUN
+    elif against:
+        verdict, decided = CONTRADICTED, tuple(name for name, _ in against)
+        chance = min(1.0, sum(e.no_effect(-1, level).contradicted for _, e in evidence))
+    elif all(f.verdict == SUPPORTED for _, f in leaves):
+        # The least favourable null of an intersection-union test: one part with no effect, the others certain.
+        verdict, decided, chance = SUPPORTED, tuple(name for name, _ in leaves), max(f.no_effect for _, f in leaves)
+    elif all(f.verdict == UNTESTED for _, f in leaves):
+        verdict = UNTESTED
     return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()),
-                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test), "; ".join(rules))
-
-
-def _decided(direction: int, p: float | None) -> str:
-    """The verdict of a difference in the paper's direction (+1) or against it (−1), tested by `p`."""
-    return BY_DIRECTION[direction] if verdicts.significant(p) else INCONCLUSIVE
+                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test), rules, chance, decided,
+                   parts=tuple(leaves))
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban
@@ -111,26 +188,32 @@ def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFra
     return combine(parts) if parts else not_run("a Sokoban sweep with both families")
 
 
+def _families_of(group: pd.DataFrame) -> tuple[dict[bool, pd.DataFrame], dict[bool, Arms]]:
+    """A budget's configuration scores by family (recurrent: True), and their arms."""
+    tables = {r: group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False)}
+    return tables, {r: Arms.of_table(table) for r, table in tables.items()}
+
+
 def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the depth of the best recurrent configuration against the best
     non-recurrent one's. The test: is the family that is best deeper significantly better there than at its best
-    within the other family's depth (one-sided Welch over seeds)? Where the non-recurrent family also trains
-    deeper than every recurrent run (the large budget's L = 16, §5.1's "still improving"), a second part: its best
-    at the deepest depth against its best within the recurrent depths (`_still_improving`). Agents at chance
-    decide nothing."""
+    within the other family's depth (depth_rules.FewerLayersRule against its own null)? Where the non-recurrent
+    family also trains deeper than every recurrent run (the large budget's L = 16, §5.1's "still improving"), a
+    second part: its best at the deepest depth against its best within the recurrent depths (`_still_improving`).
+    Agents at chance decide nothing."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
         found = _best_depths(group)
-        deeper = _still_improving(group, per_seed)
+        deeper = _still_improving(group)
         return found if deeper is None else combine({"best depths": found, "still improving": deeper})
 
     return _per_comparison(sweep, judge)
 
 
 def _best_depths(group: pd.DataFrame) -> Finding:
-    families = {r: group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False)}
-    found = depth_rules.fewer_layers(*(depth_rules.Arms.of_table(families[r]) for r in (True, False)))
-    best = {True: families[True].iloc[int(found.recurrent)], False: families[False].iloc[int(found.nonrecurrent)]}
+    tables, families = _families_of(group)
+    found = depth_rules.fewer_layers(families[True], families[False])
+    best = {True: tables[True].iloc[int(found.recurrent)], False: tables[False].iloc[int(found.nonrecurrent)]}
     rec, non = int(best[True]["depth"]), int(best[False]["depth"])
     measured = (f"best recurrent at L = {rec} ({best[True]['mean']:.3f}), non-recurrent at L = {non} "
                 f"({best[False]['mean']:.3f})")
@@ -139,97 +222,81 @@ def _best_depths(group: pd.DataFrame) -> Finding:
     deeper = rec > non  # the family whose best is deeper: True for the recurrent one
     if found.rival < 0:
         return Finding(INCONCLUSIVE, measured + f"; no {definitions.family(deeper)} run at L ≤ {min(rec, non)}")
-    p = None if np.isnan(found.p) else float(found.p)
-    return Finding(_decided(int(found.direction), p), measured,
-                   f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ "
-                   f"{min(rec, non)}: {welch_text(p)}", verdicts.WELCH)
+    return tested(depth_rules.FewerLayersRule(), families, measured,
+                  f"{definitions.family(deeper)} L = {int(best[deeper]['depth'])} > its best at L ≤ {min(rec, non)}",
+                  verdicts.PICKS)
 
 
-def _still_improving(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding | None:
+def _still_improving(group: pd.DataFrame) -> Finding | None:
     """§5.1: the non-recurrent agents still improve at the deepest depth only they train (L = 16 at the large
-    budget). Its best configuration there against its best at the recurrent runs' depths (L ≤ 8), one-sided Welch
-    in the direction of the difference; None where the non-recurrent family trains no deeper than the recurrent."""
-    non = group[~group["recurrent"].astype(bool)]
-    shared = int(group.loc[group["recurrent"].astype(bool), "depth"].max())
-    deepest = int(non["depth"].max())
-    if deepest <= shared:
+    budget). Its best configuration there against its best at the recurrent runs' depths (L ≤ 8), both picked from
+    the noisy means (depth_rules.BestAgainst); None where the non-recurrent family trains no deeper than the
+    recurrent."""
+    tables, families = _families_of(group)
+    shared = int(tables[True]["depth"].max())
+    depths = sorted(int(d) for d in tables[False]["depth"].unique())
+    if depths[-1] <= shared:
         return None
-    deep, within = _best(non[non["depth"] == deepest], False), _best(non[non["depth"] <= shared], False)
-    gap = deep["mean"] - within["mean"]
-    ours, theirs = sokoban_scores.seed_scores(per_seed, deep), sokoban_scores.seed_scores(per_seed, within)
-    p = welch_toward(ours, theirs, gap >= 0)
-    return Finding(_decided(1 if gap >= 0 else -1, p),
-                   f"non-recurrent at L = {deepest} {deep['mean']:.3f} (E = {int(deep['experts'])}, "
-                   f"d = {int(deep['width'])}), its best at L ≤ {shared} {within['mean']:.3f} (L = "
-                   f"{int(within['depth'])}; {gap:+.3f})",
-                   f"non-recurrent L = {deepest} {'>' if gap >= 0 else '<'} its best at L ≤ {shared}: "
-                   f"{welch_text(p)}",
-                   verdicts.WELCH)
+    rule = depth_rules.BestAgainst((depths[-1],), tuple(d for d in depths if d <= shared), family=False)
+    i, j = (tables[False].iloc[int(k)] for k in rule.picks(families[False]))
+    gap = i["mean"] - j["mean"]
+    return tested(rule, families,
+                  f"non-recurrent at L = {depths[-1]} {i['mean']:.3f} (E = {int(i['experts'])}, d = {int(i['width'])}), "
+                  f"its best at L ≤ {shared} {j['mean']:.3f} (L = {int(j['depth'])}; {gap:+.3f})",
+                  f"non-recurrent L = {depths[-1]} {'>' if gap >= 0 else '<'} its best at L ≤ {shared}",
+                  verdicts.PICKS)
 
 
 def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the best recurrent configuration against the best non-recurrent
-    one, beyond two standard errors of the difference (the sweep reports' rule, verdicts.direction)."""
+    one (depth_rules.RecurrenceBetter against its own null: each family's best is picked from its noisy means)."""
 
     def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        rec, non = (group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False))
-        gap, stderr, direction = depth_rules.recurrence_better(depth_rules.Arms.of_table(rec),
-                                                               depth_rules.Arms.of_table(non))
-        test = (f"difference {gap:+.3f} against {verdicts.NOISE_TEXT} (± {verdicts.NOISE * stderr:.3f})"
-                if np.isfinite(stderr) else "no test (fewer than two seeds)")
-        return Finding(BY_DIRECTION[direction], f"best recurrent {_best(group, True)['mean']:.3f}, best "
-                       f"non-recurrent {_best(group, False)['mean']:.3f} ({gap:+.3f})", test,
-                       verdicts.TWO_STANDARD_ERRORS)
+        gap = _best(group, True)["mean"] - _best(group, False)["mean"]
+        return tested(depth_rules.RecurrenceBetter(), _families_of(group)[1],
+                      f"best recurrent {_best(group, True)['mean']:.3f}, best non-recurrent "
+                      f"{_best(group, False)['mean']:.3f} ({gap:+.3f})",
+                      f"best recurrent {'>' if gap >= 0 else '<'} best non-recurrent", verdicts.PICKS)
 
     return _per_comparison(sweep, judge)
 
 
-def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.DataFrame], pd.Series], label: str
-                   ) -> tuple[float, float | None, str, str] | None:
+def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.DataFrame], pd.Series], label: str,
+                   margin: float, rule_text: str) -> Finding:
     """A Sokoban ablation's default value (the rows `is_default` picks, shown as `label`) against its best other
-    value: the difference of means, the one-sided Welch p of that difference's direction (None: no test, from
-    one seed or agents at chance), the measurement and the test in words; None where the ablation lacks either
-    side."""
-
+    value, with a `margin` for "competitive" (depth_rules.AgainstRival against its own null: the rival is picked from
+    the noisy means); not run where the ablation lacks either side, inconclusive where every agent is at chance."""
+    if setting not in store.ablation_members(data):
+        return not_run(f"the Sokoban {setting} ablation")
     members = ablations.runs(data, setting)
     table = _sokoban_scores(members, (setting,))[1].reset_index(drop=True)
     default = is_default(table).to_numpy()
     if not default.any() or default.all():
-        return None
-    mine = int(np.flatnonzero(default)[0])
-    rival, gap, p = (float(x) for x in depth_rules.against_rival(depth_rules.Arms.of_table(table), mine, ~default))
-    rival = table.iloc[int(rival)]
-    p = None if np.isnan(p) else p
-    mine = table.iloc[mine]
+        return not_run(f"the Sokoban {setting} ablation with the {label} and another value")
+    rule = depth_rules.AgainstRival(int(np.flatnonzero(default)[0]), tuple(bool(x) for x in ~default), margin)
+    arms = Arms.of_table(table)
+    mine, rival = table.iloc[rule.default], table.iloc[int(rule.rival(arms))]
+    gap = mine["mean"] - rival["mean"]
     name = f"{setting} {rival[setting]}"
     measured = f"{label}: {mine['mean']:.3f}, best other ({name}): {rival['mean']:.3f} ({gap:+.3f})"
     if sokoban_scores.at_chance(members):  # nothing to test: the returns of agents at chance
-        return gap, None, measured + "; every agent at chance", "no test: every agent at chance"
-    return gap, p, measured, f"{label if gap >= 0 else name} better: {welch_text(p)}"
+        return Finding(INCONCLUSIVE, measured + "; every agent at chance", "no test: every agent at chance")
+    within = f" + {margin}" if margin else ""
+    return tested(rule, {True: arms}, measured, f"{label}{within} {'>' if gap + margin >= 0 else '<'} {name}",
+                  rule_text)
 
 
 def full_communication(ablations: xr.Dataset) -> Finding:
-    """Fig. 11: the full radius best, and significantly better than the best narrower radius (Welch over seeds)."""
-    if "radius" not in store.ablation_members(ablations):
-        return not_run("the radius ablation")
-    found = _against_rival(ablations, "radius", lambda t: t["radius"] >= t["experts"] // 2, "full radius")
-    if found is None:
-        return not_run("the radius ablation with the full radius and a narrower one")
-    gap, p, measured, test = found
-    return Finding(_decided(1 if gap >= 0 else -1, p), measured, test, verdicts.WELCH if p is not None else "")
+    """Fig. 11: the full radius significantly better than the best narrower radius."""
+    return _against_rival(ablations, "radius", lambda t: t["radius"] >= t["experts"] // 2, "full radius", 0.0,
+                          verdicts.PICKS)
 
 
 def sokoban_sqrt_sum(ablations: xr.Dataset) -> Finding:
-    """Fig. 10 left: no rule significantly better than the sqrt-sum (Welch over seeds; one seed decides nothing)."""
-    if "aggregation" not in store.ablation_members(ablations):
-        return not_run("the Sokoban aggregation ablation")
-    found = _against_rival(ablations, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum")
-    if found is None:
-        return not_run("the Sokoban aggregation ablation with the sqrt-sum and another rule")
-    gap, p, measured, test = found
-    beaten = gap < 0 and verdicts.significant(p)
-    return Finding(CONTRADICTED if beaten else INCONCLUSIVE if p is None else SUPPORTED, measured, test,
-                   verdicts.WELCH if p is not None else "")
+    """Fig. 10 left, "consistently competitive": the sqrt-sum significantly less than verdicts.SOKOBAN_COMPARABLE
+    below the best other rule (a non-inferiority test); contradicted where it is significantly more below it."""
+    return _against_rival(ablations, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum",
+                          verdicts.SOKOBAN_COMPARABLE, verdicts.MARGIN)
 
 
 # The verdict of each Sokoban ablation, on the claims page and on the ablation's own report page.
@@ -237,29 +304,37 @@ SOKOBAN_ABLATION_FINDINGS = {"aggregation": sokoban_sqrt_sum, "radius": full_com
 
 
 def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Finding:
-    """App. A.3's "consistently competitive": in Sokoban no rule significantly better than the sqrt-sum (Welch
-    over seeds; one seed decides nothing), in FineWeb the sqrt-sum within verdicts.COMPARABLE nats of the best rule
-    (tested over seeds where there are several, as `lm_comparable_shallow`)."""
+    """App. A.3's "consistently competitive": in each domain the sqrt-sum against the best other rule, non-inferior
+    within a margin (verdicts.SOKOBAN_COMPARABLE in Sokoban, verdicts.COMPARABLE nats in FineWeb)."""
     parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
         runs = lm_ablations.members(lm_losses.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
-        default, others = runs[runs["aggregation"] == "sqrt_sum"], runs[runs["aggregation"] != "sqrt_sum"]
-        if len(default) and len(others):
-            mine, rival = default.iloc[0], others.loc[others["validation_loss"].idxmin()]
+        runs = runs.reset_index(drop=True)
+        default = (runs["aggregation"] == "sqrt_sum").to_numpy()
+        if default.any() and not default.all():
+            rule = depth_rules.AgainstRival(int(np.flatnonzero(default)[0]), tuple(bool(x) for x in ~default),
+                                            verdicts.COMPARABLE)
+            arms = Arms.of_losses(runs)
+            mine, rival = runs.iloc[rule.default], runs.iloc[int(rule.rival(arms))]
             gap = mine["validation_loss"] - rival["validation_loss"]
-            measured = (f"sqrt_sum: {lm_losses.loss_text(mine)}, best other ({rival['aggregation']}): "
-                        f"{lm_losses.loss_text(rival)} ({gap:+.3f} nats)")
-            parts["FineWeb"] = _comparable_finding(measured, gap, "sqrt_sum",
-                                                   verdicts.comparable_over_seeds(mine["losses"], rival["losses"]))
+            parts["FineWeb"] = tested(rule, {True: arms},
+                                      f"sqrt_sum: {lm_losses.loss_text(mine)}, best other ({rival['aggregation']}): "
+                                      f"{lm_losses.loss_text(rival)} ({gap:+.3f} nats)",
+                                      f"sqrt_sum {_within(gap)} {verdicts.COMPARABLE} nats worse", verdicts.MARGIN)
     return combine(parts)
+
+
+def _within(gap: float) -> str:
+    return "less than" if gap <= verdicts.COMPARABLE else "more than"
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis), on the test
-    levels every probed run solves (App. F)."""
+    levels every probed run solves (App. F). One agent per depth: the intervals resample test levels, not agents,
+    so the agent-to-agent spread is outside them and the pattern is untested, whichever way it leans."""
 
-    test, rule = "the recall's intervals, early and late steps", verdicts.BOOTSTRAP
+    test, rule = "the recall's intervals over test levels, early and late steps", verdicts.BOOTSTRAP
     if not probe_analysis.scored_levels(probes):
         return Finding(INCONCLUSIVE, "no test level is solved by every probed run: no probe was scored", test, rule)
     found = probe_analysis.compare_pattern(probes, deeper, shallower)
@@ -269,54 +344,48 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     if not found["meaningful"]:
         return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",
                        test, rule)
-    if found["shallower_leads"]:
-        return Finding(CONTRADICTED, measured + "; the shallower agent leads early", test, rule)
-    if not found["leads"]:
-        return Finding(INCONCLUSIVE, measured + "; the early intervals overlap", test, rule)
-    return Finding(SUPPORTED if found["catches_up"] else CONTRADICTED,
-                   measured + ("; the shallower agent catches up" if found["catches_up"] else "; the gap stays"), test,
-                   rule)
+    leans = ("the shallower agent leads early" if found["shallower_leads"] else
+             "the early intervals overlap" if not found["leads"] else
+             "the shallower agent catches up" if found["catches_up"] else "the gap stays")
+    return Finding(UNTESTED, f"{measured}; {leans}", f"{test}; one agent per depth: agents are not resampled",
+                   verdicts.UNTESTED)
 
 
 # ------------------------------------------------------------------------------------------------ FineWeb
 
 
+def _runs_at(runs: pd.DataFrame, budget: str, window: int) -> dict[bool, pd.DataFrame]:
+    """A budget and window's runs with a validation loss, by family (recurrent: True), each in its table order."""
+    here = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
+    return {r: here[here["recurrent"].astype(bool) == r].reset_index(drop=True) for r in (True, False)}
+
+
 def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
     """Fig. 5: the best recurrent configuration at L ≤ 2 against the best non-recurrent one of the budget and
-    window (means over seeds), comparable or better within verdicts.COMPARABLE nats (depth_rules.comparable_shallow):
-    tested over seeds where both have several, the single-run rule where not."""
-
-    runs = lm_losses.run_table(sweep)
-    runs = runs[(runs["budget"] == budget) & (runs["window"] == window)].dropna(subset=["validation_loss"])
-    rec, non = runs[runs["recurrent"].astype(bool)], runs[~runs["recurrent"].astype(bool)]
+    window (means over seeds), comparable or better within verdicts.COMPARABLE nats: a non-inferiority test of the
+    two picked from the noisy means (depth_rules.RecurrenceBetter with the margin), untested with one seed."""
+    tables = _runs_at(lm_losses.run_table(sweep), budget, window)
+    rec, non = tables[True], tables[False]
     if not (rec["depth"] <= 2).any() or not len(non):
         return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
-    i, j, direction, p = depth_rules.comparable_shallow(*(depth_rules.Arms.of_losses(rows) for rows in (rec, non)))
+    rule = depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE)
+    families = {r: Arms.of_losses(table) for r, table in tables.items()}
+    i, j = depth_rules.best_pair(families[True], families[False], rule.shallow)
     r, n = rec.iloc[int(i)], non.iloc[int(j)]
     gap = r["validation_loss"] - n["validation_loss"]
     measured = (f"recurrent {r['allocation']}: {lm_losses.loss_text(r)}, best non-recurrent {n['allocation']}: "
                 f"{lm_losses.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
-    return _comparable_finding(measured, gap, "recurrent", None if np.isnan(p) else (int(direction), float(p)))
-
-
-def _comparable_finding(measured: str, gap: float, name: str, tested: tuple[int, float] | None) -> Finding:
-    """"Comparable or better" of `name` against a rival whose mean loss is `gap` nats below: `tested`, the direction
-    and p of the test over seeds (verdicts.comparable_over_seeds), or None for the single-run rule."""
-    if tested is None:
-        return Finding(BY_DIRECTION[verdicts.comparable(gap)], measured, "one run each, no test", verdicts.ONE_RUN)
-    direction, p = tested
-    side = "less" if gap <= verdicts.COMPARABLE else "more"
-    return Finding(BY_DIRECTION[direction], measured,
-                   f"{name} {side} than {verdicts.COMPARABLE} nats worse: {welch_text(p)}", verdicts.COMPARABLE_SEEDS)
+    return tested(rule, families, measured, f"recurrent {_within(gap)} {verdicts.COMPARABLE} nats worse",
+                  verdicts.MARGIN)
 
 
 def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
-    """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm.lm_analysis.fewer_layers,
-    the rule of the sweep reports): recurrent shallower, the same, or deeper. With several seeds, the deeper family's
-    best must be significantly better than its best within the other's depth (one-sided Welch over seeds); with
-    one, the depths alone decide."""
-
-    table = lm_losses.fewer_layers(lm_losses.run_table(sweep))
+    """Fig. 3 (right): per budget and window, the depth of each family's lowest loss (lm_losses.fewer_layers, the
+    rule of the sweep reports): recurrent shallower, the same, or deeper; the deeper family's best must be
+    significantly better than its best within the other's depth (depth_rules.FewerLayersRule against its own null),
+    untested with one seed."""
+    runs = lm_losses.run_table(sweep)
+    table = lm_losses.fewer_layers(runs)
     if not len(table):
         return not_run("FineWeb losses of both families at one budget and window")
     parts = {}
@@ -324,54 +393,66 @@ def lm_fewer_layers(sweep: xr.Dataset) -> Finding:
         measured = (f"recurrent lowest at L = {row.recurrent_depth} ({row.recurrent_loss:.3f}), non-recurrent at "
                     f"L = {row.nonrecurrent_depth} ({row.nonrecurrent_loss:.3f})")
         direction = int(np.sign(row.nonrecurrent_depth - row.recurrent_depth))  # +1: the paper's pattern
-        if np.isnan(row.p):
-            found = Finding(BY_DIRECTION[direction], measured, "one run per allocation, no test", LOWEST_LOSS_DEPTH)
-        else:
-            deeper = definitions.family(direction < 0)  # the family whose best is deeper
-            depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
-            found = Finding(_decided(direction, row.p), measured,
-                            f"{deeper} loss at L = {depths[1]} below its best at L ≤ {depths[0]}: "
-                            f"{welch_text(row.p)}", verdicts.WELCH)
-        parts[f"{row.budget} budget, W = {row.window}"] = found
+        where = f"{row.budget} budget, W = {row.window}"
+        if direction == 0:
+            parts[where] = Finding(INCONCLUSIVE, measured + "; the same depth")
+            continue
+        deeper = definitions.family(direction < 0)  # the family whose best is deeper
+        depths = sorted((row.recurrent_depth, row.nonrecurrent_depth))
+        families = {r: Arms.of_losses(rows) for r, rows in _runs_at(runs, row.budget, row.window).items()}
+        parts[where] = tested(depth_rules.FewerLayersRule(), families, measured,
+                              f"{deeper} loss at L = {depths[1]} below its best at L ≤ {depths[0]}", verdicts.PICKS)
     return combine(parts)
 
 
 def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding:
-    """Fig. 6: in each domain and family, the (L, d) families whose score rises from the smallest to the largest
-    E beyond verdicts.NOISE standard errors (any change for single LM runs) against those where it falls.
-    Panels in `at_chance` (Sokoban agents no better than a random policy) decide nothing."""
-    trends = expert_count.expert_trends(expert_count.families(points))
-    chance = trends["panel"].isin(list(at_chance))
+    """Fig. 6: in each domain and family, each (L, d) group's score at its largest E against its smallest; the
+    strongest gain or loss over the groups decides, against its own null (depth_rules.MoreExperts: a max-statistic,
+    so that many groups do not make a chance gain likely), untested where every group has one seed (FineWeb's
+    runs). Panels in `at_chance` (Sokoban agents no better than a random policy) decide nothing."""
+    found = expert_count.families(points)
+    chance = found["panel"].isin(list(at_chance))
     parts = {}
     for domain in expert_count.DOMAINS:
         for recurrent in (True, False):
-            here = trends["panel"].str.startswith(domain) & (trends["recurrent"] == recurrent)
-            rows = trends[here & ~chance]
+            here = found["panel"].str.startswith(domain) & (found["recurrent"] == recurrent)
+            rows = found[here & ~chance].reset_index(drop=True)
             where = f"{domain}, {definitions.family(recurrent)}"
             if not len(rows):
-                parts[where] = (Finding(INCONCLUSIVE, f"{_families(int(here.sum()))}, every agent at chance")
+                count = found[here].groupby(expert_count.FAMILY).ngroups
+                parts[where] = (Finding(INCONCLUSIVE, f"{_families(count)}, every agent at chance")
                                 if (here & chance).any() else not_run("a family with two values of E"))
                 continue
-            helped, hurt = int((rows["gain"] > rows["noise"]).sum()), int((rows["gain"] < -rows["noise"]).sum())
-            verdict = SUPPORTED if helped and not hurt else CONTRADICTED if hurt > helped else INCONCLUSIVE
-            parts[where] = Finding(verdict,
-                                   f"more experts help in {helped}, hurt in {hurt} of {_families(len(rows))}",
-                                   f"gain beyond {verdicts.NOISE} standard errors over seeds",
-                                   verdicts.TWO_STANDARD_ERRORS)
+            groups = rows.groupby(expert_count.FAMILY, sort=False)["experts"]
+            rule = depth_rules.MoreExperts(tuple(int(i) for i in groups.idxmin()), tuple(int(i) for i in groups.idxmax()))
+            arms = _point_arms(rows)
+            gains = rule.groups(arms)
+            parts[where] = tested(rule, {recurrent: arms},
+                                  f"the largest E scores higher in {int((gains > 0).sum())}, lower in "
+                                  f"{int((gains < 0).sum())} of {_families(len(rule.first))} with seeds to test",
+                                  "the strongest change over the groups", verdicts.MAX_OVER_GROUPS)
     return combine(parts)
+
+
+def _point_arms(rows: pd.DataFrame) -> Arms:
+    """Fig. 6 points as arms (higher is better: a loss is negated), their variance from the standard error."""
+    seeds = rows["seeds"].to_numpy(int)
+    variance = np.where(seeds > 1, rows["stderr"].to_numpy(float) ** 2 * seeds, np.nan)
+    return Arms((rows["sign"] * rows["score"]).to_numpy(float), variance, seeds, rows["depth"].to_numpy(int))
 
 
 def _families(count: int) -> str:
     return f"{count} (L, d) {'family' if count == 1 else 'families'}"
 
 
-def _timed(ds: xr.Dataset, variable: str, row: str, **where) -> np.ndarray:
-    values = ds[variable].sel(allocation=row, **where).values
-    return values[~np.isnan(values)]
+# Tables 5 and 6 time each row in one block of back-to-back calls, the rows one after another: a drift of the machine's
+# load between blocks moves a whole row, and calls inside one block do not vary with it, so a test over them does not
+# hold alpha (issue 41: 0.13-0.21 with no effect). Until rows are timed in interleaved rounds, the tables are untested.
+_ONE_BLOCK = "timed in one block per row, not in interleaved rounds: the load's drift between blocks is in no test"
 
 
 def decode_faster(latency: xr.Dataset) -> Finding:
-    """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B, tested over the timed calls."""
+    """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B: the ratio, untested."""
 
     rec, tra = systems.label((True, 1, 16)), systems.label(systems.TRANSFORMER)
     if {rec, tra} - set(latency["allocation"].values.tolist()):
@@ -379,21 +460,16 @@ def decode_faster(latency: xr.Dataset) -> Finding:
     parts = {}
     for context in latency["context"].values:
         for batch in latency["batch"].values:
-            at = {"context": context, "batch": batch}
-            ratio = float(latency["ratio"].sel(allocation=rec, **at))
-            faster = ratio < 1
-            a, b = _timed(latency, "decode_seconds", tra, **at), _timed(latency, "decode_seconds", rec, **at)
-            p = welch_toward(a, b, faster)
+            ratio = float(latency["ratio"].sel(allocation=rec, context=context, batch=batch))
             parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
-                _decided(1 if faster else -1, p), f"ms/token ratio {ratio:.3f}",
-                f"{'Transformer slower' if faster else 'recurrent slower'} over the timed calls: {welch_text(p)}",
-                verdicts.WELCH)
+                UNTESTED, f"ms/token ratio {ratio:.3f} ({'recurrent' if ratio < 1 else 'Transformer'} faster)",
+                _ONE_BLOCK, verdicts.UNTESTED)
     return combine(parts)
 
 
 def training_slower(throughput: xr.Dataset) -> Finding:
-    """Table 6: every recurrent row's tokens/s against the Transformer's at each C, tested over the timed
-    updates; an out-of-memory recurrent cell beside a Transformer that fits counts as slower."""
+    """Table 6: every recurrent row's tokens/s against the Transformer's at each C: the ratio, or which ran out of
+    memory, untested."""
 
     tra = systems.label(systems.TRANSFORMER)
     rows = [r for r in throughput["allocation"].values.tolist() if r != tra and r.startswith("recurrent")]
@@ -403,20 +479,14 @@ def training_slower(throughput: xr.Dataset) -> Finding:
     for row in rows:
         for context in throughput["context"].values:
             at = {"allocation": row, "context": context}
-            where = f"{row}, C = {int(context)}"
             if bool(throughput["oom"].sel(allocation=tra, context=context)):
-                parts[where] = Finding(INCONCLUSIVE, "the Transformer is out of memory")
+                measured = "the Transformer is out of memory"
             elif bool(throughput["oom"].sel(**at)):
-                parts[where] = Finding(SUPPORTED, "out of memory where the Transformer fits")
+                measured = "out of memory where the Transformer fits (a memory limit, not a speed)"
             else:
                 ratio = float(throughput["vs_transformer"].sel(**at))
-                steps = slice(systems.SKIPPED, None)
-                a = _timed(throughput, "update_seconds", row, context=context)[steps]
-                b = _timed(throughput, "update_seconds", tra, context=context)[steps]
-                p = welch_toward(a, b, ratio < 1)
-                parts[where] = Finding(_decided(1 if ratio < 1 else -1, p), f"tokens/s ratio {ratio:.3f}",
-                                       f"{'recurrent' if ratio < 1 else 'Transformer'} slower over the timed "
-                                       f"updates: {welch_text(p)}", verdicts.WELCH)
+                measured = f"tokens/s ratio {ratio:.3f} ({'recurrent' if ratio < 1 else 'Transformer'} slower)"
+            parts[f"{row}, C = {int(context)}"] = Finding(UNTESTED, measured, _ONE_BLOCK, verdicts.UNTESTED)
     return combine(parts)
 
 
@@ -470,11 +540,13 @@ DECISIONS: dict[str, Callable[[Mapping[str, xr.Dataset], Mapping], Finding]] = {
 
 def judge(config: Mapping, data: Mapping[str, xr.Dataset]) -> pd.DataFrame:
     """The table of verdicts: one row per claim of DECISIONS, in its order, with the claim's name, our measurement,
-    the test, the rule that decided and the verdict. `data`: the results this config produces, by name
-    (targets.catalogue.CLAIM_INPUTS); a claim whose results are missing is not run."""
+    the test, the rule that decided, the verdict, its chance with no effect (NaN where it is no tested verdict) and
+    the parts that decided it. `data`: the results this config produces, by name (targets.catalogue.CLAIM_INPUTS);
+    a claim whose results are missing is not run."""
+    columns = ["claim", "measured", "test", "rule", "verdict", "no_effect", "decided_by"]
     rows = []
     for name, decide in DECISIONS.items():
         found = decide(data, config)
-        rows.append({"claim": name, "measured": found.measured, "test": found.test, "rule": found.rule,
-                     "verdict": found.verdict})
-    return pd.DataFrame(rows, columns=["claim", "measured", "test", "rule", "verdict"])
+        rows.append([name, found.measured, found.test, found.rule, found.verdict,
+                     np.nan if found.no_effect is None else found.no_effect, found.decided_by])
+    return pd.DataFrame(rows, columns=columns)

@@ -110,15 +110,17 @@ CLAIMS = {
 
 
 COST = "to decide it (paper scale, power 0.8)"
+NO_EFFECT = "chance of this verdict with no effect"
 
 
 def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], costs: Mapping[str, str]
           ) -> pd.DataFrame:
     """The claims table: one row per claim with the paper's statement, number and section, our measurement, the
-    test, the verdict, the report that shows it (the first of its reports in `reports`, else "") and, where the
-    verdict is open, what deciding it would cost (`costs`, by claim: planning.power.claim_costs). `results`: the
-    claims notebook's parameters, the path of each result this config produces by name
-    (targets.catalogue.CLAIM_INPUTS), "" where it produces none."""
+    test, the verdict, its chance with no effect at this design (tested verdicts), the parts that decided it, the
+    report that shows it (the first of its reports in `reports`, else "") and, where the verdict is open, what
+    deciding it would cost (`costs`, by claim: planning.power.claim_costs). `results`: the claims notebook's
+    parameters, the path of each result this config produces by name (targets.catalogue.CLAIM_INPUTS), "" where it
+    produces none."""
     judged = findings.judge(config, {name: store.open_dataset(path) for name, path in results.items() if path})
     present = set(reports)
     budget, window = study.fig5_setting(config)  # names Fig. 5's page
@@ -126,27 +128,38 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], c
     for found in judged.itertuples():
         claim = CLAIMS[found.claim]
         names = [name.format(budget=budget, window=window) for name in claim.reports]
+        decided = found.verdict in (findings.SUPPORTED, findings.CONTRADICTED)
         rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
                      "measured": found.measured, "test": found.test, "rule": found.rule, "verdict": found.verdict,
+                     NO_EFFECT: f"{found.no_effect:.3f}" if decided else "",
+                     "decided by": "; ".join(found.decided_by),
                      "report": next((name for name in names if name in present), ""),
-                     COST: "" if found.verdict in (findings.SUPPORTED, findings.CONTRADICTED) else costs[found.claim]})
+                     COST: "" if decided else costs[found.claim]})
     return pd.DataFrame(rows)
 
 
 def tally(table: pd.DataFrame) -> str:
-    """How many claims got each verdict, in words."""
+    """How many claims got each verdict, in words: the tested verdicts first, then those without a test."""
     counts = table["verdict"].value_counts()
-    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in findings.VERDICTS) + f" (of {len(table)} claims)"
+    count = lambda verdicts: ", ".join(f"{int(counts.get(v, 0))} {v}" for v in verdicts)  # noqa: E731
+    untested = [v for v in findings.VERDICTS if v not in findings.TESTED]
+    return f"{count(findings.TESTED)} by a test at alpha = {verdicts.ALPHA}; {count(untested)} (of {len(table)} claims)"
 
 
-RULES = ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py): "
-         f"a {verdicts.WELCH} (uncorrected) where seeds allow one; a {verdicts.TWO_STANDARD_ERRORS} of the "
-         f"difference where the sweep and expert-count reports use it; the probes' {verdicts.BOOTSTRAP}; single "
-         f"FineWeb runs {verdicts.ONE_RUN.removeprefix('one run each: ')}, or the {findings.LOWEST_LOSS_DEPTH}; "
-         f"FineWeb runs of several seeds a {verdicts.COMPARABLE_SEEDS} where the paper says comparable. A claim "
-         "with parts (budgets, domains, families, contexts) is supported where every part that ran is, and "
-         "contradicted where any part is; a part that did not run is listed and does not count. Sokoban agents "
-         "that solve no more test levels than a random policy decide nothing.")
+RULES = ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py), and each "
+         "part's rule is a test at alpha = 0.05 against its own null at this design: the share of simulated studies "
+         "with no effect, of the same seeds and allocations, in which the rule points the same way at least as "
+         "strongly, so that picking the best of several noisy allocations is inside the test "
+         "(parallel_experts/analysis/calibration.py). Its chance of the verdict it gives with no effect, at the "
+         "observed spread, is in the column beside it; a rule whose chance exceeds alpha there, or that has no test "
+         "(one seed, one probed agent per depth, one timing block per row), says untested, whichever way the "
+         "measurement leans. Where the paper says comparable or competitive, the test is non-inferiority within a "
+         f"margin ({verdicts.COMPARABLE} nats in FineWeb, {verdicts.SOKOBAN_COMPARABLE} of return in Sokoban), and "
+         "its no-effect chance is taken at that margin. A claim with parts (budgets, domains, families, contexts) is "
+         "supported where every part that ran is (each at alpha), and contradicted where a tested part is at alpha "
+         "over the number of tested parts (Bonferroni); the parts that decided are named. A part that did not run is "
+         "listed and does not count. Sokoban agents that solve no more test levels than a random policy decide "
+         "nothing.")
 
 
 def summary(table: pd.DataFrame) -> str:
@@ -155,11 +168,15 @@ def summary(table: pd.DataFrame) -> str:
 
 
 def styled(table: pd.DataFrame) -> Styler:
-    """The claims table as the page shows it: every cell escaped, each report linked to its page."""
+    """The claims table as the page shows it: every cell escaped, each report linked to its page, the verdicts of a
+    test in bold."""
     def link(name: str) -> str:
         return f'<a href="{name}.html">{name}</a>' if name else "(no report at this scale)"
 
+    def bold(verdict: str) -> str:
+        return "font-weight: bold" if verdict in (findings.SUPPORTED, findings.CONTRADICTED) else ""
+
     return (markup.table(table, {"report": link})
             .set_properties(**{"text-align": "left", "vertical-align": "top"})
-            .set_properties(subset=["verdict"], **{"font-weight": "bold"})
+            .map(bold, subset=["verdict"])
             .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))

@@ -1,0 +1,124 @@
+"""Every rule of the claims page as a test that holds α at the design it decides on: its p-value against its own
+null, and the chance of each verdict when nothing differs, both by simulation through the rule itself.
+
+A rule (depth_rules) picks allocations from noisy means (the best at a depth, the best rival) and returns a direction
+and a strength, the Welch t of what it picked. Picking the best of several makes that t larger than a t chosen in
+advance (the winner's curse), so its p-value is not Student's: it is the share of simulated studies with no effect
+(every allocation the same expected score) of the same design (seeds and depth of every allocation) in which the
+rule points the same way at least as strongly. A max-statistic null (Westfall and Young) by parametric simulation:
+the strengths are Welch t statistics, so with equal seed-to-seed SDs that null depends on neither the SD nor the
+common mean, and one simulation serves every study of a design. A rule with a margin ("comparable") is tested at its
+boundary, worse by exactly the margin, which is the same null once the margin is added back.
+
+`no_effect` gives the chance of each verdict with no effect at given SDs (the observed ones on the claims page, the
+assumed ones in the power analysis) through the same p-values: α where the SDs are equal, and what it is where not.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from parallel_experts.analysis import verdicts
+from parallel_experts.analysis.depth_rules import Arms, Rule
+
+NULL_DRAWS = 20_000  # simulated null studies per design: p-values to about ± 0.0015 at 0.05
+SEED = 2609  # the null's simulator seed: the same design gets the same p-values on every machine
+# A design: per family (recurrent: True), the seeds and the depth of each of its allocations.
+Design = tuple[tuple[bool, tuple[int, ...], tuple[int, ...]], ...]
+
+
+def design(families: Mapping[bool, Arms]) -> Design:
+    return tuple((family, tuple(int(n) for n in arms.seeds), tuple(int(d) for d in arms.depth))
+                 for family, arms in families.items())
+
+
+def at_boundary(rule: Rule) -> Rule:
+    """The rule with its margin taken out: its null at the margin's boundary is the margin-free rule's with no
+    effect."""
+    return replace(rule, margin=0.0) if "margin" in {f.name for f in fields(rule)} else rule
+
+
+def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rng: np.random.Generator
+             ) -> dict[bool, Arms]:
+    """`draws` studies of the design with no effect: every allocation's seeds normal around 0, with SD `sd[family]`
+    per allocation (1 where None)."""
+    found = {}
+    for family, seeds, depth in shape:
+        scale = np.ones(len(seeds)) if sd is None else np.asarray(sd[family], float)
+        columns = [rng.normal(0.0, s, size=(draws, n)) for s, n in zip(scale, seeds)]
+        variance = [c.var(-1, ddof=1) if c.shape[-1] > 1 else np.full(draws, np.nan) for c in columns]
+        found[family] = Arms(np.stack([c.mean(-1) for c in columns], -1), np.stack(variance, -1), np.array(seeds),
+                             np.array(depth))
+    return found
+
+
+@functools.lru_cache(maxsize=512)
+def _null(rule: Rule, shape: Design) -> dict[int, np.ndarray]:
+    """The rule's strengths in each direction over NULL_DRAWS studies of the design with no effect, sorted."""
+    direction, strength = at_boundary(rule)(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED)))
+    return {side: np.sort(strength[direction == side]) for side in (1, -1)}
+
+
+def p_value(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray) -> np.ndarray:
+    """The share of null studies pointing the same way at least as strongly ((count + 1) / (draws + 1), so never 0);
+    NaN where there is no direction or no test."""
+    null = _null(rule, shape)
+    direction, strength = np.asarray(direction), np.asarray(strength, float)
+    count = np.zeros(direction.shape)
+    for side, values in null.items():
+        count = np.where(direction == side, len(values) - np.searchsorted(values, strength, side="left"), count)
+    untested = (direction == 0) | np.isnan(strength)
+    return np.where(untested, np.nan, (count + 1) / (NULL_DRAWS + 1))
+
+
+@dataclass(frozen=True)
+class Tested:
+    direction: np.ndarray  # +1 the paper's, −1 the opposite, 0 neither
+    strength: np.ndarray  # the Welch t of what the rule picked; NaN: no test
+    p: np.ndarray  # against the rule's own null; NaN: no test
+
+    def verdict(self, level: float = verdicts.ALPHA) -> np.ndarray:
+        """+1 or −1 where the direction is significant at `level`, else 0."""
+        return np.where(self.p < level, self.direction, 0)
+
+    @property
+    def untested(self) -> np.ndarray:
+        """No test: a side of one seed, or nothing to compare."""
+        return np.isnan(self.strength)
+
+
+def test(rule: Rule, families: Mapping[bool, Arms]) -> Tested:
+    """The rule on `families` (one study, or a leading axis of draws), with p-values against its own null."""
+    direction, strength = rule(families)
+    return Tested(direction, strength, p_value(rule, design(families), direction, strength))
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The chance of each verdict with no effect, each with its Monte Carlo standard error."""
+
+    supported: float
+    contradicted: float
+    draws: int
+
+    def of(self, side: int) -> float:
+        return self.supported if side == 1 else self.contradicted
+
+    def stderr(self, side: int) -> float:
+        rate = self.of(side)
+        return float(np.sqrt(max(rate * (1 - rate), 1 / self.draws) / self.draws))
+
+
+def no_effect(rule: Rule, shape: Design, sd: Mapping[bool, np.ndarray] | None = None, level: float = verdicts.ALPHA,
+              draws: int = 10_000, seed: int = 1) -> Rates:
+    """The chance that the rule says each verdict at `level` in studies of the design with no effect (at a margin's
+    boundary), each allocation with its SD `sd[family]` (1 where None, or where an SD is unknown)."""
+    if sd is not None:
+        sd = {family: np.where(np.isfinite(s) & (np.asarray(s) > 0), s, 1.0) for family, s in sd.items()}
+    families = simulate(shape, sd, draws, np.random.default_rng(seed))
+    verdict = test(at_boundary(rule), families).verdict(level)
+    return Rates(float(np.mean(verdict == 1)), float(np.mean(verdict == -1)), draws)
