@@ -30,7 +30,7 @@ def part(verdict, p=0.001):
         return lambda name: Finding(verdict, f"m{name}", f"t{name}")
     direction = {SUPPORTED: 1, CONTRADICTED: -1, INCONCLUSIVE: -1}[verdict]
     shape = ((True, (3, 3), (1, 2)), (False, (3, 3), (1, 2)))
-    evidence = findings.Evidence(depth_rules.RecurrenceBetter(), shape, {True: np.ones(2), False: np.ones(2)},
+    evidence = findings.Evidence(depth_rules.RecurrenceBetter(), shape, {True: 1.0, False: 1.0},
                                  direction, p if verdict != INCONCLUSIVE else 0.5)
     return lambda name: Finding(verdict, f"m{name}", f"t{name}", no_effect=0.04 if verdict == SUPPORTED else None,
                                 evidence=evidence)

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from helpers import REPO, ablation_data
 from test_claims import lm_sweep, sokoban_sweep
-from scipy import stats as scipy_stats
 
 from parallel_experts import study
-from parallel_experts.analysis import depth_rules, findings, power
+from parallel_experts.analysis import calibration, depth_rules, findings, power
 from parallel_experts.analysis.power import Decision, Truth
-from parallel_experts.analysis.verdicts import ALPHA, NOISE
+from parallel_experts.analysis import verdicts
+from parallel_experts.analysis.verdicts import ALPHA
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.planning import power as planned
 from parallel_experts.reporting import power_page
@@ -47,32 +47,73 @@ def test_with_no_effect_the_welch_rule_rejects_at_alpha(seeds):
 
 
 @pytest.mark.parametrize("seeds", [3, 5])
-def test_with_few_seeds_and_no_effect_the_welch_rule_is_conservative(seeds):
-    """Welch's degrees of freedom, estimated from so few seeds, run low: the test rejects less often than alpha
-    (measured over 100,000 draws: 0.039 at 3 seeds, 0.045 at 5), never more."""
+def test_with_few_seeds_and_no_effect_the_rules_own_null_holds_alpha(seeds):
+    """Welch's degrees of freedom, estimated from so few seeds, run low, so Student's p made the test reject less
+    often than alpha (measured over 100,000 draws: 0.039 at 3 seeds, 0.045 at 5); the rule's own null holds it."""
     found = power.power(depth_test([13.0, 13.0], [0.2, 0.2]), {True: seeds}, DRAWS)
-    assert 0.03 < found.power < ALPHA - 2 * found.stderr, found
+    assert within_error(found, ALPHA) and found.power > 0.045, found
 
 
-@pytest.mark.parametrize("seeds", [3, 9])
-def test_with_no_effect_the_two_standard_error_rule_rejects_at_its_t_tail(seeds):
-    """Equal SDs and seeds: the difference over its estimated standard error is Student's t on 2n - 2 degrees of
-    freedom, so the rule's one-sided false-positive rate is t.sf(NOISE, 2n - 2) (0.048 at n = 3, 0.031 at 9)."""
-    test = Decision("sokoban_recurrence_better", "", "small", "",
-                {True: truth([2], [13.0], [0.2]), False: truth([8], [13.0], [0.2])}, power.recurrence_better)
-    found = power.power(test, {True: seeds, False: seeds}, DRAWS)
-    assert within_error(found, scipy_stats.t.sf(NOISE, 2 * seeds - 2)), found
+def best_of_each(seeds_recurrent, seeds_nonrecurrent, sd=0.14):
+    """Recurrence better with four equal allocations per family (no effect), as issue 41 simulated it."""
+    return Decision("sokoban_recurrence_better", "", "small", "",
+                    {True: truth([1, 2, 4, 8], [13.0] * 4, [sd] * 4), False: truth([1, 2, 4, 8], [13.0] * 4, [sd] * 4)},
+                    depth_rules.RecurrenceBetter())
+
+
+@pytest.mark.parametrize("seeds", [(2, 2), (9, 3), (3, 9)])
+def test_with_no_effect_the_best_of_each_family_is_neither_better_nor_worse_beyond_alpha(seeds):
+    """Picking each family's best of four noisy allocations: two standard errors said "contradicted" 0.065-0.069 of
+    the time with 9 seeds against 3 (issue 41); against the rule's own null, each verdict at most alpha."""
+    found = power.no_effect(best_of_each(*seeds), {True: seeds[0], False: seeds[1]}, DRAWS)
+    for side in (1, -1):
+        assert found.of(side) <= ALPHA + 3 * found.stderr(side), found
+
+
+@pytest.mark.parametrize("tied", [2, 4])
+def test_with_ties_at_the_top_the_depth_test_holds_alpha(tied):
+    """The authors' depth test picks the best allocation at each depth from the same noisy means: uncorrected Welch
+    said "L=4 > L=2" 0.066-0.137 of the time when 2-4 allocations tie at the top (issue 41); here 0.05."""
+    depths = [4] * tied + [2]
+    test = Decision(power.DEPTH_TEST, "L=4 > L=2", "small", "",
+                    {True: truth(depths, [13.0] * len(depths), [0.2] * len(depths))}, power.depth_test(4, 2))
+    uncorrected = depth_rules.depth_test(power.simulate(test.truth[True], 3, DRAWS, np.random.default_rng(0)), 4, 2)[2]
+    assert np.mean(uncorrected < ALPHA) > ALPHA + 0.01  # what the selection does to a test chosen in advance
+    found = power.no_effect(test, {True: 3}, DRAWS)
+    assert found.supported <= ALPHA + 3 * found.stderr(1), found
+
+
+def test_a_non_inferiority_test_at_its_margin_holds_alpha_and_agrees_with_statsmodels():
+    """One allocation each, nothing picked: at the margin's boundary the rule says "comparable" alpha of the time,
+    and its p-value is the one-sided Welch test against the margin (statsmodels' ttest_ind with value = -margin)."""
+    from statsmodels.stats.weightstats import ttest_ind
+
+    margin = 0.02
+    test = Decision("lm_comparable_shallow", "", "small", "", {True: truth([2], [-3.52], [0.01]),
+                                                               False: truth([8], [-3.50], [0.01])},
+                    depth_rules.RecurrenceBetter(shallow=2, margin=margin))
+    found = power.power(test, {True: 4, False: 4}, DRAWS)  # truly worse by exactly the margin
+    assert within_error(found, ALPHA), found
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        ours, rival = rng.normal(-3.51, 0.01, 4), rng.normal(-3.50, 0.01, 4)
+        arms = {True: depth_rules.Arms.of_scores(ours[None], [2]), False: depth_rules.Arms.of_scores(rival[None], [8])}
+        found = calibration.test(test.statistic, arms)
+        statsmodels_p = ttest_ind(ours, rival, alternative="larger", usevar="unequal", value=-margin)[1]
+        if found.direction == 1 and statsmodels_p > 0.005:  # "comparable"'s side; far tails hold few null draws
+            assert abs(found.p - statsmodels_p) < 0.25 * statsmodels_p + 0.003, (found.p, statsmodels_p)
 
 
 @pytest.mark.parametrize("means, sds, seeds", [([13.5, 13.3], [0.11, 0.21], 6), ([13.12, 13.0], [0.15, 0.15], 10),
                                                ([13.1, 13.0], [0.10, 0.15], 12)])
 def test_the_simulated_welch_power_agrees_with_the_closed_form(means, sds, seeds):
-    """The closed form takes Welch's degrees of freedom from the true SDs, the test from the sample's, which run low
-    with few seeds: an approximation, within 0.01 here beside the Monte Carlo error (at 5 seeds and equal SDs it
-    overstates the simulated 0.590 by 0.021; the power analysis reports the simulation)."""
+    """The closed form takes Welch's degrees of freedom from the true SDs, Student's p from the sample's, which run
+    low with few seeds; the rule's own null is exact at equal SDs: an approximation, within 0.03 here beside the
+    Monte Carlo error (measured: 0.026 below the simulation at 6 seeds and SDs 0.11 and 0.21); the power analysis
+    reports the simulation."""
     found = power.power(depth_test(means, sds), {True: seeds}, DRAWS)
     closed = power.welch_power(means[0] - means[1], sds[0], seeds, sds[1], seeds)
-    assert 0.2 < closed < 0.95 and within_error(found, closed, 0.01), (found, closed)
+    assert 0.2 < closed < 0.95 and within_error(found, closed, 0.03), (found, closed)
 
 
 def test_the_closed_form_matches_the_textbook_value():
@@ -122,14 +163,24 @@ def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
 
 
 # Each decision the analysis simulates, by the claims page's name: (its findings rule on a sweep of the draw's
-# scores, the power analysis's decision on the same draws, the draw as scores (higher is better) from values).
+# scores, the power analysis's rule on the same draws, the draw as scores (higher is better) from values).
 SAME_DECISIONS = {
-    "sokoban_fewer_layers": (findings.sokoban_fewer_layers, power.fewer_layers, 1),
-    "sokoban_recurrence_better": (findings.sokoban_recurrence_better, power.recurrence_better, 1),
-    "lm_fewer_layers": (findings.lm_fewer_layers, power.lm_fewer_layers, -1),
+    "sokoban_fewer_layers": (findings.sokoban_fewer_layers, depth_rules.FewerLayersRule(), 1),
+    "sokoban_recurrence_better": (findings.sokoban_recurrence_better, depth_rules.RecurrenceBetter(), 1),
+    "lm_fewer_layers": (findings.lm_fewer_layers, depth_rules.FewerLayersRule(), -1),
     "lm_comparable_shallow": (lambda sweep: findings.lm_comparable_shallow(sweep, "small", 64),
-                              power.lm_comparable_shallow, -1),
+                              depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE), -1),
 }
+
+
+def page_supports(found: findings.Finding) -> bool:
+    """The page says supported, or would have but for its rate with no effect at the observed spread, a check on the
+    one study the page decides that the power analysis does not repeat per draw."""
+    return found.verdict == findings.SUPPORTED or "says supported" in found.test
+
+
+def simulated_verdict(rule, arms) -> np.ndarray:
+    return calibration.test(rule, arms).verdict() == 1
 
 
 @pytest.mark.parametrize("claim", SAME_DECISIONS)
@@ -145,32 +196,33 @@ def test_a_simulated_draw_gets_the_claims_pages_verdict(claim):
     rng = np.random.default_rng(3)
     scores = {r: rng.normal(m[:, None], step, size=(draws, 3, 2)) + (12 if sign > 0 else -3.5)
               for r, m in means.items()}
-    simulated = decide({r: depth_rules.Arms.of_scores(values, depth) for r, values in scores.items()})
+    simulated = simulated_verdict(decide, {r: depth_rules.Arms.of_scores(values, depth) for r, values in scores.items()})
     build = sokoban_sweep if sign > 0 else lm_sweep
     for draw in range(draws):
         sweep = build({(r, int(d)): sign * scores[r][draw, k] for r in (True, False) for k, d in enumerate(depth)})
         found = rule(sweep)
-        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+        assert page_supports(found) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 
 
 @pytest.mark.parametrize("setting, values, claim, means", [
     ("radius", [0, 1, 3], "full_communication", [12.0, 12.5, 13.0]),  # the full radius ahead by 0.5
-    ("aggregation", ["mean", "routed_mean", "sqrt_sum"], "sqrt_sum", [12.5, 13.0, 12.5]),  # the sqrt-sum behind
+    ("aggregation", ["mean", "routed_mean", "sqrt_sum"], "sqrt_sum", [12.5, 13.0, 13.5]),  # the sqrt-sum ahead
 ])
 def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values, claim, means):
     """An ablation's default (the last value: the full radius at E = 7, the sqrt-sum) against its best rival, decided
     by the power analysis as findings decides an ablation dataset of the same returns, over draws that reach both
     verdicts."""
-    draws, others = 40, np.array([True, True, False])
-    _, _, decide = planned.ABLATIONS[setting]
+    draws = 40
+    _, _, margin, _ = planned.ABLATIONS[setting]
     rule = findings.full_communication if claim == "full_communication" else findings.sokoban_sqrt_sum
     rng = np.random.default_rng(5)
     scores = rng.normal(np.array(means)[:, None], 0.5, size=(draws, 3, 3))
-    simulated = decide(2, others)({True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
+    simulated = simulated_verdict(depth_rules.AgainstRival(2, (True, True, False), margin),
+                                  {True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
     for draw in range(draws):
         found = rule(ablation_data(setting, values, scores[draw]))
-        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+        assert page_supports(found) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 
 
@@ -183,15 +235,15 @@ def test_a_simulated_expert_count_draw_gets_the_claims_pages_verdict():
                   "test", budget=tuple(budgets))
     draws, seeds = 40, 3
     arms = power.simulate(truth, seeds, draws, np.random.default_rng(7))
-    simulated = planned._expert_decision({True: truth})({True: arms})
+    simulated = simulated_verdict(planned._expert_decision({True: truth}), {True: arms})
     for draw in range(draws):
         points = pd.DataFrame([
             {"panel": "Sokoban, convlstm sweep", "recurrent": True, "depth": int(label[1]), "width": 8,
              "budget": budget, "experts": int(label.split()[1][1:]), "score": arms.mean[draw, i],
-             "stderr": np.sqrt(arms.variance[draw, i] / seeds), "sign": 1}
+             "stderr": np.sqrt(arms.variance[draw, i] / seeds), "seeds": seeds, "sign": 1}
             for i, (label, budget) in enumerate(zip(labels, budgets))])
         found = findings.more_experts(points)
-        assert (found.verdict == findings.SUPPORTED) == simulated[draw], (draw, found)
+        assert page_supports(found) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 
 
@@ -230,10 +282,11 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
         ("sokoban_recurrence_better", "small budget"), ("lm_fewer_layers", "small budget, W = 16"),
         ("lm_comparable_shallow", "small budget, W = 16")}
     sokoban = [t for t in found["tests"] if t["domain"] == "sokoban"]
-    # one seed per Sokoban run decides nothing; FineWeb's one-seed rules decide with no test, and say so
+    # one seed per run decides nothing, in either domain, and says so
     assert all(t["config_design"]["power"] == 0 for t in sokoban)
-    assert all(t["config_design"]["rule"] == planned.ONE_SEED[t["claim"]]
-               for t in found["tests"] if t["domain"] == "lm")
+    assert all(t["config_design"]["rule"] == "one seed: no test, untested" for t in found["tests"])
+    assert all(t["config_design"]["no_effect"]["supported"] == t["config_design"]["no_effect"]["contradicted"] == 0
+               for t in found["tests"])
     assert all(f"power.{domain}" in given["source"] for domain in ("sokoban", "lm")
                for where, given in found["inputs"].items() if ("W =" in where) == (domain == "lm"))
     (cache,) = (tmp_path / "results/power/cache").iterdir()

@@ -31,6 +31,13 @@ SEED = 2609  # the null's simulator seed: the same design gets the same p-values
 Design = tuple[tuple[bool, tuple[int, ...], tuple[int, ...]], ...]
 
 
+def pooled_sd(arms: Arms) -> float:
+    """A family's seed-to-seed SD pooled over its allocations (one allocation's own SD from two or three seeds is too
+    noisy to say whether the SDs differ within a family); NaN where no allocation has two seeds."""
+    df = np.where(arms.seeds > 1, arms.seeds - 1, 0)
+    return float(np.sqrt(np.nansum(arms.variance * df) / df.sum())) if df.sum() else np.nan
+
+
 def design(families: Mapping[bool, Arms]) -> Design:
     return tuple((family, tuple(int(n) for n in arms.seeds), tuple(int(d) for d in arms.depth))
                  for family, arms in families.items())
@@ -109,8 +116,11 @@ class Rates:
         return self.supported if side == 1 else self.contradicted
 
     def stderr(self, side: int) -> float:
+        """The Monte Carlo standard error of a rate: its own draws', and the null's, whose p-values decide each draw
+        (a threshold at alpha estimated from NULL_DRAWS studies)."""
         rate = self.of(side)
-        return float(np.sqrt(max(rate * (1 - rate), 1 / self.draws) / self.draws))
+        own = max(rate * (1 - rate), 1 / self.draws) / self.draws
+        return float(np.sqrt(own + verdicts.ALPHA * (1 - verdicts.ALPHA) / NULL_DRAWS))
 
 
 def no_effect(rule: Rule, shape: Design, sd: Mapping[bool, np.ndarray] | None = None, level: float = verdicts.ALPHA,

@@ -59,12 +59,13 @@ class Evidence:
 
     rule: depth_rules.Rule
     shape: calibration.Design
-    sd: Mapping[bool, np.ndarray]
+    sd: Mapping[bool, float]  # each family's pooled SD (calibration.pooled_sd)
     direction: int
     p: float
 
-    def no_effect(self, side: int, level: float = verdicts.ALPHA) -> calibration.Rates:
-        return calibration.no_effect(self.rule, self.shape, self.sd, level)
+    def no_effect(self, level: float = verdicts.ALPHA) -> calibration.Rates:
+        sd = {family: np.full(len(seeds), self.sd[family]) for family, seeds, _ in self.shape}
+        return calibration.no_effect(self.rule, self.shape, sd, level)
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,6 @@ def not_run(what: str) -> Finding:
     return Finding(NOT_RUN, f"not run (this config does not produce {what})")
 
 
-def _pooled_sd(arms: Arms) -> np.ndarray:
-    """Each allocation's SD for the no-effect rate: its family's seed-to-seed SD pooled over its allocations (one
-    allocation's own SD from two or three seeds is too noisy to say whether the SDs differ)."""
-    df = np.where(arms.seeds > 1, arms.seeds - 1, 0)
-    pooled = np.sqrt(np.nansum(arms.variance * df) / df.sum()) if df.sum() else np.nan
-    return np.full(len(arms.seeds), pooled)
-
-
 def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str, test: str, rule_text: str
            ) -> Finding:
     """The verdict of `rule` on our runs (`families`, one study): supported or contradicted where its p-value
@@ -103,13 +96,13 @@ def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str,
         return Finding(UNTESTED, measured, f"{test}: no test (a side with one seed)", verdicts.UNTESTED)
     if direction == 0:
         return Finding(INCONCLUSIVE, measured, test, rule_text)
-    sd = {family: _pooled_sd(arms) for family, arms in families.items()}
+    sd = {family: float(calibration.pooled_sd(arms)) for family, arms in families.items()}
     evidence = Evidence(rule, calibration.design(families), sd, direction, p)
     words = f"{test}: {verdicts.tested_text(t, p)}"
     verdict = BY_DIRECTION[direction] if p < verdicts.ALPHA else INCONCLUSIVE
     if verdict == INCONCLUSIVE:
         return Finding(verdict, measured, words, rule_text, evidence=evidence)
-    rates = evidence.no_effect(direction)
+    rates = evidence.no_effect()
     chance = rates.of(direction)
     if chance > verdicts.ALPHA + 3 * rates.stderr(direction):
         return Finding(UNTESTED, measured, f"{words}; but with no effect this rule says {verdict} {chance:.3f} of the "
@@ -143,7 +136,7 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
         verdict = NOT_RUN
     elif against:
         verdict, decided = CONTRADICTED, tuple(name for name, _ in against)
-        chance = min(1.0, sum(e.no_effect(-1, level).contradicted for _, e in evidence))
+        chance = min(1.0, sum(e.no_effect(level).contradicted for _, e in evidence))
     elif all(f.verdict == SUPPORTED for _, f in leaves):
         # The least favourable null of an intersection-union test: one part with no effect, the others certain.
         verdict, decided, chance = SUPPORTED, tuple(name for name, _ in leaves), max(f.no_effect for _, f in leaves)

@@ -2,15 +2,17 @@
 seeds each) reaches the paper's verdict.
 
 Each draw simulates every allocation's per-seed scores (normal, with the mean and seed-to-seed SD the inputs give)
-and decides with the page's own functions (`depth_rules`, `verdicts`); power is the share of draws that reach the
-paper's verdict, with its Monte Carlo standard error. Beside the simulation:
+and decides with the page's own rule (`depth_rules`, tested against its own null by `calibration`); power is the
+share of draws that reach the paper's verdict, with its Monte Carlo standard error, and `no_effect` the chance of each
+verdict when every allocation has the same mean (at a margin's boundary for "comparable"). Beside the simulation:
 
-* the closed form where the decision is one two-sample Welch test (two fixed allocations): the noncentral t with the
-  Welch-Satterthwaite degrees of freedom (statsmodels' `ttest_power`), and
-* a resampling of the authors' own seeds (a bootstrap over their per-seed returns) in place of the normal model.
+* the approximate closed form where the decision is one two-sample Welch test (two fixed allocations): the
+  noncentral t with the Welch-Satterthwaite degrees of freedom of the true SDs (statsmodels' `ttest_power`), and
+* a resampling of the authors' own seeds (a bootstrap over their per-seed returns) in place of the normal model,
+  where every allocation has at least BOOTSTRAP_SEEDS of them.
 
-The page tests at verdicts.ALPHA, one-sided and uncorrected (the authors' protocol), so power is computed at that
-level with no correction either.
+Each part is tested at verdicts.ALPHA as the page tests it; a claim of several parts is supported only where every
+part is (findings.combine), so a part's power bounds its claim's.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from statsmodels.stats.power import ttest_power
 
-from parallel_experts.analysis import depth_rules, verdicts
+from parallel_experts.analysis import calibration, depth_rules, verdicts
 from parallel_experts.analysis.depth_rules import Arms
 
 DRAWS = 10_000  # per design: a Monte Carlo standard error of at most 0.004 at a power of 0.8
+BOOTSTRAP_SEEDS = 5  # the fewest observed seeds per allocation a bootstrap of them is shown for
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,6 @@ class Truth:
                 for d in np.unique(self.depth)]
 
 
-Decide = Callable[[Mapping[bool, Arms]], np.ndarray]  # the families' arms (recurrent: True) -> paper's verdict per draw
-
-
 @dataclass(frozen=True)
 class Decision:
     """A decision of the claims page (or an authors' depth test) at one budget, and the truth it is simulated on."""
@@ -61,13 +61,13 @@ class Decision:
     claim: str  # the claims page's name (findings.DECISIONS), or DEPTH_TEST
     part: str  # e.g. "small budget" or "small budget, L=2 > L=1"
     budget: str
-    rule: str  # the verdicts rule that decides it
+    rule: str  # the verdicts rule that decides it, in words
     truth: Mapping[bool, Truth]  # by family, recurrent: True
-    decide: Decide
+    statistic: depth_rules.Rule  # the rule, tested against its own null (calibration); its +1 is the paper's verdict
     domain: str = "sokoban"  # "lm"; "ablation" (a Sokoban ablation: `budget` is its setting, the arms its values);
     # "experts" (Fig. 6 over the Sokoban sweep's budgets: each arm's budget is in its truth)
     window: int | None = None  # FineWeb's training window
-    of_truth: Callable[[Mapping[bool, Truth]], Decide] | None = None  # where `decide` depends on the arms kept
+    of_truth: Callable[[Mapping[bool, Truth]], depth_rules.Rule] | None = None  # where the rule depends on the arms kept
 
     @property
     def setting(self) -> str:
@@ -82,56 +82,8 @@ def setting(budget: str, window: int | None = None) -> str:
 DEPTH_TEST = "depth_test"  # the authors' Welch depth tests of Tables 1 and 7
 
 
-def depth_test(deeper: int, shallower: int) -> Decide:
-    return lambda arms: verdicts.significant(depth_rules.depth_test(arms[True], deeper, shallower)[2])
-
-
-def fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
-    return depth_rules.fewer_layers(arms[True], arms[False]).supported
-
-
-def more_experts(first: np.ndarray, last: np.ndarray) -> Decide:
-    """Fig. 6's part of one family (findings.more_experts, expert_count.expert_trends): each (L, d) family's score
-    at its largest E (arms `last`) against its smallest (`first`), beyond verdicts.NOISE standard errors (any change
-    where a side has one seed); more experts help where some family gains and none loses."""
-    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
-        (found,) = arms.values()
-        gain = found.mean[..., last] - found.mean[..., first]
-        stderr2 = [np.nan_to_num(found.variance[..., i] / found.seeds[i]) for i in (first, last)]
-        noise = verdicts.NOISE * np.sqrt(stderr2[0] + stderr2[1])
-        return ((gain > noise).sum(-1) > 0) & ((gain < -noise).sum(-1) == 0)
-    return decide
-
-
-def recurrence_better(arms: Mapping[bool, Arms]) -> np.ndarray:
-    return depth_rules.recurrence_better(arms[True], arms[False])[2] == 1
-
-
-def lm_fewer_layers(arms: Mapping[bool, Arms]) -> np.ndarray:
-    """Fig. 3 (right) as findings.lm_fewer_layers decides it: the recurrent best shallower, significantly where a test
-    ran; with one seed (or no rival to test) the depths alone."""
-    found = depth_rules.fewer_layers(arms[True], arms[False])
-    return (found.direction == 1) & (np.isnan(found.p) | verdicts.significant(found.p))
-
-
-def lm_comparable_shallow(arms: Mapping[bool, Arms]) -> np.ndarray:
-    return depth_rules.comparable_shallow(arms[True], arms[False])[2] == 1
-
-
-def default_better(default: int, others: np.ndarray) -> Decide:
-    """An ablation's default significantly better than its best rival (findings.full_communication)."""
-    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
-        _, gap, p = depth_rules.against_rival(arms[True], default, others)
-        return (gap >= 0) & verdicts.significant(p)
-    return decide
-
-
-def default_not_beaten(default: int, others: np.ndarray) -> Decide:
-    """No rival significantly better than an ablation's default, where a test ran (findings.sokoban_sqrt_sum)."""
-    def decide(arms: Mapping[bool, Arms]) -> np.ndarray:
-        _, gap, p = depth_rules.against_rival(arms[True], default, others)
-        return ~np.isnan(p) & ~((gap < 0) & verdicts.significant(p))
-    return decide
+def depth_test(deeper: int, shallower: int) -> depth_rules.Rule:
+    return depth_rules.BestAgainst((deeper,), (shallower,))
 
 
 def seeds_text(seeds: Mapping[str, int | list]) -> str:
@@ -182,29 +134,60 @@ def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: Seeds, dr
     return Arms.of_scores(scores, depth)
 
 
+def family_sd(test: Decision) -> dict[bool, float]:
+    """Each family's seed-to-seed SD, pooled over its allocations."""
+    return {family: float(np.sqrt(np.mean(np.square(truth.sd)))) for family, truth in test.truth.items()}
+
+
+def paper_verdict(test: Decision, arms: Mapping[bool, Arms]) -> np.ndarray:
+    """Whether the page's rule reaches the paper's verdict (supported) on each draw."""
+    return calibration.test(test.statistic, arms).verdict() == 1
+
+
 def power(test: Decision, seeds: Mapping[bool, Seeds], draws: int = DRAWS, seed: int = 0) -> Estimate:
     """The share of `draws` simulated studies, `seeds[family]` seeds per allocation, in which the page reaches the
     paper's verdict."""
     rng = np.random.default_rng(seed)
     arms = {family: simulate(truth, seeds[family], draws, rng) for family, truth in test.truth.items()}
-    return estimate(test.decide(arms))
+    return estimate(paper_verdict(test, arms))
+
+
+def design(test: Decision, seeds: Mapping[bool, Seeds]) -> calibration.Design:
+    """The shape of a design: each family's seeds and depth per allocation."""
+    return tuple((family, tuple(int(n) for n in np.broadcast_to(seeds[family], len(truth.depth))),
+                  tuple(int(d) for d in truth.depth)) for family, truth in test.truth.items())
+
+
+def no_effect(test: Decision, seeds: Mapping[bool, Seeds], draws: int = DRAWS, seed: int = 0,
+              per_allocation: bool = False) -> calibration.Rates:
+    """The chance of each verdict of the page's rule at this design with no effect (at a margin's boundary), each
+    family at its SD (`family_sd`), or with `per_allocation` each allocation at its own truth's SD (the authors'
+    per-allocation SDs differ, which the page's null, simulated at one SD per family, does not know)."""
+    pooled = family_sd(test)
+    sd = {family: truth.sd if per_allocation else np.full(len(truth.sd), pooled[family])
+          for family, truth in test.truth.items()}
+    return calibration.no_effect(test.statistic, design(test, seeds), sd, draws=draws, seed=seed)
 
 
 def bootstrap_power(test: Decision, seeds: Mapping[bool, Seeds], draws: int = DRAWS, seed: int = 0) -> Estimate | None:
     """`power`, with each family's seeds resampled from its observed per-seed scores instead of the normal model;
-    None where a family has none."""
-    if not all(truth.per_seed for truth in test.truth.values()):
+    None where a family has none, or an allocation fewer than BOOTSTRAP_SEEDS (from 3 seeds a ninth of resamples
+    repeat one value, whose variance 0 makes any difference infinitely significant)."""
+    observed = [len(values) for truth in test.truth.values() for values in truth.per_seed]
+    if not observed or min(observed) < BOOTSTRAP_SEEDS or not all(t.per_seed for t in test.truth.values()):
         return None
     rng = np.random.default_rng(seed)
     arms = {family: resample(truth.per_seed, truth.depth, seeds[family], draws, rng)
             for family, truth in test.truth.items()}
-    return estimate(test.decide(arms))
+    return estimate(paper_verdict(test, arms))
 
 
 def welch_power(difference: float, sd_a: float, seeds_a: int, sd_b: float, seeds_b: int,
                 alpha: float = verdicts.ALPHA) -> float:
-    """Closed-form power of the one-sided Welch test of H1: mean a > mean b when it is `difference` larger: the
-    noncentral t of noncentrality difference / SE, on the Welch-Satterthwaite degrees of freedom of the true SDs."""
+    """Approximate closed-form power of the one-sided Welch test of H1: mean a > mean b when it is `difference`
+    larger: the noncentral t of noncentrality difference / SE, on the Welch-Satterthwaite degrees of freedom of the
+    true SDs (the test's own, estimated from the sample, run lower with few seeds: the approximation overstates the
+    power at 3-5 seeds)."""
     a, b = sd_a**2 / seeds_a, sd_b**2 / seeds_b
     df = (a + b) ** 2 / (a**2 / (seeds_a - 1) + b**2 / (seeds_b - 1))
     return float(ttest_power(difference / np.sqrt(a + b), nobs=1, alpha=alpha, df=df, alternative="larger"))

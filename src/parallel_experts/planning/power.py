@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from parallel_experts import study
-from parallel_experts.analysis import comparison, depth_rules, findings, sokoban_scores, verdicts
+from parallel_experts.analysis import calibration, comparison, depth_rules, sokoban_scores, verdicts
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError, PipelineError
@@ -44,13 +44,10 @@ SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds pe
 # Fig. 6 is decided by one (L, d) family that gains, the one whose gain is largest in standard deviations.
 DESIGNS = {"sokoban": ("every allocation", "best per depth"), "lm": ("every allocation", "best per depth"),
            "ablation": ("every allocation",), "experts": ("every allocation", "one (L, d) family")}
-# The rule that decides a claim from one seed per allocation (no test at alpha: nothing bounds its false positives).
-# Designs are sought from two seeds up; the config's own design may have one.
-ONE_SEED = {"lm_fewer_layers": findings.LOWEST_LOSS_DEPTH, "lm_comparable_shallow": verdicts.ONE_RUN}
 # Each Sokoban ablation's claim: (the claims page's name, the default value, its decision).
 PRICED_AS = {"experts": "sokoban"}  # a decision's domain -> the domain whose prices it reads
-ABLATIONS = {"radius": ("full_communication", "full", stats.default_better),
-             "aggregation": ("sqrt_sum_default", "sqrt_sum", stats.default_not_beaten)}
+ABLATIONS = {"radius": ("full_communication", "full", 0.0, verdicts.PICKS),
+             "aggregation": ("sqrt_sum_default", "sqrt_sum", verdicts.SOKOBAN_COMPARABLE, verdicts.MARGIN)}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
 _TIMING = "not a question of seeds: a timing benchmark over timed calls on one device (the plan prices rule bench)"
 NOT_MODELLED = {
@@ -186,18 +183,20 @@ def tests(config: Mapping) -> list[Decision]:
             if {deeper, shallower} <= set(truth[True].depth):
                 keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
                 found.append(Decision(stats.DEPTH_TEST, f"{name} budget, L={deeper} > L={shallower}", name,
-                                  verdicts.WELCH, {True: truth[True].take(keep)}, stats.depth_test(deeper, shallower)))
-        found.append(Decision("sokoban_fewer_layers", f"{name} budget", name, verdicts.WELCH, truth,
-                              stats.fewer_layers))
-        found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.TWO_STANDARD_ERRORS, truth,
-                          stats.recurrence_better))
+                                      verdicts.PICKS, {True: truth[True].take(keep)},
+                                      stats.depth_test(deeper, shallower)))
+        found.append(Decision("sokoban_fewer_layers", f"{name} budget", name, verdicts.PICKS, truth,
+                              depth_rules.FewerLayersRule()))
+        found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.PICKS, truth,
+                              depth_rules.RecurrenceBetter()))
     for (name, window), families in _grid(study.runs(config).lm.sweeps, _lm_cell).items():
         truth, part = lm_truths(config, families), f"{name} budget, W = {window}"
         where = {"domain": "lm", "window": window}
-        found.append(Decision("lm_fewer_layers", part, name, verdicts.WELCH, truth, stats.lm_fewer_layers, **where))
+        found.append(Decision("lm_fewer_layers", part, name, verdicts.PICKS, truth, depth_rules.FewerLayersRule(),
+                              **where))
         if (name, window) == study.fig5_setting(config):
-            found.append(Decision("lm_comparable_shallow", part, name, verdicts.COMPARABLE_SEEDS, truth,
-                                  stats.lm_comparable_shallow, **where))
+            found.append(Decision("lm_comparable_shallow", part, name, verdicts.MARGIN, truth,
+                                  depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE), **where))
     return found + _expert_tests(by_budget) + _ablation_tests(config)
 
 
@@ -217,9 +216,10 @@ def _ends(truth: Truth) -> tuple[np.ndarray, np.ndarray]:
     return np.array([min(arms)[1] for arms in families], int), np.array([max(arms)[1] for arms in families], int)
 
 
-def _expert_decision(truth: Mapping[bool, Truth]) -> stats.Decide:
+def _expert_decision(truth: Mapping[bool, Truth]) -> depth_rules.Rule:
     (one,) = truth.values()
-    return stats.more_experts(*_ends(one))
+    first, last = _ends(one)
+    return depth_rules.MoreExperts(tuple(map(int, first)), tuple(map(int, last)))
 
 
 def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decision]:
@@ -237,7 +237,7 @@ def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decisio
         if not kept:
             continue
         whole = whole.take(kept)
-        found.append(Decision("more_experts", f"Sokoban ConvLSTM, {family(recurrent)}", "", verdicts.TWO_STANDARD_ERRORS,
+        found.append(Decision("more_experts", f"Sokoban ConvLSTM, {family(recurrent)}", "", verdicts.MAX_OVER_GROUPS,
                               {recurrent: whole}, _expert_decision({recurrent: whole}), domain="experts",
                               of_truth=_expert_decision))
     return found
@@ -248,7 +248,7 @@ def _ablation_tests(config: Mapping) -> list[Decision]:
     the config's `power.sokoban.ablations.<setting>` assumes (the paper publishes no ablation spread)."""
     found = []
     for setting, spec in config["sokoban"].get("ablations", {}).items():
-        claim, default, decide = ABLATIONS[setting]
+        claim, default, margin, rule = ABLATIONS[setting]
         values = np.array([str(v) for v in spec["values"]])
         if default not in values or len(values) < 2:
             continue
@@ -260,8 +260,9 @@ def _ablation_tests(config: Mapping) -> list[Decision]:
         is_default = values == default
         truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed["lead"]), 0.0),
                       np.full(len(values), float(assumed["sd"])), f"assumed ({key}): {assumed['reason']}")
-        found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, verdicts.WELCH,
-                              {True: truth}, decide(int(np.flatnonzero(is_default)[0]), ~is_default),
+        found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, rule, {True: truth},
+                              depth_rules.AgainstRival(int(np.flatnonzero(is_default)[0]),
+                                                       tuple(bool(x) for x in ~is_default), margin),
                               domain="ablation"))
     return found
 
@@ -332,6 +333,11 @@ def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[
             for device, hours in prices.items()}
 
 
+def _rates(found) -> dict:
+    """A design's chance of each verdict with no effect, as the JSON holds it."""
+    return {"supported": found.supported, "contradicted": found.contradicted, "stderr": found.stderr(1)}
+
+
 def _priced(hours: Mapping[str, float]) -> dict:
     """A design's hours on the first device (the one designs are chosen on), and on every device."""
     return {"hours": next(iter(hours.values())), "hours_on": dict(hours)}
@@ -361,7 +367,7 @@ def _kept(test: Decision, design: str) -> dict[bool, list[int]]:
 
 def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
     truth = {f: t.take(keep[f]) for f, t in test.truth.items()}
-    return replace(test, truth=truth, decide=test.of_truth(truth) if test.of_truth else test.decide)
+    return replace(test, truth=truth, statistic=test.of_truth(truth) if test.of_truth else test.statistic)
 
 
 def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]:
@@ -382,7 +388,8 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
             for target in TARGETS:
                 if target not in reached and found.power >= target:
                     reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr, **priced,
-                                       "closed_form": closed_form(simulated, seeds)}
+                                       "closed_form": closed_form(simulated, seeds),
+                                       "no_effect": _rates(stats.no_effect(simulated, seeds, draws, seed))}
             if len(reached) == len(TARGETS):
                 break
         rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
@@ -430,8 +437,10 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                                    "power": found.power,
                                    "stderr": found.stderr, **ours_hours},
                  "designs": designs, "curves": curves}
+        entry["config_design"]["no_effect"] = _rates(stats.no_effect(test, ours, draws, seed))
+        entry["config_design"]["no_effect_per_allocation"] = _rates(stats.no_effect(test, ours, draws, seed, True))
         if min(np.min(n) for n in ours.values()) < 2:
-            entry["config_design"]["rule"] = ONE_SEED.get(test.claim, "one seed: no test")
+            entry["config_design"]["rule"] = "one seed: no test, untested"
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
         if closed is not None:
             entry["config_design"]["closed_form"] = closed
@@ -445,7 +454,9 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                 "source": truth.source,
                 "allocations": {a: {"mean": float(m), "sd": float(s)}
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
-    return {"alpha": verdicts.ALPHA, "correction": "none (the claims page tests each part at alpha, uncorrected)",
+    return {"alpha": verdicts.ALPHA,
+            "correction": ("each part tested against its rule's own null (the picking of best allocations included); "
+                           "a claim supported where every part is"),
             "draws": draws, "seed": seed, "targets": list(TARGETS),
             "devices": {domain: list(by_device) for domain, by_device in priced.items()},
             "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED}
@@ -468,7 +479,8 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the
     code that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only:
     delete the cache to reprice."""
-    code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__, __file__)]
+    code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__,
+                                                 calibration.__file__, __file__)]
     inputs = [config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)
@@ -605,7 +617,11 @@ def printed(analysis: Mapping) -> str:
         ours = entry["config_design"]
         note = "" if ours["power"] >= TARGETS[0] else "  <- cannot decide it at 80 % power"
         if "rule" in ours:
-            note = f"  <- one seed: decided by the {ours['rule']}, no test at alpha"
+            note = "  <- one seed: no test at alpha, untested on the claims page"
+        chance = ours["no_effect"]
+        apart = ours["no_effect_per_allocation"]
+        note = (f"; with no effect {chance['supported']:.3f} supported, {chance['contradicted']:.3f} contradicted "
+                f"({apart['supported']:.3f}, {apart['contradicted']:.3f} at each allocation's SD){note}")
         closed = f", closed form {ours['closed_form']:.3f}" if "closed_form" in ours else ""
         if "bootstrap" in ours:
             closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"

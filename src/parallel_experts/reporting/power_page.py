@@ -81,8 +81,9 @@ def cheapest(tables: Mapping[float, pd.DataFrame]) -> Styler:
 
 def config_design(analysis: Mapping) -> Styler:
     """The config's own design per decision: its seeds, the rule that decides with them, power and Monte Carlo error,
-    the closed form and the resampling of the authors' seeds where they apply, its device-hours. A one-seed rule has
-    no test at alpha: its power says how often it reaches the paper's verdict, not that a false one is unlikely."""
+    the rule's chance of "supported" and of "contradicted" with no effect at this design (at the assumed SDs), the
+    approximate closed form and the resampling of the authors' seeds where they apply, its device-hours. One seed is
+    no test: such a part is untested on the claims page whatever its scores."""
     decides = analysis["targets"][0]
 
     def verdict(ours: Mapping) -> str:
@@ -93,12 +94,16 @@ def config_design(analysis: Mapping) -> Styler:
     rows = [{"claim": e["claim"], "part": e["part"], "rule": e["config_design"].get("rule", e["rule"]),
              "seeds": seeds_text(e["config_design"]["seeds"]),
              "power": e["config_design"]["power"], "stderr": e["config_design"]["stderr"],
+             "supported with no effect": e["config_design"]["no_effect"]["supported"],
+             "contradicted with no effect": e["config_design"]["no_effect"]["contradicted"],
              "closed_form": e["config_design"].get("closed_form"),
              "resampled": e["config_design"].get("bootstrap", {}).get("power"),
              "hours": e["config_design"]["hours"],
              "decides": verdict(e["config_design"])}
             for e in analysis["tests"]]
     return markup.table(pd.DataFrame(rows), {"power": "{:.3f}", "stderr": "{:.3f}", "closed_form": "{:.3f}",
+                                             "supported with no effect": "{:.3f}",
+                                             "contradicted with no effect": "{:.3f}",
                                              "resampled": "{:.3f}", "hours": "{:,.1f}"}, na_rep="—")
 
 
