@@ -301,15 +301,15 @@ def test_a_family_with_no_published_returns_needs_a_stated_assumption():
         planned.tests(config)
 
 
-CLAIM_CONFIGS = {"sokoban_fewer_layers-small.yaml": "fig3_left", "within-100-gpu-hours.yaml": "tables_1_7"}
+CLAIM_CONFIGS = {"sokoban_fewer_layers-small.yaml": "fig3_left", "within-60-gpu-hours.yaml": "tables_1_7"}
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    """`power --write` on config/paper.yaml with --gpu-hours 100, as config/claims/ was written."""
+    """`power --write` on config/paper.yaml with --gpu-hours 60, as config/claims/ was written."""
     folder = tmp_path_factory.mktemp("written")
     subprocess.run([sys.executable, "-m", "parallel_experts", "power", "--configfile", str(REPO / "config/paper.yaml"),
-                    "--gpu-hours", "100", "--write", str(folder / "claims"), "--directory", str(folder)],
+                    "--gpu-hours", "60", "--write", str(folder / "claims"), "--directory", str(folder)],
                    check=True, capture_output=True)
     return folder / "claims"
 

@@ -333,6 +333,12 @@ def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[
             for device, hours in prices.items()}
 
 
+def holds_alpha(found: calibration.Rates) -> bool:
+    """Whether a rule says neither verdict more often than alpha (plus three Monte Carlo standard errors) with no
+    effect: a verdict of a rule that does not is no verdict (the claims page calls it untested)."""
+    return all(found.of(side) <= verdicts.ALPHA + 3 * found.stderr(side) for side in (1, -1))
+
+
 def _rates(found) -> dict:
     """A design's chance of each verdict with no effect, as the JSON holds it."""
     return {"supported": found.supported, "contradicted": found.contradicted, "stderr": found.stderr(1)}
@@ -371,9 +377,10 @@ def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
 
 
 def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]:
-    """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS, with power, its
-    standard error and device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every
-    number of seeds tried up to the last target reached."""
+    """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS with a rule that holds
+    alpha there (`holds_alpha`), with power, its standard error, its chance of each verdict with no effect and
+    device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every number of seeds tried up
+    to the last target reached."""
     rows, curves = [], {}
     for design in DESIGNS[test.domain]:
         keep = _kept(test, design)
@@ -383,13 +390,14 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
         for n in SEEDS:
             seeds = dict.fromkeys(test.truth, n)
             found = stats.power(simulated, seeds, draws, seed)
+            chance = stats.no_effect(simulated, seeds, draws, seed)
             priced = _priced(design_hours(test, keep, seeds, prices))
-            curve.append({"seeds": n, "power": found.power, "stderr": found.stderr, "hours": priced["hours"]})
+            curve.append({"seeds": n, "power": found.power, "stderr": found.stderr, "hours": priced["hours"],
+                          "holds_alpha": holds_alpha(chance)})
             for target in TARGETS:
-                if target not in reached and found.power >= target:
+                if target not in reached and found.power >= target and holds_alpha(chance):
                     reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr, **priced,
-                                       "closed_form": closed_form(simulated, seeds),
-                                       "no_effect": _rates(stats.no_effect(simulated, seeds, draws, seed))}
+                                       "closed_form": closed_form(simulated, seeds), "no_effect": _rates(chance)}
             if len(reached) == len(TARGETS):
                 break
         rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
@@ -437,7 +445,9 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                                    "power": found.power,
                                    "stderr": found.stderr, **ours_hours},
                  "designs": designs, "curves": curves}
-        entry["config_design"]["no_effect"] = _rates(stats.no_effect(test, ours, draws, seed))
+        chance = stats.no_effect(test, ours, draws, seed)
+        entry["config_design"]["no_effect"] = _rates(chance)
+        entry["config_design"]["holds_alpha"] = holds_alpha(chance)
         entry["config_design"]["no_effect_per_allocation"] = _rates(stats.no_effect(test, ours, draws, seed, True))
         if min(np.min(n) for n in ours.values()) < 2:
             entry["config_design"]["rule"] = "one seed: no test, untested"
@@ -616,6 +626,8 @@ def printed(analysis: Mapping) -> str:
     for entry in analysis["tests"]:
         ours = entry["config_design"]
         note = "" if ours["power"] >= TARGETS[0] else "  <- cannot decide it at 80 % power"
+        if not ours["holds_alpha"]:
+            note = "  <- its rule does not hold alpha at these SDs: no verdict (untested)"
         if "rule" in ours:
             note = "  <- one seed: no test at alpha, untested on the claims page"
         chance = ours["no_effect"]
