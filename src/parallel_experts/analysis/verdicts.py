@@ -33,8 +33,6 @@ SOKOBAN_COMPARABLE = 0.2
 
 WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"
 TWO_STANDARD_ERRORS = f"difference beyond {NOISE_TEXT}"
-ONE_RUN = f"one run each: comparable within {COMPARABLE} nats, contradicted beyond {2 * COMPARABLE}"
-COMPARABLE_SEEDS = f"one-sided Welch test over seeds against a margin of {COMPARABLE} nats, p < {ALPHA}"
 BOOTSTRAP = "95 % bootstrap intervals over test levels"
 NO_RULE = ""  # nothing ran, or nothing to test (agents at chance)
 _OWN_NULL = f"p < {ALPHA} against the rule's own null at this design"
@@ -65,18 +63,6 @@ def welch_from_summaries(mean_a, variance_a, seeds_a, mean_b, variance_b, seeds_
     return np.where(few, np.nan, test.statistic), np.where(few, np.nan, test.pvalue)
 
 
-def welch_greater(a: Iterable[float], b: Iterable[float]) -> float | None:
-    """The one-sided Welch p-value of H1: mean(a) > mean(b); None where either side has fewer than two values."""
-    found = welch(a, b)
-    return None if found is None else found[1]
-
-
-def welch_toward(a: Iterable[float], b: Iterable[float], a_greater: bool) -> float | None:
-    """The one-sided Welch p-value on the side a difference lies: H1 mean(a) > mean(b) where `a_greater`, else
-    H1 mean(b) > mean(a); None where either side has fewer than two values."""
-    return welch_greater(a, b) if a_greater else welch_greater(b, a)
-
-
 def significant(p):
     """p < ALPHA; False for no test (None or NaN). Elementwise over an array of p-values."""
     if p is None:
@@ -105,35 +91,3 @@ def direction(gap, stderr):
     with np.errstate(invalid="ignore"):
         found = np.where(gap > NOISE * stderr, 1, np.where(gap < -NOISE * stderr, -1, 0))
     return int(found) if found.ndim == 0 else found
-
-
-def comparable(worse_by):
-    """A single-run comparison where the paper says "comparable or better": `worse_by` nats above the rival. +1:
-    comparable or better; −1: worse by more than twice COMPARABLE; 0: in between. Elementwise over arrays."""
-    found = np.where(worse_by <= COMPARABLE, 1, np.where(worse_by > 2 * COMPARABLE, -1, 0))
-    return int(found) if found.ndim == 0 else found
-
-
-def comparable_from_summaries(ours_mean, ours_variance, ours_seeds, rival_mean, rival_variance, rival_seeds
-                              ) -> tuple[np.ndarray, np.ndarray]:
-    """`comparable_over_seeds` from each side's mean loss, sample variance and count, elementwise over arrays:
-    (direction, p); p NaN and direction 0 where a side has fewer than two values."""
-    margin = np.asarray(rival_mean) + COMPARABLE
-    within = np.asarray(ours_mean) <= margin
-    toward = welch_from_summaries(margin, rival_variance, rival_seeds, ours_mean, ours_variance, ours_seeds)[1]
-    away = welch_from_summaries(ours_mean, ours_variance, ours_seeds, margin, rival_variance, rival_seeds)[1]
-    p = np.where(within, toward, away)
-    return np.where(significant(p), np.where(within, 1, -1), 0), p
-
-
-def comparable_over_seeds(ours: Iterable[float], rival: Iterable[float]) -> tuple[int, float] | None:
-    """The paper's "comparable or better" over seeds, for losses (lower is better): +1 where `ours` is significantly
-    less than COMPARABLE nats above `rival` (one-sided Welch of the rival's losses plus COMPARABLE against ours),
-    −1 where it is significantly more, 0 where neither; with the p-value of the side the means lie on. None where
-    either side has fewer than two values (then `comparable` decides)."""
-    ours, rival = np.asarray(list(ours), float), np.asarray(list(rival), float)
-    if min(len(ours), len(rival)) < 2:
-        return None
-    direction, p = comparable_from_summaries(ours.mean(), ours.var(ddof=1), len(ours),
-                                             rival.mean(), rival.var(ddof=1), len(rival))
-    return int(direction), float(p)
