@@ -1,5 +1,6 @@
 """The claims page's decisions on allocations (or an ablation's values) summarised over seeds, elementwise over
-simulated draws: the depth decisions of both domains, and an ablation's default against its best rival.
+simulated draws: the depth decisions of both domains, an ablation's default against its best rival, and each as a
+rule (a direction and a Welch t) that `calibration` tests against its own null.
 
 The claims page and the sweep reports decide one draw, our runs (a table of configuration scores or losses); the
 power analysis decides thousands of simulated or resampled draws at once through the same functions, so that the
@@ -88,10 +89,6 @@ class FewerLayers:
     rival: np.ndarray  # the deeper family's best within the other's depth (-1: none)
     t: np.ndarray  # Welch t of the deeper family's best against `rival`; NaN: no test
     p: np.ndarray  # its one-sided p, as if the two had been chosen in advance (the authors' protocol)
-
-    @property
-    def supported(self) -> np.ndarray:
-        return (self.direction == 1) & verdicts.significant(self.p)
 
 
 def fewer_layers(recurrent: Arms, nonrecurrent: Arms) -> FewerLayers:

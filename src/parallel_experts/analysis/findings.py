@@ -24,7 +24,7 @@ than α with no effect (`combine`). Findings are plain text; escaping is the pag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
