@@ -65,15 +65,16 @@ def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rn
 
 @functools.lru_cache(maxsize=512)
 def _null(rule: Rule, shape: Design) -> dict[int, np.ndarray]:
-    """The rule's strengths in each direction over NULL_DRAWS studies of the design with no effect, sorted."""
-    direction, strength = at_boundary(rule)(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED)))
+    """The strengths in each direction of a margin-free rule over NULL_DRAWS studies of the design with no effect,
+    sorted."""
+    direction, strength = rule(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED)))
     return {side: np.sort(strength[direction == side]) for side in (1, -1)}
 
 
 def p_value(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray) -> np.ndarray:
     """The share of null studies pointing the same way at least as strongly ((count + 1) / (draws + 1), so never 0);
-    NaN where there is no direction or no test."""
-    null = _null(rule, shape)
+    NaN where there is no direction or no test. A rule and its margin-free form share one null (`at_boundary`)."""
+    null = _null(at_boundary(rule), shape)
     direction, strength = np.asarray(direction), np.asarray(strength, float)
     count = np.zeros(direction.shape)
     for side, values in null.items():
@@ -121,6 +122,20 @@ class Rates:
         rate = self.of(side)
         own = max(rate * (1 - rate), 1 / self.draws) / self.draws
         return float(np.sqrt(own + verdicts.ALPHA * (1 - verdicts.ALPHA) / NULL_DRAWS))
+
+    def holds(self, side: int) -> bool:
+        """Whether the rule says this verdict no more often than alpha with no effect (plus three Monte Carlo
+        standard errors): a verdict of a rule that does not is no verdict."""
+        return self.of(side) <= verdicts.ALPHA + 3 * self.stderr(side)
+
+    @property
+    def holds_alpha(self) -> bool:
+        """Both verdicts held (`holds`): the rule is a test at alpha at this design (the power analysis chooses no
+        design whose rule is not)."""
+        return self.holds(1) and self.holds(-1)
+
+    def as_dict(self) -> dict:
+        return {"supported": self.supported, "contradicted": self.contradicted, "stderr": self.stderr(1)}
 
 
 def no_effect(rule: Rule, shape: Design, sd: Mapping[bool, np.ndarray] | None = None, level: float = verdicts.ALPHA,

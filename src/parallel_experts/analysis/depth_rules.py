@@ -75,7 +75,7 @@ def depth_test(arms: Arms, deeper: int, shallower: int) -> tuple[np.ndarray, np.
     """The authors' depth test (Tables 1 and 7): the best allocation at exactly `deeper` against the best at exactly
     `shallower`, one-sided Welch. (index of the deeper, index of the shallower, p); an index is -1 where the depth
     has no allocation."""
-    i, j = (arms.best(arms.depth == depth) for depth in (deeper, shallower))
+    i, j = BestAgainst((deeper,), (shallower,)).picks(arms)
     return i, j, welch_between(arms, i, arms, j)[1]
 
 
@@ -179,6 +179,11 @@ class AgainstRival:
     default: int
     others: tuple[bool, ...]
     margin: float = 0.0
+
+    @classmethod
+    def of(cls, is_default: np.ndarray, margin: float = 0.0) -> AgainstRival:
+        """The first arm `is_default` marks against the best of the arms it does not."""
+        return cls(int(np.flatnonzero(is_default)[0]), tuple(bool(x) for x in ~np.asarray(is_default)), margin)
 
     def rival(self, arms: Arms) -> np.ndarray:
         return arms.best(np.array(self.others))

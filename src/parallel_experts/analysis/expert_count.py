@@ -1,11 +1,11 @@
 """Fig. 6, the number of experts (paper §5.3): score against E at fixed depth L and width d; and App. K's Fig. 18,
 the same view of the ConvGLU sweep alone.
 
-A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget
-("" for the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for a single
-seed, as the LM's runs have by default) and the number of seeds. A *family* is every point of one panel, recurrence, L and d, kept where it
-has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the budget sweeps
-is our choice). The same selection decides, from the config alone, whether the figure's data can exist
+A *point* is one configuration: its panel (the Sokoban sweep, or FineWeb at one window), recurrence, budget ("" for
+the expert-count sweep, which has none), L, E, d, score and standard error over seeds (NaN for a single seed, as the
+LM's runs have by default) and the number of seeds. A *family* is every point of one panel, recurrence, L and d,
+kept where it has at least two values of E; across budgets its points spend different work (reading Fig. 6 from the
+budget sweeps is our choice). The same selection decides, from the config alone, whether the figure's data can exist
 (`targets.catalogue`).
 
 Two questions are answered from the points, with a noise of two standard errors where seeds give one (with one

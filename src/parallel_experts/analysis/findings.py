@@ -104,7 +104,7 @@ def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str,
         return Finding(verdict, measured, words, rule_text, evidence=evidence)
     rates = evidence.no_effect()
     chance = rates.of(direction)
-    if chance > verdicts.ALPHA + 3 * rates.stderr(direction):
+    if not rates.holds(direction):
         return Finding(UNTESTED, measured, f"{words}; but with no effect this rule says {verdict} {chance:.3f} of the "
                        "time at the observed spread, above alpha", verdicts.UNTESTED)
     return Finding(verdict, measured, words, rule_text, chance, evidence=evidence)
@@ -124,7 +124,7 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
     that ran was tested, not run if none ran; the measurements (a part that did not run says so) and tests are
     joined, each under its part's name, and the parts that decided are named."""
     ran = {name: f for name, f in parts.items() if f.verdict != NOT_RUN}
-    leaves = [(name, f) for name, f in _leaves(ran)]
+    leaves = _leaves(ran)
     evidence = [(name, f.evidence) for name, f in leaves if f.evidence is not None]
     level = verdicts.ALPHA / max(len(evidence), 1)
     against = [(name, e) for name, e in evidence if e.direction == -1 and e.p < level]
@@ -155,36 +155,26 @@ def _sokoban_scores(data: xr.Dataset, variants: tuple[str, ...] = ()) -> tuple[p
     return per_seed, sokoban_scores.configuration_scores(per_seed, variants)
 
 
-def _best(scores: pd.DataFrame, recurrent: bool) -> pd.Series:
-    """The configuration of `scores` with the best mean in one family."""
-    family = scores[scores["recurrent"] == recurrent]
-    return family.loc[family["mean"].idxmax()]
-
-
 def _at_chance(data: xr.Dataset, runs: Iterable[str]) -> bool:
     return sokoban_scores.at_chance(data.sel(run=list(runs)))
 
 
-def _per_comparison(sweep: xr.Dataset, judge: Callable[[pd.DataFrame, pd.DataFrame], Finding]) -> Finding:
-    """`judge(configuration scores, per-seed scores)` of each sweep and budget that has both families, combined;
-    where every agent of one is at chance, its part is inconclusive whatever the judge finds."""
-    per_seed, scores = _sokoban_scores(sweep)
+def _per_comparison(sweep: xr.Dataset, judge: Callable[[dict[bool, pd.DataFrame], dict[bool, Arms]], Finding]
+                    ) -> Finding:
+    """`judge(configuration scores by family, their arms)` of each sweep and budget that has both families,
+    combined; where every agent of one is at chance, its part is inconclusive whatever the judge finds."""
+    scores = _sokoban_scores(sweep)[1]
     parts = {}
     for (name, budget), group in scores.groupby(["sweep", "budget"], sort=False):
         if group["recurrent"].nunique() < 2:
             continue
-        found = judge(group, per_seed)
+        tables = {r: group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False)}
+        found = judge(tables, {r: Arms.of_table(table) for r, table in tables.items()})
         runs = sweep["run"].values[(sweep["sweep"] == name).values & (sweep["budget"] == budget).values]
         if _at_chance(sweep, runs):
             found = Finding(INCONCLUSIVE, found.measured + "; every agent at chance on the test levels")
         parts[f"{name}, {budget} budget"] = found
     return combine(parts) if parts else not_run("a Sokoban sweep with both families")
-
-
-def _families_of(group: pd.DataFrame) -> tuple[dict[bool, pd.DataFrame], dict[bool, Arms]]:
-    """A budget's configuration scores by family (recurrent: True), and their arms."""
-    tables = {r: group[group["recurrent"] == r].reset_index(drop=True) for r in (True, False)}
-    return tables, {r: Arms.of_table(table) for r, table in tables.items()}
 
 
 def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
@@ -195,16 +185,15 @@ def sokoban_fewer_layers(sweep: xr.Dataset) -> Finding:
     second part: its best at the deepest depth against its best within the recurrent depths (`_still_improving`).
     Agents at chance decide nothing."""
 
-    def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        found = _best_depths(group)
-        deeper = _still_improving(group)
+    def judge(tables: dict[bool, pd.DataFrame], families: dict[bool, Arms]) -> Finding:
+        found = _best_depths(tables, families)
+        deeper = _still_improving(tables, families)
         return found if deeper is None else combine({"best depths": found, "still improving": deeper})
 
     return _per_comparison(sweep, judge)
 
 
-def _best_depths(group: pd.DataFrame) -> Finding:
-    tables, families = _families_of(group)
+def _best_depths(tables: dict[bool, pd.DataFrame], families: dict[bool, Arms]) -> Finding:
     found = depth_rules.fewer_layers(families[True], families[False])
     best = {True: tables[True].iloc[int(found.recurrent)], False: tables[False].iloc[int(found.nonrecurrent)]}
     rec, non = int(best[True]["depth"]), int(best[False]["depth"])
@@ -220,12 +209,11 @@ def _best_depths(group: pd.DataFrame) -> Finding:
                   verdicts.PICKS)
 
 
-def _still_improving(group: pd.DataFrame) -> Finding | None:
+def _still_improving(tables: dict[bool, pd.DataFrame], families: dict[bool, Arms]) -> Finding | None:
     """§5.1: the non-recurrent agents still improve at the deepest depth only they train (L = 16 at the large
     budget). Its best configuration there against its best at the recurrent runs' depths (L ≤ 8), both picked from
     the noisy means (depth_rules.BestAgainst); None where the non-recurrent family trains no deeper than the
     recurrent."""
-    tables, families = _families_of(group)
     shared = int(tables[True]["depth"].max())
     depths = sorted(int(d) for d in tables[False]["depth"].unique())
     if depths[-1] <= shared:
@@ -234,7 +222,8 @@ def _still_improving(group: pd.DataFrame) -> Finding | None:
     i, j = (tables[False].iloc[int(k)] for k in rule.picks(families[False]))
     gap = i["mean"] - j["mean"]
     return tested(rule, families,
-                  f"non-recurrent at L = {depths[-1]} {i['mean']:.3f} (E = {int(i['experts'])}, d = {int(i['width'])}), "
+                  f"non-recurrent at L = {depths[-1]} {i['mean']:.3f} (E = {int(i['experts'])}, "
+                  f"d = {int(i['width'])}), "
                   f"its best at L ≤ {shared} {j['mean']:.3f} (L = {int(j['depth'])}; {gap:+.3f})",
                   f"non-recurrent L = {depths[-1]} {'>' if gap >= 0 else '<'} its best at L ≤ {shared}",
                   verdicts.PICKS)
@@ -244,11 +233,11 @@ def sokoban_recurrence_better(sweep: xr.Dataset) -> Finding:
     """Per sweep and budget with both families: the best recurrent configuration against the best non-recurrent
     one (depth_rules.RecurrenceBetter against its own null: each family's best is picked from its noisy means)."""
 
-    def judge(group: pd.DataFrame, per_seed: pd.DataFrame) -> Finding:
-        gap = _best(group, True)["mean"] - _best(group, False)["mean"]
-        return tested(depth_rules.RecurrenceBetter(), _families_of(group)[1],
-                      f"best recurrent {_best(group, True)['mean']:.3f}, best non-recurrent "
-                      f"{_best(group, False)['mean']:.3f} ({gap:+.3f})",
+    def judge(tables: dict[bool, pd.DataFrame], families: dict[bool, Arms]) -> Finding:
+        rec, non = (tables[r].iloc[int(i)] for r, i in zip((True, False), depth_rules.best_pair(*families.values())))
+        gap = rec["mean"] - non["mean"]
+        return tested(depth_rules.RecurrenceBetter(), families,
+                      f"best recurrent {rec['mean']:.3f}, best non-recurrent {non['mean']:.3f} ({gap:+.3f})",
                       f"best recurrent {'>' if gap >= 0 else '<'} best non-recurrent", verdicts.PICKS)
 
     return _per_comparison(sweep, judge)
@@ -266,7 +255,7 @@ def _against_rival(data: xr.Dataset, setting: str, is_default: Callable[[pd.Data
     default = is_default(table).to_numpy()
     if not default.any() or default.all():
         return not_run(f"the Sokoban {setting} ablation with the {label} and another value")
-    rule = depth_rules.AgainstRival(int(np.flatnonzero(default)[0]), tuple(bool(x) for x in ~default), margin)
+    rule = depth_rules.AgainstRival.of(default, margin)
     arms = Arms.of_table(table)
     mine, rival = table.iloc[rule.default], table.iloc[int(rule.rival(arms))]
     gap = mine["mean"] - rival["mean"]
@@ -306,8 +295,7 @@ def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Findi
         runs = runs.reset_index(drop=True)
         default = (runs["aggregation"] == "sqrt_sum").to_numpy()
         if default.any() and not default.all():
-            rule = depth_rules.AgainstRival(int(np.flatnonzero(default)[0]), tuple(bool(x) for x in ~default),
-                                            verdicts.COMPARABLE)
+            rule = depth_rules.AgainstRival.of(default, verdicts.COMPARABLE)
             arms = Arms.of_losses(runs)
             mine, rival = runs.iloc[rule.default], runs.iloc[int(rule.rival(arms))]
             gap = mine["validation_loss"] - rival["validation_loss"]
@@ -417,7 +405,7 @@ def more_experts(points: pd.DataFrame, at_chance: Iterable[str] = ()) -> Finding
                                 if (here & chance).any() else not_run("a family with two values of E"))
                 continue
             groups = rows.groupby(expert_count.FAMILY, sort=False)["experts"]
-            rule = depth_rules.MoreExperts(tuple(int(i) for i in groups.idxmin()), tuple(int(i) for i in groups.idxmax()))
+            rule = depth_rules.MoreExperts(tuple(map(int, groups.idxmin())), tuple(map(int, groups.idxmax())))
             arms = _point_arms(rows)
             gains = rule.groups(arms)
             parts[where] = tested(rule, {recurrent: arms},

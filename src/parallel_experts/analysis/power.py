@@ -67,7 +67,8 @@ class Decision:
     domain: str = "sokoban"  # "lm"; "ablation" (a Sokoban ablation: `budget` is its setting, the arms its values);
     # "experts" (Fig. 6 over the Sokoban sweep's budgets: each arm's budget is in its truth)
     window: int | None = None  # FineWeb's training window
-    of_truth: Callable[[Mapping[bool, Truth]], depth_rules.Rule] | None = None  # where the rule depends on the arms kept
+    # where the rule depends on the arms kept (Fig. 6's groups): the rule of a truth's allocations
+    of_truth: Callable[[Mapping[bool, Truth]], depth_rules.Rule] | None = None
 
     @property
     def setting(self) -> str:

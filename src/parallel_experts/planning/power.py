@@ -261,8 +261,7 @@ def _ablation_tests(config: Mapping) -> list[Decision]:
         truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed["lead"]), 0.0),
                       np.full(len(values), float(assumed["sd"])), f"assumed ({key}): {assumed['reason']}")
         found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, rule, {True: truth},
-                              depth_rules.AgainstRival(int(np.flatnonzero(is_default)[0]),
-                                                       tuple(bool(x) for x in ~is_default), margin),
+                              depth_rules.AgainstRival.of(is_default, margin),
                               domain="ablation"))
     return found
 
@@ -333,17 +332,6 @@ def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[
             for device, hours in prices.items()}
 
 
-def holds_alpha(found: calibration.Rates) -> bool:
-    """Whether a rule says neither verdict more often than alpha (plus three Monte Carlo standard errors) with no
-    effect: a verdict of a rule that does not is no verdict (the claims page calls it untested)."""
-    return all(found.of(side) <= verdicts.ALPHA + 3 * found.stderr(side) for side in (1, -1))
-
-
-def _rates(found) -> dict:
-    """A design's chance of each verdict with no effect, as the JSON holds it."""
-    return {"supported": found.supported, "contradicted": found.contradicted, "stderr": found.stderr(1)}
-
-
 def _priced(hours: Mapping[str, float]) -> dict:
     """A design's hours on the first device (the one designs are chosen on), and on every device."""
     return {"hours": next(iter(hours.values())), "hours_on": dict(hours)}
@@ -393,11 +381,11 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
             chance = stats.no_effect(simulated, seeds, draws, seed)
             priced = _priced(design_hours(test, keep, seeds, prices))
             curve.append({"seeds": n, "power": found.power, "stderr": found.stderr, "hours": priced["hours"],
-                          "holds_alpha": holds_alpha(chance)})
+                          "holds_alpha": chance.holds_alpha})
             for target in TARGETS:
-                if target not in reached and found.power >= target and holds_alpha(chance):
+                if target not in reached and found.power >= target and chance.holds_alpha:
                     reached[target] = {"seeds": n, "power": found.power, "stderr": found.stderr, **priced,
-                                       "closed_form": closed_form(simulated, seeds), "no_effect": _rates(chance)}
+                                       "closed_form": closed_form(simulated, seeds), "no_effect": chance.as_dict()}
             if len(reached) == len(TARGETS):
                 break
         rows += [{"design": design, "target": target, **reached.get(target, {"seeds": None})} for target in TARGETS]
@@ -446,9 +434,9 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                                    "stderr": found.stderr, **ours_hours},
                  "designs": designs, "curves": curves}
         chance = stats.no_effect(test, ours, draws, seed)
-        entry["config_design"]["no_effect"] = _rates(chance)
-        entry["config_design"]["holds_alpha"] = holds_alpha(chance)
-        entry["config_design"]["no_effect_per_allocation"] = _rates(stats.no_effect(test, ours, draws, seed, True))
+        entry["config_design"]["no_effect"] = chance.as_dict()
+        entry["config_design"]["holds_alpha"] = chance.holds_alpha
+        entry["config_design"]["no_effect_per_allocation"] = stats.no_effect(test, ours, draws, seed, True).as_dict()
         if min(np.min(n) for n in ours.values()) < 2:
             entry["config_design"]["rule"] = "one seed: no test, untested"
         closed, resampled = closed_form(test, ours), stats.bootstrap_power(test, ours, draws, seed)
