@@ -116,6 +116,17 @@ def test_the_simulated_welch_power_agrees_with_the_closed_form(means, sds, seeds
     assert 0.2 < closed < 0.95 and within_error(found, closed, 0.03), (found, closed)
 
 
+@pytest.mark.parametrize("difference, seeds", [(0.2, 4), (0.15, 6), (0.1, 12)])
+def test_with_equal_seeds_and_sds_the_simulated_power_is_students_noncentral_t(difference, seeds):
+    """One allocation at each depth, the same seeds and SD: the rule's null is Student's t on 2n - 2 degrees of
+    freedom, so its power is exactly the pooled t-test's (statsmodels' TTestIndPower), within Monte Carlo error."""
+    from statsmodels.stats.power import TTestIndPower
+
+    found = power.power(depth_test([13.0 + difference, 13.0], [0.15, 0.15]), {True: seeds}, DRAWS)
+    exact = TTestIndPower().power(difference / 0.15, nobs1=seeds, alpha=ALPHA, ratio=1, alternative="larger")
+    assert 0.2 < exact < 0.95 and within_error(found, exact, 0.004), (found, exact)
+
+
 def test_the_closed_form_matches_the_textbook_value():
     """Cohen (1988): d = 0.5, 64 per group, two-sided alpha = 0.05: power 0.801 (G*Power: 0.8014596); a
     two-sided test at 0.05 is the one-sided test at 0.025 plus a lower tail of about 1e-7."""

@@ -50,3 +50,30 @@ def test_the_probe_bootstrap_covers_as_the_closed_form_says(levels):
     closed = 2 * stats.t.cdf(z * np.sqrt((levels - 1) / levels), levels - 1) - 1
     assert probes.coverage(levels) == pytest.approx(closed)  # what the probe pages say of a small level set
     assert abs(covered - closed) < 3 * np.sqrt(closed * (1 - closed) / sims) + 0.005  # + the bootstrap's own noise
+
+
+@pytest.mark.parametrize("seeds", [3, 5, 9])
+def test_with_equal_seeds_and_nothing_picked_the_rules_null_is_students_t(seeds):
+    """One allocation at each depth, the same seeds: Welch's t is then Student's pooled t, whose null is exactly
+    t on 2n - 2 degrees of freedom at equal SDs, so the rule's simulated p-value is scipy's within its Monte Carlo
+    error (20,000 null studies)."""
+    rule = depth_rules.BestAgainst((2,), (1,))
+    for t in (0.5, 1.0, 2.0, 3.0):
+        p = float(calibration.p_value(rule, ((True, (seeds, seeds), (2, 1)),), np.array(1), np.array(t)))
+        exact = stats.t.sf(t, 2 * seeds - 2)
+        assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / calibration.NULL_DRAWS) + 1e-4, (t, p, exact)
+
+
+def test_picking_the_best_of_three_moves_the_null_as_the_maximum_of_normals_says():
+    """The best of three allocations at L = 4 against the one at L = 2, with many seeds (Welch's t is then normal):
+    t ≈ (max(Z1, Z2, Z3) - Z0) / √2, so P(t > c) = ∫ (1 - Φ(c√2 + z)³) φ(z) dz, the closed form of the winner's curse.
+    The rule's p-value at that form's 5 % point (c = 2.06) is 0.05, where a test chosen in advance puts it at 1.645."""
+    from scipy import integrate, optimize
+
+    def tail(c):
+        return integrate.quad(lambda z: (1 - stats.norm.cdf(c * np.sqrt(2) + z) ** 3) * stats.norm.pdf(z), -10, 10)[0]
+
+    c = optimize.brentq(lambda c: tail(c) - 0.05, 0.5, 4.0)
+    rule = depth_rules.BestAgainst((4,), (2,))
+    p = float(calibration.p_value(rule, ((True, (400,) * 4, (4, 4, 4, 2)),), np.array(1), np.array(c)))
+    assert c > 2.0 and abs(p - 0.05) < 4 * np.sqrt(0.05 * 0.95 / calibration.NULL_DRAWS) + 0.002, (c, p)
