@@ -128,8 +128,11 @@ def test_the_gradient_is_the_mean_over_all_streams_whatever_the_microbatch(recur
                                                                               *regroup(batch))
         np.testing.assert_allclose(loss_in_groups.mean(), loss.mean(), rtol=1e-5 if dtype == "float32" else 2**-7)
         if recurrent:
+            # XLA may block a state's matmuls differently for 4 streams than for 32: float32 rounding, as the gradient
+            # (measured: at most 1.7e-6 apart on one machine, bit-equal on others)
             for a, b in zip(jax.tree.leaves(regroup(after)), jax.tree.leaves(after_in_groups)):
-                np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
+                a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+                np.testing.assert_allclose(b, a, rtol=0, atol=1e-5 * np.abs(a).max())
         if dtype == "float32":
             for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(grads_in_groups)):
                 np.testing.assert_allclose(b, a, rtol=0, atol=1e-5 * np.abs(a).max())
