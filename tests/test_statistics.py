@@ -56,7 +56,7 @@ def test_the_probe_bootstrap_covers_as_the_closed_form_says(levels):
 def test_with_equal_seeds_and_nothing_picked_the_rules_null_is_students_t(seeds):
     """One allocation at each depth, the same seeds: Welch's t is then Student's pooled t, whose null is exactly
     t on 2n - 2 degrees of freedom at equal SDs, so the rule's simulated p-value is scipy's within its Monte Carlo
-    error (20,000 null studies)."""
+    error (calibration.NULL_DRAWS null studies)."""
     rule = depth_rules.BestAgainst((2,), (1,))
     for t in (0.5, 1.0, 2.0, 3.0):
         p = float(calibration.p_value(rule, ((True, (seeds, seeds), (2, 1)),), np.array(1), np.array(t)))
