@@ -284,6 +284,12 @@ def test_more_experts_help_where_the_strongest_groups_gain_is_significant(gains,
         assert findings.more_experts(frame, at_chance={"Sokoban, x sweep"}).verdict == INCONCLUSIVE
 
 
+def test_a_test_every_part_shares_is_said_once():
+    parts = {name: Finding(UNTESTED, f"m{name}", "one timing block per row") for name in ("C = 128", "C = 2048")}
+    assert findings.combine(parts).test == "one timing block per row"
+    assert findings.combine(parts | {"x": Finding(UNTESTED, "mx", "other")}).test.startswith("C = 128: one timing")
+
+
 def latency(transformer_ms, recurrent_ms):
     rows = ["Transformer L16 E1", "recurrent L1 E16"]
     calls = np.array([[transformer_ms + o for o in (-0.01, 0.0, 0.01)], [recurrent_ms + o for o in (-0.01, 0.0, 0.01)]])

@@ -122,7 +122,7 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
     """One finding from the parts of a claim: supported if every part that ran is (each at α: an intersection-union
     test), contradicted if a tested part is at α over the number of tested parts (Bonferroni), untested if no part
     that ran was tested, not run if none ran; the measurements (a part that did not run says so) and tests are
-    joined, each under its part's name, and the parts that decided are named."""
+    joined, each under its part's name (a test every part shares, once), and the parts that decided are named."""
     ran = {name: f for name, f in parts.items() if f.verdict != NOT_RUN}
     leaves = _leaves(ran)
     evidence = [(name, f.evidence) for name, f in leaves if f.evidence is not None]
@@ -142,9 +142,11 @@ def combine(parts: Mapping[str, Finding]) -> Finding:
         verdict, decided, chance = SUPPORTED, tuple(name for name, _ in leaves), max(f.no_effect for _, f in leaves)
     elif all(f.verdict == UNTESTED for _, f in leaves):
         verdict = UNTESTED
-    return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()),
-                   "; ".join(f"{name}: {f.test}" for name, f in ran.items() if f.test), rules, chance, decided,
-                   parts=tuple(leaves))
+    tests = {name: f.test for name, f in ran.items() if f.test}
+    shared = len(tests) > 1 and len(set(tests.values())) == 1  # one reason for every part (one timing block) once
+    test = next(iter(tests.values())) if shared else "; ".join(f"{name}: {t}" for name, t in tests.items())
+    return Finding(verdict, "; ".join(f"{name}: {f.measured}" for name, f in parts.items()), test, rules, chance,
+                   decided, parts=tuple(leaves))
 
 
 # ------------------------------------------------------------------------------------------------ Sokoban

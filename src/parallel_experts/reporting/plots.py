@@ -7,11 +7,20 @@ import itertools
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib import ticker
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Circle, Rectangle
 
 from parallel_experts.core import definitions
 from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
+
+
+def log_axis(ax: plt.Axes, base: int = 10) -> None:
+    """A log x axis labelled in plain numbers: pages read no mathtext (page.begin), and matplotlib's default log
+    labels are mathtext ($\\mathdefault{10^{1}}$ shown as typed)."""
+    ax.set_xscale("log", base=base)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
@@ -30,7 +39,7 @@ def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | N
         for column in ratio_columns:
             ax.scatter(rows["depth"], rows[column], c=[palette[w] for w in rows["width"]], marker=markers[column],
                        s=22 + 3 * rows["experts"].clip(upper=30), edgecolor="k", linewidth=0.4, alpha=0.85)
-        ax.set_xscale("log", base=2)
+        log_axis(ax, base=2)
         ax.set_xticks(sorted(rows["depth"].unique()), [str(d) for d in sorted(rows["depth"].unique())])
         ax.set_title(f"{name} budget")
         ax.set_xlabel("depth L")
@@ -83,7 +92,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
         ax.scatter(paper["depth"], paper["mean"], marker="x", color="0.45", s=30, zorder=3,
                    label="paper, recurrent (authors' per-seed scores)")
     depths = sorted(set(scores["depth"]) | (set(paper["depth"]) if paper is not None else set()))
-    ax.set_xscale("log", base=2)
+    log_axis(ax, base=2)
     ax.set_xticks(depths, [str(d) for d in depths])
     return _sweep_closed(fig, ax, palette, widths, "mean return (final five logs)", title)
 
@@ -121,7 +130,7 @@ def sokoban_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, tit
             if len(rows):
                 ax.plot(rows["max_depth"], rows["best_mean"], marker="x", color="tab:red", lw=0.8,
                         label="paper, recurrent")
-        ax.set_xscale("log", base=2)
+        log_axis(ax, base=2)
         ticks = sorted(ours[ours["budget"] == budget]["max_depth"].unique())
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_title(f"{budget} budget")
@@ -153,7 +162,7 @@ def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
 def _depth_axis(ax, depths) -> None:
     """Log-2 depth axis with a tick at every depth, labelled at powers of two (7 and 13 would collide with 8, 16)."""
     depths = sorted({int(d) for d in depths})
-    ax.set_xscale("log", base=2)
+    log_axis(ax, base=2)
     ax.set_xticks(depths, [str(d) if d & (d - 1) == 0 or len(depths) < 6 else "" for d in depths])
     ax.minorticks_off()
 
@@ -429,7 +438,7 @@ def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
                         ls=style["ls"], marker=style["marker"], mfc=palette[depth] if recurrent else "white",
                         capsize=2, lw=1.2)
         experts = sorted(here["experts"].unique())
-        ax.set_xscale("log", base=2)
+        log_axis(ax, base=2)
         ax.set_xticks(experts, [str(e) for e in experts])
         ax.minorticks_off()
         ax.set_xlabel("experts per level E")

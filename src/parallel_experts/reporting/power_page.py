@@ -12,7 +12,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from parallel_experts.analysis.power import seeds_text
-from parallel_experts.reporting import markup
+from parallel_experts.reporting import markup, plots
 
 DESIGN_STYLE = {"every allocation": "-", "best per depth": "--", "one (L, d) family": "-."}
 SEED_TICKS = (2, 3, 5, 10, 20, 50)
@@ -21,7 +21,8 @@ DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "experts": "Sokoban", "l
 
 def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
     """Power against seeds per allocation, one panel per domain and setting (a budget, and a window in FineWeb), a
-    line per decision and design, the targets dotted."""
+    line per decision and design, the targets dotted; a black cross where a design reaches a target with a rule that
+    says a verdict more often than alpha with no effect (never chosen)."""
     settings = list(dict.fromkeys((entry["domain"], entry["setting"]) for entry in analysis["tests"]))
     rows = -(-len(settings) // columns)
     fig, axes = plt.subplots(rows, min(columns, len(settings)), figsize=(5 * min(columns, len(settings)), 4 * rows),
@@ -36,9 +37,13 @@ def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
                 label = entry["claim"].replace("_", " ") + (f" {test}" if test else "")
                 ax.errorbar(points["seeds"], points["power"], yerr=2 * points["stderr"], color=f"C{i}",
                             ls=DESIGN_STYLE[design], marker="o", ms=3, label=f"{label} ({design})")
+                if "holds_alpha" in points:  # designs that would reach a target but whose rule does not hold alpha
+                    above = points[points["holds_alpha"].eq(False)]
+                    ax.scatter(above["seeds"], above["power"], marker="x", s=30, color="k", zorder=3)
         for target in analysis["targets"]:
             ax.axhline(target, color="grey", lw=0.8, ls=":")
-        ax.set(xscale="log", xlabel="seeds per allocation", title=f"{DOMAINS[where[0]]}, {name}", ylim=(0, 1.02))
+        plots.log_axis(ax)
+        ax.set(xlabel="seeds per allocation", title=f"{DOMAINS[where[0]]}, {name}", ylim=(0, 1.02))
         ax.set_xticks(SEED_TICKS, [str(n) for n in SEED_TICKS])
         ax.minorticks_off()
         ax.legend(fontsize=6)
@@ -58,7 +63,7 @@ def decided_by_hours(steps: pd.DataFrame, title: str) -> plt.Figure:
     if len(steps):  # on a log axis from the first claim's hours, the last step drawn on for half a decade
         hours = steps["hours"].to_numpy()
         ax.step([hours[0], *hours, hours[-1] * 3], [0, *steps["decided"], steps["decided"].iloc[-1]], where="post")
-        ax.set_xscale("log")
+        plots.log_axis(ax)
     else:
         ax.text(0.5, 0.5, "no claim reaches power 0.8 with the seeds tried", ha="center", transform=ax.transAxes)
     ax.set(xlabel="device-hours", ylabel="claims decided at power 0.8", title=title, ylim=(0, None))
