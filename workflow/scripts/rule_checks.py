@@ -1,0 +1,72 @@
+"""The claims page's rules against independent facts, printed: the numbers tests/test_statistics.py and
+tests/test_power.py assert, side by side with their closed forms, and each rule's chance of a verdict with no effect
+at the paper's design beside alpha.
+
+    python workflow/scripts/rule_checks.py
+"""
+
+import numpy as np
+from scipy import integrate, optimize, stats
+from statsmodels.stats.power import TTestIndPower
+
+from parallel_experts import study
+from parallel_experts.analysis import calibration, depth_rules, power
+from parallel_experts.analysis.verdicts import ALPHA
+from parallel_experts.planning import power as planned
+
+DRAWS = 40_000
+
+
+def equal_seeds() -> None:
+    print("1. one allocation at each depth, equal seeds: the rule's p against Student's t on 2n - 2 df")
+    rule = depth_rules.BestAgainst((2,), (1,))
+    for n in (3, 5, 9):
+        for t in (1.0, 2.0, 3.0):
+            p = float(calibration.p_value(rule, ((True, (n, n), (2, 1)),), np.array(1), np.array(t)))
+            print(f"   n = {n}, t = {t}: rule {p:.4f}, scipy {stats.t.sf(t, 2 * n - 2):.4f}")
+
+
+def best_of_three() -> None:
+    print("2. the best of three at L = 4 against one at L = 2, 400 seeds: the maximum of normals' 5 % point")
+    def tail(c):
+        return integrate.quad(lambda z: (1 - stats.norm.cdf(c * np.sqrt(2) + z) ** 3) * stats.norm.pdf(z), -10, 10)[0]
+    c = optimize.brentq(lambda c: tail(c) - ALPHA, 0.5, 4.0)
+    rule = depth_rules.BestAgainst((4,), (2,))
+    p = float(calibration.p_value(rule, ((True, (400,) * 4, (4, 4, 4, 2)),), np.array(1), np.array(c)))
+    print(f"   closed form c = {c:.3f} (a test chosen in advance: 1.645); the rule's p there {p:.4f}")
+
+
+def pooled_power() -> None:
+    print("3. power of one allocation at each depth, equal seeds and SD 0.15: simulated against the pooled t-test's")
+    for difference, n in ((0.2, 4), (0.15, 6), (0.1, 12)):
+        test = power.Decision(power.DEPTH_TEST, "", "", "", {True: power.Truth(
+            ("L2", "L1"), np.array([2, 1]), np.array([13.0 + difference, 13.0]), np.array([0.15, 0.15]), "")},
+            power.depth_test(2, 1))
+        found = power.power(test, {True: n}, DRAWS)
+        exact = TTestIndPower().power(difference / 0.15, nobs1=n, alpha=ALPHA, ratio=1, alternative="larger")
+        print(f"   difference {difference}, {n} seeds: simulated {found.power:.4f} ± {found.stderr:.4f}, "
+              f"statsmodels {exact:.4f}")
+
+
+def paper_design() -> None:
+    print("4. the paper's design (config/paper.yaml): resampling the authors' seeds against the normal model, and each "
+          "rule's chance of each verdict with no effect (supported, contradicted) beside alpha")
+    tests = planned.tests(study.load(["config/paper.yaml"]))
+    given = planned.config_designs(study.load(["config/paper.yaml"]))
+    for test in tests:
+        seeds = {family: planned._given(given, test, family) for family in test.truth}
+        if min(np.min(n) for n in seeds.values()) < 2:
+            continue
+        normal, resampled = power.power(test, seeds), power.bootstrap_power(test, seeds)
+        chance = power.no_effect(test, seeds)
+        boot = f", resampling the authors' seeds {resampled.power:.3f}" if resampled else ""
+        print(f"   {test.claim}, {test.part}: power {normal.power:.3f}{boot}; with no effect {chance.supported:.3f}, "
+              f"{chance.contradicted:.3f} (alpha {ALPHA} + 3 SE = {ALPHA + 3 * chance.stderr(1):.3f})"
+              f"{'' if chance.holds_alpha else '  <- does not hold alpha'}")
+
+
+if __name__ == "__main__":
+    equal_seeds()
+    best_of_three()
+    pooled_power()
+    paper_design()
