@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from scipy import stats
 from helpers import REPO, ablation_data, probe_recall
 
-from parallel_experts.analysis import depth_rules, findings, verdicts
+from parallel_experts.analysis import calibration, depth_rules, findings, verdicts
+from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, UNTESTED, Finding
 from parallel_experts.config import files
 from parallel_experts.reporting import claims
@@ -290,40 +292,65 @@ def test_a_test_every_part_shares_is_said_once():
     assert findings.combine(parts | {"x": Finding(UNTESTED, "mx", "other")}).test.startswith("C = 128: one timing")
 
 
-def latency(transformer_ms, recurrent_ms):
+ROUND_NOISE = np.array([-0.01, 0.0, 0.01, 0.005, -0.005])  # a row's seconds from round to round
+
+
+def latency(transformer_ms, recurrent_ms, rounds=True):
+    """Table 5 at one C and B, each row's decode calls over 5 rounds (or, as written before rounds, 5 calls)."""
     rows = ["Transformer L16 E1", "recurrent L1 E16"]
-    calls = np.array([[transformer_ms + o for o in (-0.01, 0.0, 0.01)], [recurrent_ms + o for o in (-0.01, 0.0, 0.01)]])
+    calls = np.array([transformer_ms + ROUND_NOISE, recurrent_ms + ROUND_NOISE[::-1]])
     ms = calls.mean(-1)
-    return xr.Dataset({"decode_seconds": (("allocation", "context", "batch", "call"), calls[:, None, None] / 1e3),
+    return xr.Dataset({"decode_seconds": (("allocation", "context", "batch", "round" if rounds else "call"),
+                                          calls[:, None, None] / 1e3),
                        "ratio": (("allocation", "context", "batch"), (ms / ms[0])[:, None, None])},
                       coords={"allocation": rows, "context": [128], "batch": [4]})
 
 
 def throughput(transformer_s, recurrent_s, oom=False):
+    """Table 6 at one C, each row's median update over 5 rounds."""
     rows = ["Transformer L16 E1", "recurrent L1 E16"]
-    seconds = np.array([[np.nan, np.nan, transformer_s - 0.01, transformer_s, transformer_s + 0.01, transformer_s],
-                        [np.nan, np.nan, recurrent_s - 0.01, recurrent_s, recurrent_s + 0.01, recurrent_s]])
+    seconds = np.array([transformer_s + ROUND_NOISE, recurrent_s + ROUND_NOISE[::-1]])
     if oom:
         seconds[1] = np.nan
     ratio = np.array([1.0, np.nan if oom else transformer_s / recurrent_s])
-    return xr.Dataset({"update_seconds": (("allocation", "context", "update"), seconds[:, None]),
+    return xr.Dataset({"round_seconds": (("allocation", "context", "round"), seconds[:, None]),
                        "vs_transformer": (("allocation", "context"), ratio[:, None]),
                        "oom": (("allocation", "context"), np.array([[False], [oom]]))},
                       coords={"allocation": rows, "context": [128]})
 
 
-def test_speeds_timed_in_one_block_per_row_are_untested_however_far_apart():
-    """Calls inside one block do not vary with the load's drift between blocks: a test over them does not hold
-    alpha, so Tables 5 and 6 show their ratios, and an out-of-memory cell as such, untested."""
-    assert findings.decode_faster(latency(1.0, 0.4)).verdict == UNTESTED
+def test_speeds_are_tested_over_rounds_and_a_cell_out_of_memory_is_no_speed():
+    """Tables 5 and 6: the paired t over rounds of a row's log time ratio to the Transformer decides (its p against
+    Student's t with rounds − 1 df: the ratios here are hand-set); a table timed in one block per row, as written
+    before rounds, is untested however far apart the rows; an out-of-memory cell is said, and tests nothing."""
+    found = findings.decode_faster(latency(1.0, 0.4))
+    ratios = np.log((0.4 + ROUND_NOISE[::-1]) / (1.0 + ROUND_NOISE))
+    t = -ratios.mean() / (ratios.std(ddof=1) / np.sqrt(5))
+    assert found.verdict == SUPPORTED and f"quicker than the Transformer over 5 rounds: paired t = {t:.2f}" in found.test
+    assert found.rule == verdicts.ROUNDS
+    assert findings.decode_faster(latency(0.4, 1.0)).verdict == CONTRADICTED
+    assert findings.decode_faster(latency(1.0, 0.4, rounds=False)).verdict == UNTESTED
     assert findings.decode_faster(latency(0.4, 1.0)).measured == "C = 128, B = 4: ms/token ratio 2.500 (Transformer faster)"
     assert findings.decode_faster(latency(1.0, 0.4).sel(allocation=["recurrent L1 E16"])).verdict == NOT_RUN
-    assert findings.training_slower(throughput(0.5, 1.0)).verdict == UNTESTED
+    slower = findings.training_slower(throughput(0.5, 1.0))
+    assert slower.verdict == SUPPORTED and slower.measured == ("recurrent L1 E16, C = 128: tokens/s ratio 0.500 "
+                                                               "(recurrent slower)")
+    assert findings.training_slower(throughput(1.0, 0.5)).verdict == CONTRADICTED
     found = findings.training_slower(throughput(0.5, 1.0, oom=True))
-    assert (found.verdict, found.measured) == (UNTESTED, "recurrent L1 E16, C = 128: out of memory where the "
-                                                         "Transformer fits (a memory limit, not a speed)")
-    assert findings.training_slower(throughput(0.5, 1.0)).measured == ("recurrent L1 E16, C = 128: tokens/s ratio "
-                                                                       "0.500 (recurrent slower)")
+    assert (found.verdict, found.measured) == (NOT_RUN, "recurrent L1 E16, C = 128: out of memory where the "
+                                                        "Transformer fits (a memory limit, not a speed)")
+
+
+def test_a_timing_ratio_p_value_is_students_t_over_rounds():
+    """TimeRatio's p against its simulated null is Student's one-sided t with rounds − 1 df (scipy), to Monte Carlo
+    error, at 3 and 10 rounds."""
+    rng = np.random.default_rng(5)
+    for rounds in (3, 10):
+        ratios = rng.normal(-0.05, 0.1, size=(40, 1, rounds))
+        found = calibration.test(depth_rules.TimeRatio(slower=False), {True: Arms.of_scores(ratios, [0])})
+        closed = stats.ttest_1samp(ratios[:, 0], 0.0, axis=-1, alternative="less").pvalue
+        one_sided = np.where(found.direction == 1, closed, 1 - closed)
+        np.testing.assert_allclose(found.p, one_sided, atol=0.004)
 
 
 # ------------------------------------------------------------------------------------------------ the page

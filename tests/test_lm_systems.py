@@ -52,12 +52,13 @@ def test_a_cell_is_timed_with_its_flops_or_reported_oom_without_running(shards):
     folder, _ = shards
     spec = {"batch_tokens": 64, "steps": 3, "flops_up_to": 16}
     config = ModelConfig(2, 1, 16, 2, 1, vocab=64, dtype="float32")
-    found = throughput.measure(config, 16, spec, folder, memory_limit=2**40)
-    assert not found["oom"] and len(found["seconds"]) == 3 and found["planned_bytes"] > 0
+    found, cell = throughput.measure(config, 16, spec, throughput.training_shards(folder, 64), memory_limit=2**40)
+    assert not found["oom"] and found["planned_bytes"] > 0
+    assert len(cell.run(3)) == 3  # a turn of a round: updates from a fresh state, the cell's program reused
     # An update costs about three forward passes plus the optimiser: the unrolled count against the per-token one.
     assert 2.5 <= found["flops_per_update"] / 64 / token_flops(config, 16) <= 6
     planned_only = throughput._isolated(config, 16, spec | {"flops_up_to": 0}, str(folder), 0)  # a fresh process
-    assert planned_only["oom"] and "seconds" not in planned_only
+    assert planned_only["oom"] and "peak_bytes" not in planned_only
     assert planned_only["planned_bytes"] == found["planned_bytes"]
 
 
@@ -71,9 +72,10 @@ config, folder = ModelConfig(2, 1, 16, 2, 1, vocab=64, recurrent=True, dtype="fl
 spec = {"batch_tokens": 64, "steps": 3, "flops_up_to": 0}
 job = throughput.trainer(config, 16, spec["batch_tokens"], devices=2)
 _, inputs, _, _ = next(job.batches([np.arange(2000, dtype=np.uint16) % 64], (0, 0, 0)))
-found = {d: throughput.measure(config, 16, spec, folder, 2**40, devices=d) for d in (1, 2)}
-print(json.dumps({"inputs_on": len(inputs.sharding.device_set), "planned": {d: f["planned_bytes"] for d, f in
-                  found.items()}, "timed": {d: len(f["seconds"]) for d, f in found.items()},
+shards = throughput.training_shards(folder, 64)
+found = {d: throughput.measure(config, 16, spec, shards, 2**40, devices=d) for d in (1, 2)}
+print(json.dumps({"inputs_on": len(inputs.sharding.device_set), "planned": {d: f["planned_bytes"] for d, (f, _) in
+                  found.items()}, "timed": {d: len(cell.run(3)) for d, (_, cell) in found.items()},
                   "configured": experiment.devices({"resources": {"default": {"gpus": 0}, "bench": {"gpus": 2}}},
                                                    "bench")}))
 """

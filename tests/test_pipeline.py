@@ -64,9 +64,11 @@ def check_outputs(workdir):
     # Tables 5 and 6: the smoke config keeps the Transformer and recurrent L1 E16 (lm.latency.rows, .throughput.rows).
     decode = store.open_dataset(workdir / "results/lm/latency.nc")
     assert decode["allocation"].values.tolist() == ["Transformer L16 E1", "recurrent L1 E16"]
-    assert decode["decode_seconds"].sizes["call"] == 2 and float(decode["ratio"][0, 0, 0]) == 1.0
+    assert decode["decode_seconds"].sizes["round"] == 3 and float(decode["ratio"][0, 0, 0]) == 1.0
+    assert sorted(decode["position"].isel(context=0, batch=0).values[:, 0]) == [0, 1]  # each round: both, in turn
     training = store.open_dataset(workdir / "results/lm/throughput.nc")
     assert training["batch"].values.tolist() == [4] and not training["oom"].any()  # 64 tokens = 4 streams of 16
+    assert training["round_seconds"].notnull().all() and training.sizes["round"] == 3
     for name in ("lm_latency", "lm_throughput"):
         assert f'href="{name}.html"' in index
 

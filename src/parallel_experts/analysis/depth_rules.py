@@ -218,4 +218,21 @@ class MoreExperts:
         return signed(np.where(tested.any(-1), found, np.nan))
 
 
-Rule = BestAgainst | FewerLayersRule | RecurrenceBetter | AgainstRival | MoreExperts
+@dataclass(frozen=True)
+class TimeRatio:
+    """Tables 5 and 6: one row's time over the Transformer's, round by round: one arm whose "seeds" are the rounds and
+    whose values are log time ratios (rows interleaved in a random order each round, so that the rounds are
+    independent repeats). The one-sample t over rounds (paired by round), in the paper's direction: the row slower
+    where `slower` (training, Table 6), quicker where not (decode, Table 5)."""
+
+    slower: bool
+
+    def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+        (arms,) = families.values()
+        rounds = arms.seeds[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = arms.mean[..., 0] / np.sqrt(arms.variance[..., 0] / rounds)
+        return signed(t if self.slower else -t)
+
+
+Rule = BestAgainst | FewerLayersRule | RecurrenceBetter | AgainstRival | MoreExperts | TimeRatio

@@ -9,7 +9,7 @@ verdicts:
   its own null at this design, the picking of best allocations included);
 * contradicted: it shows the opposite, by such a test;
 * inconclusive: it was tested, and the test does not decide (or there is nothing to test: agents at chance);
-* untested: there is no test at α at this design (one seed or one agent per arm, one timing block per row), or the
+* untested: there is no test at α at this design (one seed or one agent per arm, one timing round), or the
   rule's chance of its verdict with no effect, at the observed spread, exceeds α: whatever the measurement leans
   to, it is not a verdict;
 * not run at this scale: the config does not produce the results the claim needs.
@@ -84,21 +84,21 @@ def not_run(what: str) -> Finding:
     return Finding(NOT_RUN, f"not run (this config does not produce {what})")
 
 
-def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str, test: str, rule_text: str
-           ) -> Finding:
+def tested(rule: depth_rules.Rule, families: Mapping[bool, Arms], measured: str, test: str, rule_text: str,
+           statistic: str = "Welch t") -> Finding:
     """The verdict of `rule` on our runs (`families`, one study): supported or contradicted where its p-value
     against its own null is below α and its chance of that verdict with no effect, at each family's pooled SD, is
     within α (plus three Monte Carlo standard errors); untested where it has no test, or where that chance is
-    larger. `test` names what the rule compares; the strength and p are added."""
+    larger. `test` names what the rule compares; the strength (a `statistic`) and p are added."""
     found = calibration.test(rule, families)
     direction, p, t = int(found.direction), float(found.p), float(found.strength)
     if bool(found.untested):
-        return Finding(UNTESTED, measured, f"{test}: no test (a side with one seed)", verdicts.UNTESTED)
+        return Finding(UNTESTED, measured, f"{test}: no test (a side with one seed or one round)", verdicts.UNTESTED)
     if direction == 0:
         return Finding(INCONCLUSIVE, measured, test, rule_text)
     sd = {family: float(calibration.pooled_sd(arms)) for family, arms in families.items()}
     evidence = Evidence(rule, calibration.design(families), sd, direction, p)
-    words = f"{test}: {verdicts.tested_text(t, p)}"
+    words = f"{test}: {verdicts.tested_text(t, p, statistic)}"
     verdict = BY_DIRECTION[direction] if p < verdicts.ALPHA else INCONCLUSIVE
     if verdict == INCONCLUSIVE:
         return Finding(verdict, measured, words, rule_text, evidence=evidence)
@@ -428,14 +428,25 @@ def _families(count: int) -> str:
     return f"{count} (L, d) {'family' if count == 1 else 'families'}"
 
 
-# Tables 5 and 6 time each row in one block of back-to-back calls, the rows one after another: a drift of the machine's
-# load between blocks moves a whole row, and calls inside one block do not vary with it, so a test over them does not
-# hold alpha (issue 41: 0.13-0.21 with no effect). Until rows are timed in interleaved rounds, the tables are untested.
+# Tables 5 and 6 written before their rows took turns in random rounds timed each row in one block of back-to-back
+# calls: a drift of the machine's load between blocks moves a whole row, and no test over calls inside a block holds
+# alpha (issue 41: 0.13-0.21 with no effect).
 _ONE_BLOCK = "timed in one block per row, not in interleaved rounds: the load's drift between blocks is in no test"
 
 
+def _time_ratio(seconds: xr.DataArray, row: str, slower: bool, measured: str) -> Finding:
+    """`row` against the Transformer at one cell of a systems table (`seconds` over rounds): the paired t over rounds
+    of their log time ratio (depth_rules.TimeRatio)."""
+    if "round" not in seconds.dims:
+        return Finding(UNTESTED, measured, _ONE_BLOCK, verdicts.UNTESTED)
+    ratios = np.log(seconds.sel(allocation=row) / seconds.sel(allocation=systems.label(systems.TRANSFORMER)))
+    arms = Arms.of_scores(ratios.values[None], [0])
+    test = f"{'slower' if slower else 'quicker'} than the Transformer over {ratios.sizes['round']} rounds"
+    return tested(depth_rules.TimeRatio(slower), {True: arms}, measured, test, verdicts.ROUNDS, "paired t")
+
+
 def decode_faster(latency: xr.Dataset) -> Finding:
-    """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B: the ratio, untested."""
+    """Table 5: recurrent L1 E16 against the Transformer L16 E1 at every C and B, tested over rounds."""
 
     rec, tra = systems.label((True, 1, 16)), systems.label(systems.TRANSFORMER)
     if {rec, tra} - set(latency["allocation"].values.tolist()):
@@ -443,16 +454,17 @@ def decode_faster(latency: xr.Dataset) -> Finding:
     parts = {}
     for context in latency["context"].values:
         for batch in latency["batch"].values:
-            ratio = float(latency["ratio"].sel(allocation=rec, context=context, batch=batch))
-            parts[f"C = {int(context)}, B = {int(batch)}"] = Finding(
-                UNTESTED, f"ms/token ratio {ratio:.3f} ({'recurrent' if ratio < 1 else 'Transformer'} faster)",
-                _ONE_BLOCK, verdicts.UNTESTED)
+            at = {"context": context, "batch": batch}
+            ratio = float(latency["ratio"].sel(allocation=rec, **at))
+            measured = f"ms/token ratio {ratio:.3f} ({'recurrent' if ratio < 1 else 'Transformer'} faster)"
+            parts[f"C = {int(context)}, B = {int(batch)}"] = _time_ratio(latency["decode_seconds"].sel(**at), rec,
+                                                                         False, measured)
     return combine(parts)
 
 
 def training_slower(throughput: xr.Dataset) -> Finding:
-    """Table 6: every recurrent row's tokens/s against the Transformer's at each C: the ratio, or which ran out of
-    memory, untested."""
+    """Table 6: every recurrent row's time per update against the Transformer's at each C, tested over rounds; a
+    cell out of memory is no speed, so not part of the test (it is said as such)."""
 
     tra = systems.label(systems.TRANSFORMER)
     rows = [r for r in throughput["allocation"].values.tolist() if r != tra and r.startswith("recurrent")]
@@ -461,15 +473,16 @@ def training_slower(throughput: xr.Dataset) -> Finding:
     parts = {}
     for row in rows:
         for context in throughput["context"].values:
-            at = {"allocation": row, "context": context}
+            at, name = {"allocation": row, "context": context}, f"{row}, C = {int(context)}"
             if bool(throughput["oom"].sel(allocation=tra, context=context)):
-                measured = "the Transformer is out of memory"
+                parts[name] = Finding(NOT_RUN, "the Transformer is out of memory")
             elif bool(throughput["oom"].sel(**at)):
-                measured = "out of memory where the Transformer fits (a memory limit, not a speed)"
+                parts[name] = Finding(NOT_RUN, "out of memory where the Transformer fits (a memory limit, not a speed)")
             else:
                 ratio = float(throughput["vs_transformer"].sel(**at))
                 measured = f"tokens/s ratio {ratio:.3f} ({'recurrent' if ratio < 1 else 'Transformer'} slower)"
-            parts[f"{row}, C = {int(context)}"] = Finding(UNTESTED, measured, _ONE_BLOCK, verdicts.UNTESTED)
+                seconds = throughput["round_seconds" if "round_seconds" in throughput else "update_seconds"]  # older
+                parts[name] = _time_ratio(seconds.sel(context=context), row, True, measured)
     return combine(parts)
 
 

@@ -7,8 +7,8 @@
 * The claims page decides each part with a rule of `depth_rules` tested against its own null (`calibration`): PICKS
   where the rule picks the best of several allocations, MARGIN where the paper says "comparable" or "competitive"
   (a non-inferiority test: COMPARABLE nats in FineWeb, SOKOBAN_COMPARABLE in Sokoban), MAX_OVER_GROUPS where many
-  (L, d) groups are asked one question. A part with no test (one seed, one agent, one timing block) is UNTESTED,
-  never supported or contradicted.
+  (L, d) groups are asked one question, ROUNDS where Tables 5 and 6 time rows in random rounds. A part with no
+  test (one seed, one agent, one timing round) is UNTESTED, never supported or contradicted.
 
 Each rule has a name, which the claims page shows beside every verdict it decided.
 """
@@ -39,6 +39,8 @@ _OWN_NULL = f"p < {ALPHA} against the rule's own null at this design"
 PICKS = f"one-sided Welch t over seeds of the allocations the rule picks, {_OWN_NULL} (the picking included)"
 MARGIN = f"non-inferiority over seeds: Welch t with the margin added, {_OWN_NULL} at the margin"
 MAX_OVER_GROUPS = f"the strongest Welch t over the (L, d) groups, {_OWN_NULL} (a max-statistic over groups)"
+ROUNDS = (f"paired t over rounds of the log time ratio to the Transformer, the rows in a new random order each round, "
+          f"{_OWN_NULL}")
 UNTESTED = "no test at this design"
 
 
@@ -75,9 +77,9 @@ def welch_text(p: float | None) -> str:
     return "no test (fewer than two seeds)" if p is None else f"one-sided Welch p = {p:.4f}"
 
 
-def tested_text(t: float, p: float) -> str:
+def tested_text(t: float, p: float, statistic: str = "Welch t") -> str:
     """A rule's strength and its p-value against the rule's own null (calibration)."""
-    return f"Welch t = {t:.2f}, {f'p = {p:.4f}' if p >= 1e-4 else 'p < 0.0001'} against the rule's null"
+    return f"{statistic} = {t:.2f}, {f'p = {p:.4f}' if p >= 1e-4 else 'p < 0.0001'} against the rule's null"
 
 
 def noise(*stderrs: float) -> float:

@@ -13,12 +13,13 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import jaxlib
+import numpy as np
 
 
 def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | None = None,
@@ -34,6 +35,24 @@ def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | Non
         if cpu is not None:
             cpu.append(time.process_time() - start_cpu)
     return times
+
+
+def interleaved(cells: int, rounds: int, visit: Callable[[int], object], seed: int = 0
+                ) -> tuple[list[list], np.ndarray, np.ndarray]:
+    """Visit each of `cells` once per round, in a new random order every round: a drift of the machine's load then
+    falls on every cell alike in expectation, where a cell always visited first would carry the drift as its own
+    effect, and the rounds are independent repeats that a test over rounds can count. `visit(cell)` measures one
+    cell. Returns the results [cell][round], each cell's place in each round's order (cells, rounds) and the
+    1-minute load average at each round's start."""
+    rng = np.random.default_rng(seed)
+    results = [[None] * rounds for _ in range(cells)]
+    place, load = np.zeros((cells, rounds), int), np.zeros(rounds)
+    for r in range(rounds):
+        load[r] = os.getloadavg()[0]
+        for position, cell in enumerate(rng.permutation(cells)):
+            place[cell, r] = position
+            results[cell][r] = visit(int(cell))
+    return results, place, load
 
 
 def flops_of(program) -> float:

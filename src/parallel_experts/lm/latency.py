@@ -3,9 +3,10 @@
 For each row, context C and batch B (streams): random weights, a prompt of C random tokens per stream pre-fills
 the caches (`decode.prefill`: the Transformer's C-slot ring per layer and expert, the recurrent model's full
 rolling cache M = C per level), then `decode.generate` runs `steps` greedy steps in one jitted `lax.scan`,
-its rings donated and carried from call to call. After `warmup` calls, `repeats` timed calls give the median
-milliseconds per token (one decode step of all B streams); the single-step call (one jitted greedy step) is
-timed the same way beside it. The timed calls of all cells are interleaved (see `run`). Ratios are to the Transformer at the same C and B.
+its rings donated and carried from call to call. After `warmup` calls, one timed call per round over `rounds`
+rounds gives the median milliseconds per token (one decode step of all B streams); the single-step call (one jitted
+greedy step) is timed the same way beside it. The cells take turns in a random order each round (see `run`). Ratios
+are to the Transformer at the same C and B.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import jax
 import numpy as np
 import xarray as xr
 
-from parallel_experts.core.benchmarking import machine_info, time_calls
+from parallel_experts.core.benchmarking import interleaved, machine_info, time_calls
 from parallel_experts.lm import decode, models, systems
 
 
@@ -47,9 +48,10 @@ def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: i
 
 
 def run(config: Mapping, progress=print) -> xr.Dataset:
-    """Table 5 over the config's contexts and batches (`lm.latency`): every cell is prepared first, then the
-    timed calls go round the cells, one call of each per round, so that a shared machine's changing load falls
-    on every row alike."""
+    """Table 5 over the config's contexts and batches (`lm.latency`): every cell is prepared first, then `rounds`
+    rounds each time one decode call and one single-step call of every cell, the cells in a new random order each
+    round (`benchmarking.interleaved`), so that a shared machine's changing load falls on every row alike and the
+    claims page can test a ratio over rounds."""
     spec = systems.latency_settings(config)
     contexts, batches = list(spec["contexts"]), list(spec["batches"])
     rows = systems.selected(systems.LATENCY_ROWS, spec)
@@ -61,20 +63,23 @@ def run(config: Mapping, progress=print) -> xr.Dataset:
                                  spec["steps"], spec["warmup"])
         compile_s[i, j, k] = calls[i, j, k]["first_call"]
         progress(f"{systems.label(rows[i])}  C={contexts[j]}  B={batches[k]}: prepared")
-    decode_s, step_s = np.zeros((*shape, spec["repeats"])), np.zeros((*shape, spec["repeats"]))
-    for repeat in range(spec["repeats"]):
-        for cell in cells:
-            decode_s[(*cell, repeat)] = time_calls(calls[cell]["decode"], 1)[0]
-            step_s[(*cell, repeat)] = time_calls(calls[cell]["step"], 1)[0]
+    found, place, load = interleaved(len(cells), spec["rounds"], lambda c: (
+        time_calls(calls[cells[c]]["decode"], 1)[0], time_calls(calls[cells[c]]["step"], 1)[0]))
+    decode_s, step_s, position = (np.zeros((*shape, spec["rounds"]), dtype) for dtype in (float, float, int))
+    for c, cell in enumerate(cells):
+        decode_s[cell], step_s[cell] = np.array(found[c]).T
+        position[cell] = place[c]
     ms = 1e3 * np.median(decode_s, -1) / spec["steps"]
-    dims = ("allocation", "context", "batch")
+    dims, timed = ("allocation", "context", "batch"), ("allocation", "context", "batch", "round")
     variables = {
         "ms_per_token": (dims, ms, {"long_name": f"median decode time per token ({spec['steps']}-step jitted scan,"
-                                    f" {spec['repeats']} calls after {spec['warmup']} warm-ups)", "units": "ms"}),
+                                    f" {spec['rounds']} rounds after {spec['warmup']} warm-ups)", "units": "ms"}),
         "step_ms": (dims, 1e3 * np.median(step_s, -1), {"long_name": "median time of one jitted greedy step",
                                                        "units": "ms"}),
-        "decode_seconds": ((*dims, "call"), decode_s, {"long_name": "time of each timed decode call", "units": "s"}),
-        "step_seconds": ((*dims, "call"), step_s, {"long_name": "time of each timed single-step call", "units": "s"}),
+        "decode_seconds": (timed, decode_s, {"long_name": "time of the decode call of each round", "units": "s"}),
+        "step_seconds": (timed, step_s, {"long_name": "time of the single-step call of each round", "units": "s"}),
+        "position": (timed, position, {"long_name": "the cell's place in its round's random order"}),
+        "load": ("round", load, {"long_name": "1-minute load average at the round's start"}),
         "first_call_seconds": (dims, compile_s, {"long_name": "first decode call, compilation included",
                                                  "units": "s"}),
     }

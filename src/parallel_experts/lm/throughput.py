@@ -6,9 +6,10 @@ the recurrent state at a shard's start as `lm.train.train` does, and runs the co
 of it inside the timer. Every context C of the grid keeps the tokens per update fixed (`batch_tokens`), so
 B = batch_tokens / C: the Transformer trains on B independent sequences of C tokens, the recurrent model on
 B streams with segment C and cache M = C (rematerialised token steps), in one microbatch, its streams split over
-the devices of `resources.bench.gpus` (the paper: four H100s; `lm.train.Trainer`'s data parallelism). `steps`
-updates run; the median over updates 2 onwards (0 and 1 excluded, as the paper's medians over steps 2-5) gives
-tokens/s, of all devices together.
+the devices of `resources.bench.gpus` (the paper: four H100s; `lm.train.Trainer`'s data parallelism). The cells take
+turns over `rounds` rounds, each in a new random order; a turn runs `steps` updates from a fresh state, and the median
+of its updates after the first (which touches the fresh state's memory) is that round's time. The median over rounds
+gives tokens/s, of all devices together; the rounds are what the claims page tests a ratio over.
 
 Memory, per device: XLA's planned bytes of the compiled update (arguments + temporaries + outputs − aliased)
 everywhere, and on devices that report it (GPUs) the first device's measured peak, each (allocation, C) then in a
@@ -22,16 +23,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
 import xarray as xr
 
-from parallel_experts.core.benchmarking import counted_flops, host_memory, machine_info, matmul_peak, unrolled_scans
+from parallel_experts.core.benchmarking import (counted_flops, host_memory, interleaved, machine_info, matmul_peak,
+                                                unrolled_scans)
 from parallel_experts.core.tables import fmt
 from parallel_experts.lm import experiment, systems
 from parallel_experts.lm import shards as shard_io
@@ -78,43 +81,76 @@ def planned_bytes(compiled) -> int:
     return int(m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes)
 
 
-def measure(model_config: ModelConfig, context: int, spec: Mapping, tokens: str | Path,
-            memory_limit: int, devices: int = 1) -> dict:
-    """One cell: plan, and unless it cannot fit on each of `devices`, time `steps` updates on the shards of
-    `tokens`."""
-    job = trainer(model_config, context, spec["batch_tokens"], devices)
-    vocabulary, _, training = shard_io.model_shards(tokens, model_config.vocab)
-    shards = [shard_io.load_tokens(path, vocabulary) for path in training]
-    carry = job.init()
-    _, inputs, labels, reset = next(job.batches(shards, (0, 0, 0)))
-    compiled = jax.jit(job._update, donate_argnums=0).lower(carry, inputs, labels, reset).compile()
-    result = {"planned_bytes": planned_bytes(compiled), "flops_per_update": np.nan}
+def training_shards(tokens: str | Path, vocab: int) -> list[np.ndarray]:
+    """The training shards of `tokens` as a model with `vocab` ids reads them."""
+    vocabulary, _, training = shard_io.model_shards(tokens, vocab)
+    return [shard_io.load_tokens(path, vocabulary) for path in training]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (allocation, C) of Table 6, compiled: its training job, its update and the shards it reads."""
+
+    job: Trainer
+    update: Any  # the compiled update (state donated)
+    shards: Sequence[np.ndarray]
+    arguments: tuple  # the update's argument shapes, for counting its FLOPs
+
+    @classmethod
+    def compiled(cls, model_config: ModelConfig, context: int, batch_tokens: int, shards: Sequence[np.ndarray],
+                 devices: int = 1) -> Cell:
+        job = trainer(model_config, context, batch_tokens, devices)
+        arguments = (job.init(), *next(job.batches(shards, (0, 0, 0)))[1:])
+        update = jax.jit(job._update, donate_argnums=0).lower(*arguments).compile()
+        shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "shape") else x, arguments)
+        return cls(job, update, shards, shapes)
+
+    def run(self, steps: int) -> list[float]:
+        """Seconds of each of `steps` updates from a fresh state, freed after: one cell's state on the devices at a
+        time, however many cells take turns."""
+        return [seconds for seconds, _ in timed_updates(self.job, self.update, self.job.init(), self.shards, steps)]
+
+
+def measure(model_config: ModelConfig, context: int, spec: Mapping, shards: Sequence[np.ndarray],
+            memory_limit: int, devices: int = 1) -> tuple[dict, Cell | None]:
+    """One cell's plan, and unless it cannot fit on each of `devices`, its peak memory over PEAK_UPDATES updates:
+    (what was found, the compiled cell to time, or None where it is out of memory)."""
+    cell = Cell.compiled(model_config, context, spec["batch_tokens"], shards, devices)
+    result = {"planned_bytes": planned_bytes(cell.update), "flops_per_update": np.nan}
     if context <= spec["flops_up_to"]:
         with unrolled_scans():
-            result["flops_per_update"] = counted_flops(job._update, carry, inputs, labels, reset)
+            result["flops_per_update"] = counted_flops(cell.job._update, *cell.arguments)
     if result["planned_bytes"] > memory_limit:
-        return result | {"oom": True}
+        return result | {"oom": True}, None
     try:
-        seconds = [s for s, _ in timed_updates(job, compiled, carry, shards, spec["steps"])]
+        cell.run(systems.PEAK_UPDATES)
     except jax.errors.JaxRuntimeError as error:  # the device ran out of memory after all
         if "RESOURCE_EXHAUSTED" not in str(error):
             raise
-        return result | {"oom": True}
+        return result | {"oom": True}, None
     stats = jax.devices()[0].memory_stats() or {}
-    return result | {"oom": False, "seconds": seconds, "peak_bytes": stats.get("peak_bytes_in_use", np.nan)}
+    return result | {"oom": False, "peak_bytes": stats.get("peak_bytes_in_use", np.nan)}, cell
+
+
+def _measured(model_config: ModelConfig, context: int, spec: Mapping, tokens: str, memory_limit: int,
+              devices: int = 1) -> dict:
+    return measure(model_config, context, spec, training_shards(tokens, model_config.vocab), memory_limit,
+                   devices)[0]
 
 
 def _isolated(*args) -> dict:
-    """`measure` in a fresh process: its device's peak memory is this cell's own."""
+    """`measure` in a fresh process, of the shards of a folder: its device's peak memory is this cell's own."""
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(measure, *args).result()
+        return pool.submit(_measured, *args).result()
 
 
 def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None,
         batch_tokens: int | None = None, devices: int | None = None) -> xr.Dataset:
-    """Table 6 over the config's contexts (`lm.throughput`): every row, side by side in one process (a process
-    per cell where the device reports its peak memory, or when `isolate` says so); `batch_tokens` per update and
-    `devices` instead of the config's, where given."""
+    """Table 6 over the config's contexts (`lm.throughput`): every cell planned and its memory measured (a process
+    per cell where the device reports its peak memory, or when `isolate` says so), then `rounds` rounds in which
+    every cell that fits runs `steps` updates, the cells in a new random order each round
+    (`benchmarking.interleaved`), so that a drift of the machine's load falls on every row alike and the claims page
+    can test a ratio over rounds. `batch_tokens` per update and `devices` instead of the config's, where given."""
     if batch_tokens:  # the effective config, which the dataset records
         table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
         config = {**config, "lm": {**config["lm"], "throughput": table}}
@@ -124,30 +160,48 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
     contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
     shape = (len(rows), len(contexts))
-    seconds = np.full((*shape, spec["steps"]), np.nan)
     planned, peak, flops, oom = np.zeros(shape), np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
-    peak_start = matmul_peak(1024, 3)
+    shards = training_shards(tokens, config["lm"]["vocabulary"])
+    cells = {}
     for i, row in enumerate(rows):
         for j, context in enumerate(contexts):
-            args = (systems.model_config(row, spec["width"], config["lm"]), context, spec, str(tokens), limit,
-                    devices)
-            found = _isolated(*args) if isolate else measure(*args)
+            model = systems.model_config(row, spec["width"], config["lm"])
+            if isolate:
+                found = _isolated(model, context, spec, str(tokens), limit, devices)
+                cell = None if found["oom"] else Cell.compiled(model, context, spec["batch_tokens"], shards, devices)
+            else:
+                found, cell = measure(model, context, spec, shards, limit, devices)
             planned[i, j], flops[i, j], oom[i, j] = found["planned_bytes"], found["flops_per_update"], found["oom"]
-            if not found["oom"]:
-                seconds[i, j], peak[i, j] = found["seconds"], found["peak_bytes"]
-            speed = "OOM" if found["oom"] else fmt(spec["batch_tokens"] / statistics.median(found["seconds"][systems.SKIPPED:]))
-            progress(f"{systems.label(row)}  C={context}: {speed} tokens/s on {devices} device(s), planned "
+            peak[i, j] = found.get("peak_bytes", np.nan)
+            if cell is not None:
+                cells[i, j] = cell
+            progress(f"{systems.label(row)}  C={context}: {'OOM, ' * found['oom']}planned "
                      f"{found['planned_bytes'] / 2**20:,.0f} MiB per device")
+    peak_start = matmul_peak(1024, 3)
+    timed = list(cells)
+    found, place, load = interleaved(len(timed), spec["rounds"], lambda c: cells[timed[c]].run(spec["steps"]))
+    seconds = np.full((*shape, spec["rounds"], spec["steps"]), np.nan)
+    position = np.full((*shape, spec["rounds"]), -1)
+    for c, cell in enumerate(timed):
+        seconds[cell], position[cell] = found[c], place[c]
     peak_end = matmul_peak(1024, 3)
-    tokens_per_s = spec["batch_tokens"] / np.median(seconds[..., systems.SKIPPED:], -1)
-    dims = ("allocation", "context")
+    round_seconds = np.median(seconds[..., systems.SKIPPED:], -1)
+    tokens_per_s = spec["batch_tokens"] / np.median(round_seconds, -1)
+    for (i, j) in timed:
+        progress(f"{systems.label(rows[i])}  C={contexts[j]}: {fmt(tokens_per_s[i, j])} tokens/s on {devices} "
+                 "device(s)")
+    dims, by_round = ("allocation", "context"), ("allocation", "context", "round")
     matmul = 0.5 * (peak_start["gflops"] + peak_end["gflops"])
     variables = {
-        "tokens_per_s": (dims, tokens_per_s, {"long_name": f"training tokens per second (median over updates "
-                                              f"{systems.SKIPPED}-{spec['steps'] - 1}, dataloader included)",
+        "tokens_per_s": (dims, tokens_per_s, {"long_name": f"training tokens per second (median over {spec['rounds']} "
+                                              "rounds of each round's median update, dataloader included)",
                                               "units": "tokens/s"}),
-        "update_seconds": ((*dims, "update"), seconds, {"long_name": "time of each update, read to result",
-                                                       "units": "s"}),
+        "update_seconds": ((*by_round, "update"), seconds, {"long_name": "time of each update, read to result (the "
+                                                            f"first {systems.SKIPPED} of a round untimed)",
+                                                            "units": "s"}),
+        "round_seconds": (by_round, round_seconds, {"long_name": "median timed update of each round", "units": "s"}),
+        "position": (by_round, position, {"long_name": "the cell's place in its round's random order (-1: OOM)"}),
+        "load": ("round", load, {"long_name": "1-minute load average at the round's start"}),
         "planned_bytes": (dims, planned, {"long_name": "XLA's planned memory of the compiled update per device",
                                           "units": "B"}),
         "peak_bytes": (dims, peak, {"long_name": "the first device's measured peak memory in use (where reported)",

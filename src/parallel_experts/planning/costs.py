@@ -186,7 +186,7 @@ def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
     single step (our Table 5 protocol, see lm/latency.py)."""
     spec = systems.latency_settings(config)
-    calls = (spec["warmup"] + spec["repeats"]) * (spec["steps"] + 1)
+    calls = (spec["warmup"] + spec["rounds"]) * (spec["steps"] + 1)
     flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], config["lm"]),
                                                             context)
                 for row in systems.selected(systems.LATENCY_ROWS, spec)
@@ -195,8 +195,10 @@ def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
 
 
 def _throughput_job(config: Mapping, counter: FlopCounter) -> Job:
+    """Every row and context: the updates that measure its memory, then its turns of every round (lm/throughput.py)."""
     spec = systems.throughput_settings(config)
-    flops = sum(spec["steps"] * spec["batch_tokens"] * TRAIN_PASSES
+    updates = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"]
+    flops = sum(updates * spec["batch_tokens"] * TRAIN_PASSES
                 * counter.forward(systems.model_config(row, spec["width"], config["lm"]), context)
                 for row in systems.selected(systems.THROUGHPUT_ROWS, spec) for context in spec["contexts"])
     return Job("lm_throughput", "", flops, paths.benchmark("lm_throughput"))

@@ -49,7 +49,8 @@ PRICED_AS = {"experts": "sokoban"}  # a decision's domain -> the domain whose pr
 ABLATIONS = {"radius": ("full_communication", "full", 0.0, verdicts.PICKS),
              "aggregation": ("sqrt_sum_default", "sqrt_sum", verdicts.SOKOBAN_COMPARABLE, verdicts.MARGIN)}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
-_TIMING = "not a question of seeds: a timing benchmark over timed calls on one device (the plan prices rule bench)"
+_TIMING = ("not a question of seeds: a timing benchmark tested over its rounds (lm.latency.rounds, "
+           "lm.throughput.rounds; the plan prices rule bench)")
 NOT_MODELLED = {
     "plans_earlier": "not modelled: its bootstrap intervals resample the test levels that every probed agent solves, "
                      "not seeds; more such levels, not more seeds, decide it",

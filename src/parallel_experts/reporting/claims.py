@@ -152,7 +152,7 @@ RULES = ("Each verdict names the rule that decided it (column rule; parallel_exp
          "strongly, so that picking the best of several noisy allocations is inside the test "
          "(parallel_experts/analysis/calibration.py). Its chance of the verdict it gives with no effect, at the "
          "observed spread, is in the column beside it; a rule whose chance exceeds alpha there, or that has no test "
-         "(one seed, one probed agent per depth, one timing block per row), says untested, whichever way the "
+         "(one seed, one probed agent per depth, one timing round), says untested, whichever way the "
          "measurement leans. Where the paper says comparable or competitive, the test is non-inferiority within a "
          f"margin ({verdicts.COMPARABLE} nats in FineWeb, {verdicts.SOKOBAN_COMPARABLE} of return in Sokoban), and "
          "its no-effect chance is taken at that margin. A claim with parts (budgets, domains, families, contexts) is "
