@@ -10,6 +10,13 @@ the strengths are Welch t statistics, so with equal seed-to-seed SDs that null d
 common mean, and one simulation serves every study of a design. A rule with a margin ("comparable") is tested at its
 boundary, worse by exactly the margin, which is the same null once the margin is added back.
 
+"No effect" is not one configuration where a rule picks on both sides. For "the best at L = 4 beats the best at
+L = 2" the null is "the best at L = 4 is no better than the best at L = 2", and it is hardest to hold where every
+L = 4 allocation ties with the best L = 2 one and the other L = 2 allocations are far below: the L = 4 side then
+enjoys the winner's curse and the L = 2 side does not (0.22 "supported" at α = 0.05 with 9 seeds, where every
+allocation equal gives 0.05). Each rule names these least favourable configurations for each direction
+(`least_favourable`: arms sunk far below the rest), and a p-value is the largest over them and the all-equal one.
+
 `no_effect` gives the chance of each verdict with no effect at given SDs (the observed ones on the claims page, the
 assumed ones in the power analysis) through the same p-values: α where the SDs are equal, and what it is where not.
 """
@@ -29,6 +36,9 @@ NULL_DRAWS = 50_000  # simulated null studies per design: p-values to about ± 0
 SEED = 2609  # the null's simulator seed: the same design gets the same p-values on every machine
 # A design: per family (recurrent: True), the seeds and the depth of each of its allocations.
 Design = tuple[tuple[bool, tuple[int, ...], tuple[int, ...]], ...]
+# A configuration of no effect: per family, the arms sunk far below the others (never picked); the rest are equal.
+Sunk = tuple[tuple[bool, tuple[bool, ...]], ...]
+SUNK = -1e6  # a sunk arm's mean, in seed SDs
 
 
 def pooled_sd(arms: Arms) -> float:
@@ -49,37 +59,49 @@ def at_boundary(rule: Rule) -> Rule:
     return replace(rule, margin=0.0) if "margin" in {f.name for f in fields(rule)} else rule
 
 
-def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rng: np.random.Generator
-             ) -> dict[bool, Arms]:
-    """`draws` studies of the design with no effect: every allocation's seeds normal around 0, with SD `sd[family]`
-    per allocation (1 where None). Drawn as what a rule reads of n normal seeds, their mean (normal, SD s/√n) and
-    sample variance (s² χ²(n − 1)/(n − 1), independent of the mean), not seed by seed."""
-    found = {}
+def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rng: np.random.Generator,
+             sunk: Sunk = ()) -> dict[bool, Arms]:
+    """`draws` studies of the design with no effect: every allocation's seeds normal around 0 (SUNK for the arms
+    `sunk` marks), with SD `sd[family]` per allocation (1 where None). Drawn as what a rule reads of n normal seeds,
+    their mean (normal, SD s/√n) and sample variance (s² χ²(n − 1)/(n − 1), independent of the mean), not seed by
+    seed."""
+    found, sunk = {}, dict(sunk)
     for family, seeds, depth in shape:
         scale = np.ones(len(seeds)) if sd is None else np.asarray(sd[family], float)
         n = np.array(seeds)
-        mean = rng.normal(0.0, scale / np.sqrt(n), size=(draws, len(n)))
+        centre = np.where(sunk.get(family, np.zeros(len(n), bool)), SUNK, 0.0)
+        mean = rng.normal(centre, scale / np.sqrt(n), size=(draws, len(n)))
         variance = scale**2 * rng.chisquare(np.maximum(n - 1, 1), size=(draws, len(n))) / np.maximum(n - 1, 1)
         found[family] = Arms(mean, np.where(n > 1, variance, np.nan), n, np.array(depth))
     return found
 
 
-@functools.lru_cache(maxsize=512)
-def _null(rule: Rule, shape: Design) -> dict[int, np.ndarray]:
-    """The strengths in each direction of a margin-free rule over NULL_DRAWS studies of the design with no effect,
-    sorted."""
-    direction, strength = rule(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED)))
+def configurations(rule: Rule, shape: Design, side: int) -> list[Sunk]:
+    """The configurations of no effect a verdict in direction `side` is tested at: every arm equal, and the rule's
+    least favourable ones for that direction."""
+    return [(), *rule.least_favourable(shape, side)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _null(rule: Rule, shape: Design, sunk: Sunk = ()) -> dict[int, np.ndarray]:
+    """The strengths in each direction of a margin-free rule over NULL_DRAWS studies of the design with no effect
+    (the arms `sunk` far below the rest), sorted."""
+    direction, strength = rule(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED), sunk))
     return {side: np.sort(strength[direction == side]) for side in (1, -1)}
 
 
 def p_value(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray) -> np.ndarray:
-    """The share of null studies pointing the same way at least as strongly ((count + 1) / (draws + 1), so never 0);
-    NaN where there is no direction or no test. A rule and its margin-free form share one null (`at_boundary`)."""
-    null = _null(at_boundary(rule), shape)
+    """The share of null studies pointing the same way at least as strongly ((count + 1) / (draws + 1), so never 0),
+    the largest over the configurations of no effect for that direction; NaN where there is no direction or no test.
+    A rule and its margin-free form share one null (`at_boundary`)."""
+    rule = at_boundary(rule)
     direction, strength = np.asarray(direction), np.asarray(strength, float)
     count = np.zeros(direction.shape)
-    for side, values in null.items():
-        count = np.where(direction == side, len(values) - np.searchsorted(values, strength, side="left"), count)
+    for side in (1, -1):
+        for sunk in configurations(rule, shape, side):
+            values = _null(rule, shape, sunk)[side]
+            count = np.where(direction == side,
+                             np.maximum(count, len(values) - np.searchsorted(values, strength, side="left")), count)
     untested = (direction == 0) | np.isnan(strength)
     return np.where(untested, np.nan, (count + 1) / (NULL_DRAWS + 1))
 
@@ -142,9 +164,13 @@ class Rates:
 def no_effect(rule: Rule, shape: Design, sd: Mapping[bool, np.ndarray] | None = None, level: float = verdicts.ALPHA,
               draws: int = 10_000, seed: int = 1) -> Rates:
     """The chance that the rule says each verdict at `level` in studies of the design with no effect (at a margin's
-    boundary), each allocation with its SD `sd[family]` (1 where None, or where an SD is unknown)."""
+    boundary), each allocation with its SD `sd[family]` (1 where None, or where an SD is unknown): for each verdict,
+    the largest over the configurations of no effect it is tested at (`configurations`)."""
     if sd is not None:
         sd = {family: np.where(np.isfinite(s) & (np.asarray(s) > 0), s, 1.0) for family, s in sd.items()}
-    families = simulate(shape, sd, draws, np.random.default_rng(seed))
-    verdict = test(at_boundary(rule), families).verdict(level)
-    return Rates(float(np.mean(verdict == 1)), float(np.mean(verdict == -1)), draws)
+    rule, rates = at_boundary(rule), {}
+    for side in (1, -1):
+        for sunk in configurations(rule, shape, side):
+            verdict = test(rule, simulate(shape, sd, draws, np.random.default_rng(seed), sunk)).verdict(level)
+            rates[side] = max(rates.get(side, 0.0), float(np.mean(verdict == side)))
+    return Rates(rates[1], rates[-1], draws)

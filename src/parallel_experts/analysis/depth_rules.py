@@ -117,6 +117,31 @@ def fewer_layers(recurrent: Arms, nonrecurrent: Arms) -> FewerLayers:
 # several noisy allocations is inside the test. Rules are frozen (hashable): a design's null is simulated once.
 
 
+# Each rule also names its least favourable configurations of no effect for a direction (`least_favourable`, see
+# calibration): where it picks the best of one side against the best of another, the side that must be better has
+# every arm tied at the top and the other side one arm at the top, the rest sunk (calibration.Sunk).
+
+
+def _family(shape, family: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(seeds, depth) of a family's arms in a design (calibration.Design)."""
+    (seeds, depth), = [(np.array(n), np.array(d)) for f, n, d in shape if f == family]
+    return seeds, depth
+
+
+def _all_but_one(side: np.ndarray, seeds: np.ndarray) -> tuple[bool, ...] | None:
+    """The arms of `side` to sink so that one is left at the top: all but the one with the fewest seeds (its Welch t
+    the widest); None where the side has one arm or none."""
+    if side.sum() < 2:
+        return None
+    keep = np.flatnonzero(side)[np.argmin(seeds[side])]
+    return tuple(bool(x) for x in side & (np.arange(len(side)) != keep))
+
+
+def _sinking(family: bool, side: np.ndarray, seeds: np.ndarray) -> list:
+    sunk = _all_but_one(side, seeds)
+    return [] if sunk is None else [((family, sunk),)]
+
+
 def signed(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(direction, strength) of a Welch t whose sign is the paper's direction: its sign, 0 where there is no test."""
     t = np.asarray(t, float)
@@ -141,6 +166,10 @@ class BestAgainst:
         i, j = self.picks(arms)
         return signed(welch_between(arms, i, arms, j)[0])
 
+    def least_favourable(self, shape, side: int) -> list:
+        seeds, depth = _family(shape, self.family)
+        return _sinking(self.family, np.isin(depth, self.rivals if side == 1 else self.depths), seeds)
+
 
 @dataclass(frozen=True)
 class FewerLayersRule:
@@ -150,6 +179,19 @@ class FewerLayersRule:
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
         found = fewer_layers(families[True], families[False])
         return np.where(np.isnan(found.t), 0, found.direction), found.t
+
+    def least_favourable(self, shape, side: int) -> list:
+        """For each depth D the shallower family's best may take (that family's other depths sunk): the deeper
+        family's arms beyond D tied at the top, and one of its arms at L ≤ D with them, the rest sunk."""
+        shallower = side == 1  # +1: the recurrent family is the shallower one
+        found = []
+        for at in np.unique(_family(shape, shallower)[1]):
+            seeds, depth = _family(shape, not shallower)
+            within = _all_but_one(depth <= at, seeds)
+            if (depth > at).any() and (depth <= at).any():
+                found.append(((shallower, tuple(bool(d != at) for d in _family(shape, shallower)[1])),
+                              (not shallower, within or tuple(False for _ in depth))))
+        return found
 
 
 def best_pair(recurrent: Arms, nonrecurrent: Arms, shallow: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +211,12 @@ class RecurrenceBetter:
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
         i, j = best_pair(families[True], families[False], self.shallow)
         return signed(welch_between(families[True], i, families[False], j, self.margin)[0])
+
+    def least_favourable(self, shape, side: int) -> list:
+        if side == 1:
+            return _sinking(False, np.ones(len(_family(shape, False)[0]), bool), _family(shape, False)[0])
+        seeds, depth = _family(shape, True)
+        return _sinking(True, depth <= (self.shallow or depth.max()), seeds)
 
 
 @dataclass(frozen=True)
@@ -192,6 +240,11 @@ class AgainstRival:
         (arms,) = families.values()
         rival = self.rival(arms)
         return signed(welch_between(arms, np.full(np.shape(rival), self.default), arms, rival, self.margin)[0])
+
+    def least_favourable(self, shape, side: int) -> list:
+        """+1: one rival at the default's level, the others sunk; −1 (the default is one arm): every arm equal."""
+        (family, seeds, _), = shape
+        return _sinking(family, np.array(self.others), np.array(seeds)) if side == 1 else []
 
 
 @dataclass(frozen=True)
@@ -217,6 +270,9 @@ class MoreExperts:
         found = np.take_along_axis(t, strongest[..., None], -1)[..., 0]
         return signed(np.where(tested.any(-1), found, np.nan))
 
+    def least_favourable(self, shape, side: int) -> list:
+        return []  # each group compares two fixed arms: every arm equal is the hardest null
+
 
 @dataclass(frozen=True)
 class TimeRatio:
@@ -233,6 +289,9 @@ class TimeRatio:
         with np.errstate(divide="ignore", invalid="ignore"):
             t = arms.mean[..., 0] / np.sqrt(arms.variance[..., 0] / rounds)
         return signed(t if self.slower else -t)
+
+    def least_favourable(self, shape, side: int) -> list:
+        return []  # nothing is picked
 
 
 Rule = BestAgainst | FewerLayersRule | RecurrenceBetter | AgainstRival | MoreExperts | TimeRatio
