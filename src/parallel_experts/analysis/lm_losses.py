@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts.analysis import comparison, depth_rules, verdicts
+from parallel_experts.analysis import calibration, comparison, depth_rules, verdicts
 from parallel_experts.core import budget as budgets
 from parallel_experts.core import definitions
 from parallel_experts.results import paper as published
@@ -123,8 +123,8 @@ def fewer_layers(runs: pd.DataFrame) -> pd.DataFrame:
     the recurrent family gets there with fewer layers (the paper's claim, §5.2).
 
     Where seeds allow, the one-sided Welch test over seeds of the family whose best is deeper: is that best
-    better than the family's best within the other family's depth (`p`, as the Sokoban claim tests it)? With one
-    seed, `p` is NaN and the depths alone decide."""
+    better than the family's best within the other family's depth (`p` against the rule's own null, as the claims
+    page tests it)? With one seed, `p` is NaN and the depths alone decide."""
     best = best_allocation(runs).set_index(SETTING)
     rows = []
     for (name, window), group in runs.groupby(["budget", "window"], sort=False):
@@ -169,19 +169,21 @@ def _depth_test(group: pd.DataFrame, rec: pd.Series, non: pd.Series) -> tuple[fl
     if rec["depth"] == non["depth"]:
         return None, "losses are means over seeds."
     rows = {r: group[group["recurrent"] == r].dropna(subset=["validation_loss"]) for r in (True, False)}
-    found = depth_rules.fewer_layers(*(depth_rules.Arms.of_losses(rows[r]) for r in (True, False)))
+    families = {r: depth_rules.Arms.of_losses(rows[r]) for r in (True, False)}
+    found = depth_rules.fewer_layers(families[True], families[False])
     deeper, shallow_depth = (rec, non["depth"]) if rec["depth"] > non["depth"] else (non, rec["depth"])
     family = definitions.family(deeper["recurrent"])
     if found.rival < 0:
         return None, f"losses are means over seeds; no {family} allocation at L ≤ {shallow_depth} to test."
     rival = rows[bool(deeper["recurrent"])].iloc[int(found.rival)]
-    p = None if np.isnan(found.p) else float(found.p)
-    if p is None:
-        return None, f"losses are means over seeds; {verdicts.welch_text(p)}."
+    if np.isnan(found.t):
+        return None, f"losses are means over seeds; {verdicts.welch_text(None)}."
+    # The claims page's test: against the rule's own null, the picking of both bests included (calibration).
+    p = float(calibration.test(depth_rules.FewerLayersRule(), families).p)
     outcome = "a significantly" if verdicts.significant(p) else "no significantly"
     return p, (f"losses are means over seeds; the {family} best at L={deeper['depth']} has {outcome} "
                f"lower loss than its best at L ≤ {shallow_depth}, {rival['allocation']} with {loss_text(rival)}: "
-               f"{verdicts.welch_text(p)}.")
+               f"{verdicts.tested_text(float(found.t), p)}.")
 
 
 def best_allocation_lines(runs: pd.DataFrame) -> list[str]:
