@@ -1,6 +1,6 @@
 """The claims page's rules against independent facts, printed: the numbers tests/test_statistics.py and
-tests/test_power.py assert, side by side with their closed forms, and each rule's chance of a verdict with no effect
-at the paper's design beside alpha.
+tests/test_power.py assert, side by side with their closed forms, the least favourable null where a rule picks on
+both sides, and each rule's chance of a verdict with no effect at the paper's design beside alpha.
 
     python workflow/scripts/rule_checks.py
 """
@@ -36,8 +36,23 @@ def best_of_three() -> None:
     print(f"   closed form c = {c:.3f} (a test chosen in advance: 1.645); the rule's p there {p:.4f}")
 
 
+def ties_at_the_top() -> None:
+    print("3. picking on both sides, the paper's small grid (three allocations each at L = 2 and L = 4), 9 seeds: the "
+          "rule's chance of 'supported' where every L = 4 allocation ties with the best L = 2 one")
+    depth = np.array([1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4, 8, 8])
+    shape = ((True, (9,) * len(depth), tuple(depth)),)
+    rule = depth_rules.BestAgainst((4,), (2,))
+    for below in (0.0, 0.5, 50.0):
+        centre = np.where(depth == 2, -below, 0.0)
+        centre[4] = 0.0
+        arms = calibration.simulate(shape, None, DRAWS, np.random.default_rng(3))[True]
+        arms = depth_rules.Arms(arms.mean + centre, arms.variance, arms.seeds, arms.depth)
+        supported = float(np.mean(calibration.test(rule, {True: arms}).verdict() == 1))
+        print(f"   the other L = 2 allocations {below:g} SD below: {supported:.4f} (alpha {ALPHA})")
+
+
 def pooled_power() -> None:
-    print("3. power of one allocation at each depth, equal seeds and SD 0.15: simulated against the pooled t-test's")
+    print("4. power of one allocation at each depth, equal seeds and SD 0.15: simulated against the pooled t-test's")
     for difference, n in ((0.2, 4), (0.15, 6), (0.1, 12)):
         test = power.Decision(power.DEPTH_TEST, "", "", "", {True: power.Truth(
             ("L2", "L1"), np.array([2, 1]), np.array([13.0 + difference, 13.0]), np.array([0.15, 0.15]), "")},
@@ -49,7 +64,7 @@ def pooled_power() -> None:
 
 
 def paper_design() -> None:
-    print("4. the paper's design (config/paper.yaml): resampling the authors' seeds against the normal model, and each "
+    print("5. the paper's design (config/paper.yaml): resampling the authors' seeds against the normal model, and each "
           "rule's chance of each verdict with no effect (supported, contradicted) beside alpha")
     tests = planned.tests(study.load(["config/paper.yaml"]))
     given = planned.config_designs(study.load(["config/paper.yaml"]))
@@ -68,5 +83,6 @@ def paper_design() -> None:
 if __name__ == "__main__":
     equal_seeds()
     best_of_three()
+    ties_at_the_top()
     pooled_power()
     paper_design()
