@@ -149,6 +149,11 @@ def test_table6_joins_the_papers_numbers_and_oom_cells():
     assert "L2 E8 OOM" in lines[1]
     assert lines[2].startswith("memory: 4 of 8 recurrent cells plan at most the Transformer's")  # hand count
     assert math.isnan(table.loc[("recurrent L8 E2", 1024), "tokens_per_s"])
+    assert lines[-1].endswith("when it started.")  # written before rounds: the load at the start
+    rounds = ds.assign(load=("round", [1.25, 3.5, 2.0]))
+    assert table6.summary(rounds)[-1].endswith("in 3 rounds, the rows in a new random order each round (the claims "
+                                               "page tests each ratio to the Transformer over the rounds); load "
+                                               "average 1.2 to 3.5.")
 
 
 def test_settings_refuse_a_grid_that_does_not_split_and_rows_keep_the_transformer():

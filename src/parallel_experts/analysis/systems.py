@@ -30,8 +30,14 @@ def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, ds: xr.Dataset, order:
 
 
 def machine_line(ds: xr.Dataset) -> str:
-    """Where the numbers were measured, in one line."""
+    """Where and how the numbers were measured, in one line: the machine, and the rounds the rows took turns in with
+    the load over them (a table written before rounds: its load at the start)."""
     machine = json.loads(ds.attrs["machine"])
     devices = ", ".join(sorted(set(machine["devices"])))
-    return (f"measured on {machine['cpu']} ({machine['usable_cpus']} usable CPUs), JAX {machine['jax']} on "
-            f"{machine['backend']} ({devices}); load average {machine['loadavg_start'][0]:.1f} when it started.")
+    where = (f"measured on {machine['cpu']} ({machine['usable_cpus']} usable CPUs), JAX {machine['jax']} on "
+             f"{machine['backend']} ({devices})")
+    if "load" not in ds:
+        return f"{where}; load average {machine['loadavg_start'][0]:.1f} when it started."
+    load = ds["load"].values
+    return (f"{where}, in {len(load)} rounds, the rows in a new random order each round (the claims page tests each "
+            f"ratio to the Transformer over the rounds); load average {load.min():.1f} to {load.max():.1f}.")
