@@ -342,3 +342,22 @@ def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, 
     plan = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(path), target],
                           capture_output=True, text=True, check=True)
     assert f"\n{target} " in plan.stdout
+
+
+def test_an_ablation_at_a_budget_a_chosen_sweep_also_cuts_keeps_its_allocation(tmp_path):
+    """The union of a medium-budget depth test (best per depth: the ablation's L2 E7 d64 is not among them) and the
+    radius ablation at the medium budget: the written config keeps the ablation's allocation in that budget and
+    validates (it did not: the sweep's cut dropped it)."""
+    from parallel_experts.planning import designs
+
+    config = study.load([str(REPO / "config/paper.yaml")])
+    by_part = {(test.claim, test.part): test for test in planned.tests(config)}
+    depth = by_part[(power.DEPTH_TEST, "medium budget, L=2 > L=1")]
+    radius = next(test for (claim, _), test in by_part.items() if claim == "full_communication")
+    chosen = [(depth, planned._kept(depth, "best per depth"), 4, 0.9),
+              (radius, planned._kept(radius, "every allocation"), 3, 0.5)]
+    path = tmp_path / "union.yaml"
+    designs.write(path, designs.config(config, chosen, planned.SWEEP, "a union"))
+    written = study.load([str(path)])
+    assert [2, 7, 64] in written["sokoban"]["budgets"]["medium"]["allocations"]
+    assert written["sokoban"]["ablations"]["radius"]["allocation"] == [2, 7, 64]

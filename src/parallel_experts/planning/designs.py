@@ -76,7 +76,9 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
     chosen_ablations = {test.budget: sokoban["ablations"][test.budget] | {"seeds": list(range(n))}
                         for test, _, n, _ in ablations}
     for spec in chosen_ablations.values():  # an ablation's allocation stays in its budget, with no sweep run of it
-        budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
+        kept = budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
+        if spec["budget"] in swept and spec["allocation"] not in kept["allocations"]:
+            kept["allocations"].append(spec["allocation"])  # a swept budget cut to its decisions: the sweep trains it too
     sokoban["budgets"] = budgets
     if families:
         sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
