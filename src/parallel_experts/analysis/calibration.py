@@ -59,21 +59,27 @@ def at_boundary(rule: Rule) -> Rule:
     return replace(rule, margin=0.0) if "margin" in {f.name for f in fields(rule)} else rule
 
 
-def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rng: np.random.Generator,
-             sunk: Sunk = ()) -> dict[bool, Arms]:
-    """`draws` studies of the design with no effect: every allocation's seeds normal around 0 (SUNK for the arms
-    `sunk` marks), with SD `sd[family]` per allocation (1 where None). Drawn as what a rule reads of n normal seeds,
-    their mean (normal, SD s/√n) and sample variance (s² χ²(n − 1)/(n − 1), independent of the mean), not seed by
-    seed."""
-    found, sunk = {}, dict(sunk)
+def simulate(shape: Design, sd: Mapping[bool, np.ndarray] | None, draws: int, rng: np.random.Generator
+             ) -> dict[bool, Arms]:
+    """`draws` studies of the design with no effect: every allocation's seeds normal around 0, with SD `sd[family]`
+    per allocation (1 where None). Drawn as what a rule reads of n normal seeds, their mean (normal, SD s/√n) and
+    sample variance (s² χ²(n − 1)/(n − 1), independent of the mean), not seed by seed."""
+    found = {}
     for family, seeds, depth in shape:
         scale = np.ones(len(seeds)) if sd is None else np.asarray(sd[family], float)
         n = np.array(seeds)
-        centre = np.where(sunk.get(family, np.zeros(len(n), bool)), SUNK, 0.0)
-        mean = rng.normal(centre, scale / np.sqrt(n), size=(draws, len(n)))
+        mean = rng.normal(0.0, scale / np.sqrt(n), size=(draws, len(n)))
         variance = scale**2 * rng.chisquare(np.maximum(n - 1, 1), size=(draws, len(n))) / np.maximum(n - 1, 1)
         found[family] = Arms(mean, np.where(n > 1, variance, np.nan), n, np.array(depth))
     return found
+
+
+def sink(families: Mapping[bool, Arms], sunk: Sunk) -> dict[bool, Arms]:
+    """The same studies with the arms `sunk` marks moved far below the rest (never picked): one set of draws serves
+    every configuration of no effect."""
+    sunk = dict(sunk)
+    return {family: replace(arms, mean=arms.mean + np.where(sunk[family], SUNK, 0.0)) if family in sunk else arms
+            for family, arms in families.items()}
 
 
 def configurations(rule: Rule, shape: Design, side: int) -> list[Sunk]:
@@ -82,11 +88,16 @@ def configurations(rule: Rule, shape: Design, side: int) -> list[Sunk]:
     return [(), *rule.least_favourable(shape, side)]
 
 
+@functools.lru_cache(maxsize=4)  # a design's configurations are asked one after another; each is NULL_DRAWS × arms
+def _null_studies(shape: Design) -> dict[bool, Arms]:
+    return simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED))
+
+
 @functools.lru_cache(maxsize=1024)
 def _null(rule: Rule, shape: Design, sunk: Sunk = ()) -> dict[int, np.ndarray]:
     """The strengths in each direction of a margin-free rule over NULL_DRAWS studies of the design with no effect
     (the arms `sunk` far below the rest), sorted."""
-    direction, strength = rule(simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED), sunk))
+    direction, strength = rule(sink(_null_studies(shape), sunk))
     return {side: np.sort(strength[direction == side]) for side in (1, -1)}
 
 
@@ -169,8 +180,9 @@ def no_effect(rule: Rule, shape: Design, sd: Mapping[bool, np.ndarray] | None = 
     if sd is not None:
         sd = {family: np.where(np.isfinite(s) & (np.asarray(s) > 0), s, 1.0) for family, s in sd.items()}
     rule, rates = at_boundary(rule), {}
+    studies = simulate(shape, sd, draws, np.random.default_rng(seed))
     for side in (1, -1):
         for sunk in configurations(rule, shape, side):
-            verdict = test(rule, simulate(shape, sd, draws, np.random.default_rng(seed), sunk)).verdict(level)
+            verdict = test(rule, sink(studies, sunk)).verdict(level)
             rates[side] = max(rates.get(side, 0.0), float(np.mean(verdict == side)))
     return Rates(rates[1], rates[-1], draws)

@@ -61,14 +61,13 @@ class Arms:
         return pick(self.mean), pick(self.variance), self.seeds[np.maximum(index, 0)]
 
 
-def welch_between(a: Arms, i: np.ndarray, b: Arms, j: np.ndarray, margin: float = 0.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(t, p) of the one-sided Welch test of H1: allocation i of `a`, `margin` added, better than allocation j of
-    `b`; NaN where either is missing (-1) or has one seed."""
-    mean, variance, seeds = a.at(i)
-    t, p = verdicts.welch_from_summaries(mean + margin, variance, seeds, *b.at(j))
-    missing = (i < 0) | (j < 0)
-    return np.where(missing, np.nan, t), np.where(missing, np.nan, p)
+def welch_t(a: Arms, i: np.ndarray, b: Arms, j: np.ndarray, margin: float = 0.0) -> np.ndarray:
+    """The Welch t of allocation i of `a`, `margin` added, against allocation j of `b` (what a rule reads: its p is
+    the rule's own, `calibration`); NaN where either is missing (-1) or has one seed."""
+    (mean_a, variance_a, seeds_a), (mean_b, variance_b, seeds_b) = a.at(i), b.at(j)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (mean_a + margin - mean_b) / np.sqrt(variance_a / seeds_a + variance_b / seeds_b)
+    return np.where((i < 0) | (j < 0) | (seeds_a < 2) | (seeds_b < 2), np.nan, t)
 
 
 def depth_test(arms: Arms, deeper: int, shallower: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,7 +75,8 @@ def depth_test(arms: Arms, deeper: int, shallower: int) -> tuple[np.ndarray, np.
     `shallower`, one-sided Welch. (index of the deeper, index of the shallower, p); an index is -1 where the depth
     has no allocation."""
     i, j = BestAgainst((deeper,), (shallower,)).picks(arms)
-    return i, j, welch_between(arms, i, arms, j)[1]
+    p = verdicts.welch_from_summaries(*arms.at(i), *arms.at(j))[1]
+    return i, j, np.where((i < 0) | (j < 0), np.nan, p)
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,7 @@ class FewerLayers:
     nonrecurrent: np.ndarray  # of the best non-recurrent one
     direction: np.ndarray  # +1: the recurrent best is shallower (the paper), −1 deeper, 0 the same depth
     rival: np.ndarray  # the deeper family's best within the other's depth (-1: none)
-    t: np.ndarray  # Welch t of the deeper family's best against `rival`; NaN: no test
-    p: np.ndarray  # its one-sided p, as if the two had been chosen in advance (the authors' protocol)
+    t: np.ndarray  # Welch t of the deeper family's best against `rival`; NaN: no test (its p: calibration's)
 
 
 def fewer_layers(recurrent: Arms, nonrecurrent: Arms) -> FewerLayers:
@@ -100,13 +99,11 @@ def fewer_layers(recurrent: Arms, nonrecurrent: Arms) -> FewerLayers:
     rec_rival, non_rival = recurrent.best(recurrent.depth <= shallow), nonrecurrent.best(nonrecurrent.depth <= shallow)
     deeper_is_recurrent = rec_depth > non_depth
     rival = np.where(deeper_is_recurrent, rec_rival, non_rival)
-    (rec_t, rec_p), (non_t, non_p) = (welch_between(recurrent, rec, recurrent, rec_rival),
-                                      welch_between(nonrecurrent, non, nonrecurrent, non_rival))
-    t, p = np.where(deeper_is_recurrent, rec_t, non_t), np.where(deeper_is_recurrent, rec_p, non_p)
+    t = np.where(deeper_is_recurrent, welch_t(recurrent, rec, recurrent, rec_rival),
+                 welch_t(nonrecurrent, non, nonrecurrent, non_rival))
     direction = np.sign(non_depth - rec_depth).astype(int)
     same = direction == 0
-    return FewerLayers(rec, non, direction, np.where(same, -1, rival), np.where(same, np.nan, t),
-                       np.where(same, np.nan, p))
+    return FewerLayers(rec, non, direction, np.where(same, -1, rival), np.where(same, np.nan, t))
 
 
 # ------------------------------------------------------------------------------------------------ the rules
@@ -164,7 +161,7 @@ class BestAgainst:
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
         arms = families[self.family]
         i, j = self.picks(arms)
-        return signed(welch_between(arms, i, arms, j)[0])
+        return signed(welch_t(arms, i, arms, j))
 
     def least_favourable(self, shape, side: int) -> list:
         seeds, depth = _family(shape, self.family)
@@ -210,7 +207,7 @@ class RecurrenceBetter:
 
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
         i, j = best_pair(families[True], families[False], self.shallow)
-        return signed(welch_between(families[True], i, families[False], j, self.margin)[0])
+        return signed(welch_t(families[True], i, families[False], j, self.margin))
 
     def least_favourable(self, shape, side: int) -> list:
         if side == 1:
@@ -239,7 +236,7 @@ class AgainstRival:
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
         (arms,) = families.values()
         rival = self.rival(arms)
-        return signed(welch_between(arms, np.full(np.shape(rival), self.default), arms, rival, self.margin)[0])
+        return signed(welch_t(arms, np.full(np.shape(rival), self.default), arms, rival, self.margin))
 
     def least_favourable(self, shape, side: int) -> list:
         """+1: one rival at the default's level, the others sunk; −1 (the default is one arm): every arm equal."""
@@ -259,7 +256,7 @@ class MoreExperts:
     def groups(self, arms: Arms) -> np.ndarray:
         """Each group's Welch t of its largest E against its smallest, (..., groups); NaN for a side of one seed."""
         at = lambda index: np.full(arms.mean.shape[:-1], index)  # noqa: E731
-        return np.stack([welch_between(arms, at(last), arms, at(first))[0]
+        return np.stack([welch_t(arms, at(last), arms, at(first))
                          for first, last in zip(self.first, self.last)], -1)
 
     def __call__(self, families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
