@@ -181,13 +181,13 @@ class FewerLayersRule:
         """For each depth D the shallower family's best may take (that family's other depths sunk): the deeper
         family's arms beyond D tied at the top, and one of its arms at L ≤ D with them, the rest sunk."""
         shallower = side == 1  # +1: the recurrent family is the shallower one
+        own = _family(shape, shallower)[1]
+        seeds, depth = _family(shape, not shallower)
         found = []
-        for at in np.unique(_family(shape, shallower)[1]):
-            seeds, depth = _family(shape, not shallower)
-            within = _all_but_one(depth <= at, seeds)
+        for at in np.unique(own):
             if (depth > at).any() and (depth <= at).any():
-                found.append(((shallower, tuple(bool(d != at) for d in _family(shape, shallower)[1])),
-                              (not shallower, within or tuple(False for _ in depth))))
+                within = _all_but_one(depth <= at, seeds) or tuple(False for _ in depth)
+                found.append(((shallower, tuple(bool(d != at) for d in own)), (not shallower, within)))
         return found
 
 
@@ -210,8 +210,9 @@ class RecurrenceBetter:
         return signed(welch_t(families[True], i, families[False], j, self.margin))
 
     def least_favourable(self, shape, side: int) -> list:
-        if side == 1:
-            return _sinking(False, np.ones(len(_family(shape, False)[0]), bool), _family(shape, False)[0])
+        if side == 1:  # one non-recurrent allocation at the top
+            seeds, _ = _family(shape, False)
+            return _sinking(False, np.ones(len(seeds), bool), seeds)
         seeds, depth = _family(shape, True)
         return _sinking(True, depth <= (self.shallow or depth.max()), seeds)
 
