@@ -177,19 +177,20 @@ def evaluation(run: str, greedy: dict[int, list[int]]) -> xr.Dataset:
                       coords={"mode": ["greedy", "sampled"], "seed": seeds, "level": np.arange(6)}, attrs={"run": run})
 
 
-def test_the_scored_levels_are_those_every_probed_run_solves_greedily_at_its_probed_seed():
-    evaluations = [evaluation("a", {0: [0, 0, 0, 0, 0, 0], 1: [1, 1, 0, 1, 1, 0]}),  # probed at seed 1
+def test_the_scored_levels_are_those_every_probed_agent_solves_greedily():
+    evaluations = [evaluation("a", {0: [0, 0, 0, 0, 0, 0], 1: [1, 1, 0, 1, 1, 0], 2: [1, 1, 1, 1, 1, 0]}),
                    evaluation("b", {0: [1, 0, 0, 1, 1, 1]}),
                    evaluation("c", {2: [1, 1, 1, 1, 0, 1]})]
-    seeds = {"a": 1, "b": 0, "c": 2}
-    # By hand: a ∩ b = levels 0, 3, 4; ∩ c = levels 0, 3.
+    seeds = {"a": [1, 2], "b": [0], "c": [2]}  # a probed at seeds 1 and 2, not 0
+    # By hand: a's agents 1 ∩ 2 = levels 0, 1, 3, 4; ∩ b = 0, 3, 4; ∩ c = 0, 3.
     assert probe_scores.solved_by_all(evaluations, seeds, 6).tolist() == [0, 3]
+    assert probe_scores.solved_by_all(evaluations, seeds | {"a": [0, 1]}, 6).tolist() == []  # a's agent 0 solves none
     nobody = evaluation("d", {0: [0] * 6})
-    assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": 0}, 6).tolist() == []
+    assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": [0]}, 6).tolist() == []
     with pytest.raises(PipelineError, match=r"test evaluation of a: 6 levels, but the probe data plays 7"):
         probe_scores.solved_by_all(evaluations, seeds, 7)
-    with pytest.raises(PipelineError, match=r"test evaluation of b: no probed seed 2 among its seeds \[0\]"):
-        probe_scores.solved_by_all(evaluations, seeds | {"b": 2}, 6)
+    with pytest.raises(PipelineError, match=r"test evaluation of b: probed seeds \[0, 2\] not all among its seeds \[0\]"):
+        probe_scores.solved_by_all(evaluations, seeds | {"b": [0, 2]}, 6)
 
 
 def test_scores_count_only_the_scored_levels_and_none_is_nan(linear_code):
