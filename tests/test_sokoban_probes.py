@@ -1,6 +1,9 @@
 """Planning probes: labels of a hand-worked trajectory, probe data with every level exactly once, probes that
 find a linear code and none in noise, the precision threshold over the first 20 steps and the levels every probed
-run solves (App. F), both against hand computations, EP's macro-F1 and the bootstrap interval."""
+agent solves (App. F), both against hand computations, EP's macro-F1, the bootstrap interval, and every agent's
+scores collected by run and agent."""
+
+import json
 
 import equinox as eqx
 import jax
@@ -8,11 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import REPO
 from jumanji_referee import level
 
+from parallel_experts.analysis import probes as probe_analysis
+from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
+from parallel_experts.sokoban import evaluate, experiment, generator, probe_scores, probes
 from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.levels import pad_to
 from parallel_experts.sokoban.settings import AgentConfig
@@ -237,3 +244,29 @@ def test_bootstrap_interval_covers_the_true_value_at_about_the_nominal_rate():
         estimate, low, high = probe_scores.bootstrap_ratio(hits, labelled, draws=400, seed=int(rng.integers(1 << 30)))
         covered += bool(low[0] <= true_recall <= high[0])
     assert 0.90 <= covered / repeats <= 0.99
+
+
+def test_every_probed_agents_scores_are_collected_by_run_and_agent(linear_code, tmp_path):
+    """Two runs, two probed agents each (seeds 3 and 5), scored on the same levels: one dataset by run and agent, each
+    agent with its seed; the pages' view is one curve per run, the mean over its agents."""
+    train, calibration, test = linear_code
+    test = test.assign_coords(level=test["level"] - 250)
+    config = probe_scores.ProbeConfig(seeds=1, epochs=1, learning_rate=3e-2, bootstrap=20)
+    cfg = files.load([REPO / "config/smoke.yaml"])
+    runs = experiment.probed_runs(cfg)
+    paths = []
+    for run in runs:
+        for seed in (3, 5):
+            attrs = {"levels": 50, "seed": seed, "run": run.id, "run_config": json.dumps(run.to_dict())}
+            scores = probe_scores.score(train, calibration, test.assign_attrs(attrs), [0, 1, 2], config)
+            paths.append(tmp_path / f"{len(paths)}.nc")
+            store.write_netcdf(scores, paths[-1])
+    found = probe_scores.collect([str(path) for path in paths])
+    assert found["run"].values.tolist() == [run.id for run in runs] and found.sizes["agent"] == 2
+    assert found["agent_seed"].values.tolist() == [[3, 5], [3, 5]]
+    assert found["recall"].dims[:2] == ("run", "agent") and found.attrs["scored_levels"] == 3
+    view = probe_analysis.over_agents(found)
+    assert "agent" not in view["recall"].dims and view["scored"].values.sum() == 3
+    np.testing.assert_allclose(view["macro_f1"].values, found["macro_f1"].mean("agent").values)
+    with pytest.raises(PipelineError, match="different numbers of probed agents"):
+        probe_scores.collect([str(path) for path in paths[:3]])

@@ -86,9 +86,11 @@ def over_agents(probes: xr.Dataset) -> xr.Dataset:
         view[name] = xr.concat([value.mean("agent"), value.min("agent"), value.max("agent")],
                                dim="estimate").assign_coords(estimate=probes["estimate"].values)
         view[name].attrs = probes[name].attrs
-    for name in ("plan", "plan_truth", "picture"):
+    for name in ("plan", "plan_truth", "picture"):  # Fig. 13 pictures one agent: the first
         if name in probes:
             view[name] = probes[name].isel(agent=0, drop=True)
+    if "scored" in probes:  # one level set for every agent (a boolean, which the mean leaves out)
+        view["scored"] = probes["scored"]
     return view.assign_attrs(attrs)
 
 

@@ -242,9 +242,11 @@ def collect(paths: list[str]) -> xr.Dataset:
     per_run = []
     for run, agents in by_run.values():
         a = run.agent
-        per_run.append(xr.concat(agents, dim="agent", join="outer").expand_dims(run=[run.id]).assign_coords(
+        found = xr.concat(agents, dim="agent", join="outer")
+        per_run.append(found.drop_vars("agent_seed").expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), recurrent=("run", [a.recurrent]), budget=("run", [run.budget]),
-            depth=("run", [a.depth]), experts=("run", [a.experts]), width=("run", [a.width])))
+            depth=("run", [a.depth]), experts=("run", [a.experts]), width=("run", [a.width]),
+            agent_seed=(("run", "agent"), [found["agent_seed"].values])))  # by run: each run's own seeds
     return xr.concat(per_run, dim="run", join="outer").assign(scored=scored[0]).assign_attrs(
         {key: value for key, value in scores.attrs.items() if key not in ("run", "run_config", "agent_seed")})
 
