@@ -6,7 +6,7 @@ import copy
 
 import numpy as np
 import pytest
-from helpers import REPO, STEPS, probe_recall
+from helpers import REPO, STEPS, probe_recall, snakemake
 
 from parallel_experts.analysis import calibration, depth_rules, findings, verdicts
 from parallel_experts.analysis import probes as probe_analysis
@@ -14,7 +14,13 @@ from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, SUPPORTED, UNTESTED
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.lm import flops as lm_flops
+from parallel_experts.planning import costs
+from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment
+from parallel_experts.sokoban import flops as sokoban_flops
+
+COUNTERS = costs.Counters(sokoban_flops, lm_flops)
 
 AGENT_OFFSETS = np.array([[-0.02], [0.0], [0.02]])  # three agents per run, a little apart
 # Three agents whose recall differs more early than late: each has its own early-minus-late recall.
@@ -95,6 +101,8 @@ def test_the_pages_show_the_mean_over_agents_with_their_range_as_the_band():
     one = probe_analysis.over_agents(probe_recall(LEADING, CAUGHT_UP, width=0.05))
     assert one["recall"].sel(run="deep", representation="state", target="agent_onto",
                              step=0).values.tolist() == pytest.approx([0.6, 0.55, 0.65])  # its interval over levels
+    assert probe_analysis.compare_verdict(view, "deep", "shallow")[-2].endswith(
+        "(a reading of the mean curves; the claims page tests it over the 3 agents per run)")
 
 
 def probed_config(seeds):
@@ -108,3 +116,19 @@ def test_each_probed_seed_must_be_a_seed_every_probed_run_trains():
     assert [experiment.probe_seeds(config, run) for run in experiment.probed_runs(config)] == [(0, 1)] * 4
     with pytest.raises(ConfigError, match=r"sokoban\.probes\.seeds\[1\]: 7 is not a seed of convlstm/recurrent/small"):
         experiment.probed_runs(probed_config([0, 7]))
+
+
+def test_the_planner_prices_one_probe_job_per_agent_as_the_dag_runs_them(tmp_path):
+    """The demo probes two agents per run: the planner's probe jobs (rule and wildcards) are the dry run's."""
+    dry = snakemake("-n", "--configfile", "config/config.yaml", "--directory", str(tmp_path), paths.SOKOBAN_PROBES)
+    assert dry.returncode == 0, dry.stderr
+    planned = set()
+    for block in dry.stdout.split("\nrule ")[1:]:
+        rule, _, rest = block.partition(":")
+        wildcards = [line.split("wildcards: ", 1)[1] for line in rest.splitlines() if "wildcards: " in line]
+        if rule.startswith("sokoban_probe_"):
+            planned.add((rule, wildcards[0]))
+    config = files.load([REPO / "config" / "config.yaml"])
+    priced = {(job.rule, job.wildcards) for job in costs.jobs_by_result(config, COUNTERS, [paths.SOKOBAN_PROBES])[
+        paths.SOKOBAN_PROBES] if job.rule.startswith("sokoban_probe_")}
+    assert len(priced) == 4 * 2 * (3 + 1) and priced == planned  # 4 runs x 2 agents x (3 splits of data + 1 fit)
