@@ -257,7 +257,8 @@ def data_note(probes: xr.Dataset) -> str:
             "each curve is the mean over the run's agents, its band spans the lowest to the highest agent (their "
             "spread; each agent's own interval over levels is in the data, not drawn), and each table the mean; the "
             "plan pictured is the first seed's agent's")
-    return (f"Probe data: greedy episodes of {agents_words(probes)} (training seeds {', '.join(map(str, seeds))}) on "
+    seed_words = f"training seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return (f"Probe data: greedy episodes of {agents_words(probes)} ({seed_words}) on "
             f"{a['train_levels']:,} training levels (probe training), {a['calibration_levels']:,} calibration levels "
             f"(threshold at {a['probe_precision']:.0%} precision over the predictions of steps t < "
             f"{a['probe_calibration_steps']}, as App. F) and all {a['test_levels']:,} test levels, each once, with "
