@@ -194,7 +194,7 @@ def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str
         verdict = "shows half the paper's pattern: the deeper agent leads at first, but the gap does not close"
     else:
         verdict = "does not show the paper's pattern: the deeper agent does not lead at first"
-    if agents(probes) > 1:  # the curves are means over agents: the test over them is the claims page's
+    if found["meaningful"] and agents(probes) > 1:  # the curves are means over agents: the claims page tests them
         verdict += f" (a reading of the mean curves; the claims page tests it over the {agents(probes)} agents per run)"
     return [*lines, f"this run {verdict}", PAPER_PATTERN]
 
