@@ -244,19 +244,24 @@ STEPS = 12
 
 
 def probe_recall(state_deep, state_shallow, control=0.1, width=0.02, scored_levels=100):
-    """Two recurrent runs (L4, L2) whose state recall follows the given curves and whose controls sit at `control`,
-    each with an interval of ± width, scored on `scored_levels` of 100 test levels."""
-    recall = np.full((2, len(REPRESENTATIONS), len(TARGETS), STEPS), control)
-    recall[0, 0], recall[1, 0] = state_deep, state_shallow
+    """The probes dataset of two recurrent runs (L4, L2) whose agents' state recall follows the given curves, (steps,)
+    for one agent per run or (agents, steps), and whose controls sit at `control`; each curve with an interval of ±
+    width, scored on `scored_levels` of 100 test levels."""
+    deep, shallow = np.atleast_2d(state_deep), np.atleast_2d(state_shallow)
+    agents = len(deep)
+    recall = np.full((2, agents, len(REPRESENTATIONS), len(TARGETS), STEPS), control)
+    recall[0, :, 0], recall[1, :, 0] = deep[:, None], shallow[:, None]
     bounds = np.stack([recall, recall - width, recall + width], axis=-1)
+    scores = ("run", "agent", "representation", "target", "step", "estimate")
     return xr.Dataset(
-        {"recall": (("run", "representation", "target", "step", "estimate"), bounds),
-         "precision": (("run", "representation", "target", "step", "estimate"), bounds),
-         "episodes": (("run", "step"), np.full((2, STEPS), 100)),
-         "macro_f1": (("run", "representation", "target"), np.arange(12.0).reshape(2, 3, 2) / 12)},
-        coords={"run": ["deep", "shallow"], "representation": list(REPRESENTATIONS), "target": list(TARGETS),
-                "step": np.arange(STEPS), "estimate": ["value", "low", "high"], "depth": ("run", [4, 2]),
-                "experts": ("run", [1, 2]), "width": ("run", [8, 8]), "recurrent": ("run", [True, True])},
+        {"recall": (scores, bounds), "precision": (scores, bounds),
+         "episodes": (("run", "agent", "step"), np.full((2, agents, STEPS), 100)),
+         "macro_f1": (("run", "agent", "representation", "target"),
+                      np.broadcast_to(np.arange(12.0).reshape(2, 1, 3, 2) / 12, (2, agents, 3, 2)))},
+        coords={"run": ["deep", "shallow"], "agent": np.arange(agents), "representation": list(REPRESENTATIONS),
+                "target": list(TARGETS), "step": np.arange(STEPS), "estimate": ["value", "low", "high"],
+                "depth": ("run", [4, 2]), "experts": ("run", [1, 2]), "width": ("run", [8, 8]),
+                "recurrent": ("run", [True, True]), "agent_seed": (("run", "agent"), [list(range(agents))] * 2)},
         attrs={"test_levels": 100, "scored_levels": scored_levels})
 
 

@@ -219,9 +219,10 @@ def test_one_probed_agent_per_depth_leaves_the_planning_claim_untested(deep, sha
 def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_them():
     caught_up = np.minimum(0.3 + 0.1 * STEPS, 0.6)
     found = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")
-    assert found.verdict == UNTESTED and "on the 40 test levels every probed run solves (the paper: 906)" in found.measured
+    assert found.verdict == UNTESTED and "on the 40 test levels every probed agent solves (the paper: 906)" in found.measured
+    assert "one agent per run" in found.measured and "one agent per depth" in found.test
     none = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=0), "deep", "shallow")
-    assert none.verdict == INCONCLUSIVE and none.measured.startswith("no test level is solved by every probed run")
+    assert none.verdict == INCONCLUSIVE and none.measured.startswith("no test level is solved by every probed agent")
 
 
 # ------------------------------------------------------------------------------------------------ FineWeb

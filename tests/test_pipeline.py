@@ -38,13 +38,14 @@ def check_outputs(workdir):
     assert sweep.attrs["test_mean_optimal_pushes"] == pytest.approx(test_levels.pushes.mean())
     assert "A push-optimal solution of a test level takes" in (workdir / "reports/sokoban_tables.html").read_text()
     probes = store.open_dataset(workdir / "results/sokoban/probes.nc")
-    assert probes.sizes["run"] == 2 and probes.attrs["test_levels"] == 20
+    assert probes.sizes["run"] == 2 and probes.sizes["agent"] == 1 and probes.attrs["test_levels"] == 20
+    assert probes["agent_seed"].values.tolist() == [[0], [0]]  # no sokoban.probes.seeds: each run's first seed
     solved = True
-    for run in probes["run"].values:  # the probe data plays every test level; the scores count those all runs solve
-        test = store.open_dataset(workdir / f"results/sokoban/probes/{run}/test.nc")
+    for run in probes["run"].values:  # the probe data plays every test level; the scores count those all agents solve
+        test = store.open_dataset(workdir / f"results/sokoban/probes/{run}/seed-0/test.nc")
         assert sorted(set(test["level"].values)) == list(range(20))
         evaluation = store.open_dataset(workdir / f"results/sokoban/runs/{run}/eval.nc")
-        solved = solved & evaluation["solved"].sel(mode="greedy").isel(seed=0).values  # the probed seed: the first
+        solved = solved & evaluation["solved"].sel(mode="greedy", seed=0).values  # the probed agent: seed 0
     assert probes["scored"].values.tolist() == solved.tolist() and probes.attrs["scored_levels"] == solved.sum()
     for name in ("sokoban_convlstm_small", "sokoban_depth", "sokoban_tables", "sokoban_table2", "sokoban_probe_recall",
                  "sokoban_probe_depth", "sokoban_plans", "lm_small_W16", "lm_depth", "lm_ablations"):

@@ -52,7 +52,7 @@ def probing(edit):
 def test_probed_runs_are_the_named_runs_in_order():
     cfg = probing(lambda s: s["probes"].update(runs=list(reversed(s["probes"]["runs"]))))
     assert [run.id for run in experiment.probed_runs(cfg)] == cfg["sokoban"]["probes"]["runs"]
-    assert experiment.probe_seed(cfg, experiment.probed_runs(cfg)[0]) == 0  # the run's first seed by default
+    assert experiment.probe_seeds(cfg, experiment.probed_runs(cfg)[0]) == (0,)  # the run's first seed by default
     assert experiment.probed_runs(probing(lambda s: s.pop("probes"))) == []
 
 
@@ -65,7 +65,8 @@ def test_probed_runs_are_the_named_runs_in_order():
     (lambda s: s["probes"]["picture"].update(run="convlstm/nonrecurrent/small/L1-E1-d16"),
      r"sokoban\.probes\.picture\.run: 'convlstm/nonrecurrent/small/L1-E1-d16' is not a probed run"),
     (lambda s: s["levels"].pop("valid"), r"sokoban\.levels\.valid: the probes calibrate on these levels"),
-    (lambda s: s["probes"].update(seed=7), r"sokoban\.probes\.seed: 7 is not a seed of convlstm/recurrent/small/L1-E1-d16"),
+    (lambda s: s["probes"].update(seeds=[0, 7]),
+     r"sokoban\.probes\.seeds\[1\]: 7 is not a seed of convlstm/recurrent/small/L1-E1-d16 \(it trains seeds \[0\]\)"),
 ])
 
 
@@ -111,6 +112,7 @@ def test_a_sweep_gives_its_seeds_by_family_and_budget_and_keeps_its_run_ids(seed
     demo = files.load([REPO / "config/config.yaml"])
     before = [run.id for run in experiment.runs(demo)]
     demo["sokoban"]["sweeps"]["convlstm"]["seeds"] = seeds
+    demo["sokoban"]["probes"].pop("seeds")  # the demo probes seeds 0 and 1, which these sweeps may not train
     study.check(demo)
     runs = experiment.runs(demo)
     assert [run.id for run in runs] == before

@@ -2,10 +2,16 @@
 
 import numpy as np
 import pytest
-from helpers import STEPS, probe_recall
+from helpers import STEPS
+from helpers import probe_recall as probes_dataset
 
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.reporting import plots
+
+
+def probe_recall(*args, **kwargs):
+    """The pages' view (one curve per run) of a hand-made probes dataset."""
+    return probe_analysis.over_agents(probes_dataset(*args, **kwargs))
 
 
 def verdict(ds):
@@ -30,16 +36,19 @@ def test_no_verdict_on_depth_when_the_state_does_not_beat_its_controls():
 
 def test_the_pages_give_the_scored_levels_beside_the_papers_and_say_when_they_are_few_or_none():
     many = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=45))
-    assert many == ("Scored levels: the 45 of 100 test levels that each of the 2 probed runs solves in greedy play at "
-                    "the probed seed (the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
+    assert many == ("Scored levels: the 45 of 100 test levels that each of the 2 probed runs solves in greedy play "
+                    "(the paper: the 906 of 1,000 that all four of its probed policies solve, App. F).")
+    agents = probe_recall(np.zeros((3, STEPS)), np.zeros((3, STEPS)), scored_levels=45)
+    assert "that each of the 6 probed agents (2 runs × 3 seeds) solves in greedy play" in (
+        probe_analysis.level_set_note(agents))
     few = probe_analysis.level_set_note(probe_recall(np.zeros(STEPS), np.zeros(STEPS), scored_levels=29))
     assert few.startswith("Scored levels: the 29 of 100") and "fewer than 30 levels: the intervals" in few
     assert "over 29 levels a 95 % interval of this bootstrap covers the truth about 94 % of the time" in few
     none = probe_recall(np.full(STEPS, 0.6), np.full(STEPS, 0.3), scored_levels=0)
-    assert "No test level is solved by every probed run, so there is nothing to score" in (
+    assert "No test level is solved by every probed agent, so there is nothing to score" in (
         probe_analysis.level_set_note(none))
-    assert verdict(none) == ("this run cannot test the paper's pattern: no test level is solved by every probed run, "
-                             "so no probe was scored")
+    assert verdict(none) == ("this run cannot test the paper's pattern: no test level is solved by every probed "
+                             "agent, so no probe was scored")
 
 
 def test_recall_table_reads_the_curves_at_the_chosen_steps():

@@ -1,6 +1,9 @@
 """Planning probes: labels of a hand-worked trajectory, probe data with every level exactly once, probes that
 find a linear code and none in noise, the precision threshold over the first 20 steps and the levels every probed
-run solves (App. F), both against hand computations, EP's macro-F1 and the bootstrap interval."""
+agent solves (App. F), both against hand computations, EP's macro-F1, the bootstrap interval, and every agent's
+scores collected by run and agent."""
+
+import json
 
 import equinox as eqx
 import jax
@@ -8,11 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
+from helpers import REPO
 from jumanji_referee import level
 
+from parallel_experts.analysis import probes as probe_analysis
+from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
+from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
+from parallel_experts.sokoban import evaluate, experiment, generator, probe_scores, probes
 from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.levels import pad_to
 from parallel_experts.sokoban.settings import AgentConfig
@@ -177,19 +184,20 @@ def evaluation(run: str, greedy: dict[int, list[int]]) -> xr.Dataset:
                       coords={"mode": ["greedy", "sampled"], "seed": seeds, "level": np.arange(6)}, attrs={"run": run})
 
 
-def test_the_scored_levels_are_those_every_probed_run_solves_greedily_at_its_probed_seed():
-    evaluations = [evaluation("a", {0: [0, 0, 0, 0, 0, 0], 1: [1, 1, 0, 1, 1, 0]}),  # probed at seed 1
+def test_the_scored_levels_are_those_every_probed_agent_solves_greedily():
+    evaluations = [evaluation("a", {0: [0, 0, 0, 0, 0, 0], 1: [1, 1, 0, 1, 1, 0], 2: [1, 1, 1, 1, 1, 0]}),
                    evaluation("b", {0: [1, 0, 0, 1, 1, 1]}),
                    evaluation("c", {2: [1, 1, 1, 1, 0, 1]})]
-    seeds = {"a": 1, "b": 0, "c": 2}
-    # By hand: a ∩ b = levels 0, 3, 4; ∩ c = levels 0, 3.
+    seeds = {"a": [1, 2], "b": [0], "c": [2]}  # a probed at seeds 1 and 2, not 0
+    # By hand: a's agents 1 ∩ 2 = levels 0, 1, 3, 4; ∩ b = 0, 3, 4; ∩ c = 0, 3.
     assert probe_scores.solved_by_all(evaluations, seeds, 6).tolist() == [0, 3]
+    assert probe_scores.solved_by_all(evaluations, seeds | {"a": [0, 1]}, 6).tolist() == []  # a's agent 0 solves none
     nobody = evaluation("d", {0: [0] * 6})
-    assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": 0}, 6).tolist() == []
+    assert probe_scores.solved_by_all([*evaluations, nobody], seeds | {"d": [0]}, 6).tolist() == []
     with pytest.raises(PipelineError, match=r"test evaluation of a: 6 levels, but the probe data plays 7"):
         probe_scores.solved_by_all(evaluations, seeds, 7)
-    with pytest.raises(PipelineError, match=r"test evaluation of b: no probed seed 2 among its seeds \[0\]"):
-        probe_scores.solved_by_all(evaluations, seeds | {"b": 2}, 6)
+    with pytest.raises(PipelineError, match=r"test evaluation of b: probed seeds \[0, 2\] not all among its seeds \[0\]"):
+        probe_scores.solved_by_all(evaluations, seeds | {"b": [0, 2]}, 6)
 
 
 def test_scores_count_only_the_scored_levels_and_none_is_nan(linear_code):
@@ -236,3 +244,29 @@ def test_bootstrap_interval_covers_the_true_value_at_about_the_nominal_rate():
         estimate, low, high = probe_scores.bootstrap_ratio(hits, labelled, draws=400, seed=int(rng.integers(1 << 30)))
         covered += bool(low[0] <= true_recall <= high[0])
     assert 0.90 <= covered / repeats <= 0.99
+
+
+def test_every_probed_agents_scores_are_collected_by_run_and_agent(linear_code, tmp_path):
+    """Two runs, two probed agents each (seeds 3 and 5), scored on the same levels: one dataset by run and agent, each
+    agent with its seed; the pages' view is one curve per run, the mean over its agents."""
+    train, calibration, test = linear_code
+    test = test.assign_coords(level=test["level"] - 250)
+    config = probe_scores.ProbeConfig(seeds=1, epochs=1, learning_rate=3e-2, bootstrap=20)
+    cfg = files.load([REPO / "config/smoke.yaml"])
+    runs = experiment.probed_runs(cfg)
+    paths = []
+    for run in runs:
+        for seed in (3, 5):
+            attrs = {"levels": 50, "seed": seed, "run": run.id, "run_config": json.dumps(run.to_dict())}
+            scores = probe_scores.score(train, calibration, test.assign_attrs(attrs), [0, 1, 2], config)
+            paths.append(tmp_path / f"{len(paths)}.nc")
+            store.write_netcdf(scores, paths[-1])
+    found = probe_scores.collect([str(path) for path in paths])
+    assert found["run"].values.tolist() == [run.id for run in runs] and found.sizes["agent"] == 2
+    assert found["agent_seed"].values.tolist() == [[3, 5], [3, 5]]
+    assert found["recall"].dims[:2] == ("run", "agent") and found.attrs["scored_levels"] == 3
+    view = probe_analysis.over_agents(found)
+    assert "agent" not in view["recall"].dims and view["scored"].values.sum() == 3
+    np.testing.assert_allclose(view["macro_f1"].values, found["macro_f1"].mean("agent").values)
+    with pytest.raises(PipelineError, match="different numbers of probed agents"):
+        probe_scores.collect([str(path) for path in paths[:3]])

@@ -122,6 +122,8 @@ SOKOBAN_ABLATIONS = sokoban_experiment.ablation_runs(config)
 SOKOBAN_ABLATION_RUNS = dataset_ids(paths.ablations("sokoban"))
 SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
 PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
+# Every training seed some probed run's agent is probed at (sokoban.probes.seeds, else each run's first).
+PROBED_SEEDS = sorted({seed for run in PROBED_RUNS.values() for seed in sokoban_experiment.probe_seeds(config, run)})
 LM_ABLATIONS = lm_experiment.ablation_runs(config)
 LM_ABLATION_RUNS = dataset_ids(paths.ablations("lm"))
 LM_RUNS = lm_experiment.runs_by_id(config)
@@ -172,6 +174,15 @@ def probe_count(wildcards):
     """How many levels a probe split plays (sokoban.experiment.probe_episodes, as the planner prices them)."""
     count = sokoban_experiment.probe_episodes(config)[wildcards.split]
     return "all" if count is None else count
+
+
+def probe_score_files():
+    """Every probed agent's scores: each probed run's, at each of its probed seeds, in that order."""
+    return [
+        paths.probe_scores(run.id, seed)
+        for run in PROBED_RUNS.values()
+        for seed in sokoban_experiment.probe_seeds(config, run)
+    ]
 
 
 def run_dir(domain):

@@ -1,21 +1,22 @@
-# Planning probes of trained Sokoban runs (Figs. 4, 12, 13): probe data per split, fitted and scored probes per
-# run, and one dataset over all probed runs.
+# Planning probes of trained Sokoban runs (Figs. 4, 12, 13): per probed agent (a run's agent of one probed seed) its
+# probe data per split and its fitted and scored probes, and one dataset over all probed agents.
 
 
 rule sokoban_probe_data:
-    """Greedy episodes of one seed's agent: its states, encoder outputs, the untrained control, and labels."""
+    """Greedy episodes of one probed agent: its states, encoder outputs, the untrained control, and labels."""
     input:
         config=ancient(CONFIG_JSON),  # the run's definition; its edits rerun jobs via params
         agents=paths.weights("sokoban", "{run}"),
         levels=probe_levels,
     output:
-        paths.probe_data("{run}", "{split}"),
+        paths.probe_data("{run}", "{seed}", "{split}"),
     log:
-        paths.log("sokoban/probe_data/{run}/{split}"),
+        paths.log("sokoban/probe_data/{run}/seed-{seed}/{split}"),
     benchmark:
-        paths.benchmark("sokoban_probe_data", run="{run}", split="{split}")
+        paths.benchmark("sokoban_probe_data", run="{run}", seed="{seed}", split="{split}")
     wildcard_constraints:
         run=one_of(PROBED_RUNS),
+        seed=one_of(map(str, PROBED_SEEDS)),
         split=one_of(sokoban_experiment.PROBE_SPLITS),
     conda:
         CONDA_ENV
@@ -25,34 +26,35 @@ rule sokoban_probe_data:
     params:
         definition=run_json(SOKOBAN_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("sokoban"),
-        seed=lambda wildcards: sokoban_experiment.probe_seed(config, PROBED_RUNS[wildcards.run]),
         played=probe_count,
     shell:
         "python -m parallel_experts sokoban-probe-data --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
-        "--seed {params.seed:q} --levels {input.levels:q} --count {params.played:q} --out {output:q} > {log:q} 2>&1"
+        "--seed {wildcards.seed:q} --levels {input.levels:q} --count {params.played:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule sokoban_probe_fit:
-    """Probes of every representation and target: fitted, calibrated to the precision over the first steps, scored
-    by step on the test levels that every probed run solves (App. F; their test evaluations say which)."""
+    """One probed agent's probes of every representation and target: fitted, calibrated to the precision over the
+    first steps, scored by step on the test levels that every probed agent solves (App. F; the runs' test evaluations
+    say which)."""
     input:
-        **{split: paths.probe_data("{run}", split) for split in sokoban_experiment.PROBE_SPLITS},
+        **{split: paths.probe_data("{run}", "{seed}", split) for split in sokoban_experiment.PROBE_SPLITS},
         solved=[paths.evaluation("sokoban", run) for run in PROBED_RUNS],
     output:
-        paths.probe_scores("{run}"),
+        paths.probe_scores("{run}", "{seed}"),
     log:
-        paths.log("sokoban/probe_fit/{run}"),
+        paths.log("sokoban/probe_fit/{run}/seed-{seed}"),
     benchmark:
-        paths.benchmark("sokoban_probe_fit", run="{run}")
+        paths.benchmark("sokoban_probe_fit", run="{run}", seed="{seed}")
     wildcard_constraints:
         run=one_of(PROBED_RUNS),
+        seed=one_of(map(str, PROBED_SEEDS)),
     conda:
         CONDA_ENV
     threads: threads("sokoban_probe_fit")
     resources:
         **resources("sokoban_probe_fit"),
     params:
-        seeds=json.dumps({run.id: sokoban_experiment.probe_seed(config, run) for run in PROBED_RUNS.values()}),
+        seeds=json.dumps({run.id: sokoban_experiment.probe_seeds(config, run) for run in PROBED_RUNS.values()}),
         fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
         picture=json.dumps(
             {k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},
@@ -65,9 +67,9 @@ rule sokoban_probe_fit:
 
 
 rule sokoban_probes:
-    """Every probed run's scores in one dataset."""
+    """Every probed agent's scores in one dataset (by run and agent)."""
     input:
-        [paths.probe_scores(run) for run in PROBED_RUNS],
+        probe_score_files(),
     output:
         paths.SOKOBAN_PROBES,
     log:

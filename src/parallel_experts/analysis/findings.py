@@ -313,25 +313,57 @@ def _within(gap: float) -> str:
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
-    """Fig. 4's pattern, with the bootstrap intervals over levels of the probe stage (probe_analysis), on the test
-    levels every probed run solves (App. F). One agent per depth: the intervals resample test levels, not agents,
-    so the agent-to-agent spread is outside them and the pattern is untested, whichever way it leans."""
-
+    """Fig. 4's pattern, on the test levels every probed agent solves (App. F), tested over agents: each probed
+    agent's state recall over the early steps (probe_analysis.EARLY) is its score, the deeper run's agents against
+    the shallower run's (a one-sided Welch t, depth_rules.AgainstRival against its own null): "leads at first". Then
+    "catches up": each agent's early minus late recall (LATE), the deeper run's against the shallower run's: the gap
+    narrows. Supported where both parts are (`combine`). Each agent's score is a mean over the scored levels, so the
+    test over agents carries their level-to-level noise too. First, every agent's state must read more than its
+    controls; with one agent per run there is no test over agents, and the pattern is untested whichever way it
+    leans."""
     test, rule = "the recall's intervals over test levels, early and late steps", verdicts.BOOTSTRAP
     if not probe_analysis.scored_levels(probes):
-        return Finding(INCONCLUSIVE, "no test level is solved by every probed run: no probe was scored", test, rule)
-    found = probe_analysis.compare_pattern(probes, deeper, shallower)
+        return Finding(INCONCLUSIVE, "no test level is solved by every probed agent: no probe was scored", test, rule)
+    view = probe_analysis.over_agents(probes)
+    found = probe_analysis.compare_pattern(view, deeper, shallower)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
                 f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late, "
-                f"{probe_analysis.scored_words(probes)}")
-    if not found["meaningful"]:
+                f"{probe_analysis.scored_words(probes)}, {probe_analysis.agents_words(probes)}")
+    if not all(probe_analysis.agents_beat_controls(probes, run)[0] for run in (deeper, shallower)):
         return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",
                        test, rule)
-    leans = ("the shallower agent leads early" if found["shallower_leads"] else
-             "the early intervals overlap" if not found["leads"] else
-             "the shallower agent catches up" if found["catches_up"] else "the gap stays")
-    return Finding(UNTESTED, f"{measured}; {leans}", f"{test}; one agent per depth: agents are not resampled",
-                   verdicts.UNTESTED)
+    if probe_analysis.agents(probes) < 2:
+        leans = ("the shallower agent leads early" if found["shallower_leads"] else
+                 "the early intervals overlap" if not found["leads"] else
+                 "the shallower agent catches up" if found["catches_up"] else "the gap stays")
+        return Finding(UNTESTED, f"{measured}; {leans}", f"{test}; one agent per depth: agents are not resampled",
+                       verdicts.UNTESTED)
+    early = probe_analysis.agent_scores(probes, (deeper, shallower), probe_analysis.EARLY)
+    late = probe_analysis.agent_scores(probes, (deeper, shallower), probe_analysis.LATE)
+    depths = [int(probes["depth"].sel(run=run)) for run in (deeper, shallower)]
+    (e0, e1), (l0, l1) = probe_analysis.EARLY, probe_analysis.LATE
+    found = combine({"leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}"),
+                     "catches up": _agents_test(early - late, depths, f"recall over steps {e0}-{e1} minus {l0}-{l1}")})
+    return Finding(found.verdict, f"{measured}; {found.measured}", found.test, found.rule, found.no_effect,
+                   found.decided_by, found.evidence, found.parts)
+
+
+def _agents_test(scores: np.ndarray, depths: list[int], what: str) -> Finding:
+    """The deeper run's agents' scores (row 0 of `scores`, one column per agent) above the shallower run's (row 1):
+    a one-sided Welch t over agents against the rule's own null (depth_rules.AgainstRival of the deeper arm)."""
+    deep, shallow = (f"L = {depth}" for depth in depths)
+    mean = np.nanmean(scores, axis=1)
+    measured = (f"{what} per agent: {deep} {_agent_values(scores[0])}, {shallow} {_agent_values(scores[1])} "
+                f"({mean[0] - mean[1]:+.3f})")
+    if np.isnan(scores).any():
+        return Finding(INCONCLUSIVE, measured + "; an agent's scored episodes reach none of these steps")
+    return tested(depth_rules.AgainstRival.of(np.array([True, False])), {True: Arms.of_scores(scores, depths)},
+                  measured, f"{what}: {deep} {'>' if mean[0] >= mean[1] else '<'} {shallow} over agents",
+                  verdicts.AGENTS)
+
+
+def _agent_values(values: np.ndarray) -> str:
+    return "[" + ", ".join(f"{value:.3f}" for value in values) + "]"
 
 
 # ------------------------------------------------------------------------------------------------ FineWeb

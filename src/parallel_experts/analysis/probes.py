@@ -3,11 +3,18 @@
 The paper's Fig. 4: probes on the final state of two large-budget recurrent agents with nearly equal returns;
 the L = 4 agent's recall is higher at first and the L = 2 agent catches up within a few steps. A reading only
 means something if the state beats its controls (the encoder output and the untrained agent), so every verdict
-checks that first. The scores count only the test levels that every probed run solves (App. F), so every page
+checks that first. The scores count only the test levels that every probed agent solves (App. F), so every page
 says how many there are, beside the paper's 906.
+
+The probes dataset holds each probed agent's scores by run and `agent` (a run's agent of one probed training seed,
+`agent_seed`). The pages read one curve per run (`over_agents`: the mean over its agents, the band their range; with
+one agent, its 95 % interval over levels); the claims page tests over agents (`agent_scores`, analysis.findings).
 """
 
 from __future__ import annotations
+
+import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -30,6 +37,8 @@ REPRESENTATION_NAMES = {"state": "final state s_t", "encoder": "encoder output z
 TARGET_NAMES = {"agent_onto": "C_A: agent moves onto", "box_pushed": "C_B: box pushed off"}
 # Fewer scored levels than this and the 95 % intervals over levels are rough (our choice): see `coverage`.
 SMALL_LEVEL_SET = 30
+# Fewer probed agents per run than this and a test over agents has little power (the issue's minimum; our choice).
+FEW_AGENTS = 3
 
 
 def coverage(levels: int, interval: float = 0.95) -> float:
@@ -45,6 +54,66 @@ def run_label(probes: xr.Dataset, run: str) -> str:
     """ "recurrent L2 E4 d4" """
     r = probes.sel(run=run)
     return f"{definitions.family(bool(r['recurrent']))} L{int(r['depth'])} E{int(r['experts'])} d{int(r['width'])}"
+
+
+def agents(probes: xr.Dataset) -> int:
+    """How many agents of each run the probes read (one per probed training seed), in the dataset or its view."""
+    return int(probes.sizes["agent"]) if "agent" in probes.dims else int(probes.attrs.get("probed_agents", 1))
+
+
+def agents_words(probes: xr.Dataset) -> str:
+    """ "3 agents per run" or "one agent per run", with a warning where they are few. """
+    count = agents(probes)
+    if count == 1:
+        return "one agent per run"
+    few = f" (fewer than {FEW_AGENTS}: a test over agents with little power)" if count < FEW_AGENTS else ""
+    return f"{count} agents per run{few}"
+
+
+def over_agents(probes: xr.Dataset) -> xr.Dataset:
+    """The pages' view of the probes dataset, one curve per run: with one agent per run, that agent's scores (its
+    intervals resample levels); with more, the mean over agents of each score, and as recall's and precision's band
+    (`low`, `high`) the lowest and highest agent (the agents' spread, which an interval over one agent's levels
+    misses). Fig. 13's picture is the first agent's. The count and seeds of the agents are in the attrs."""
+    seeds = {str(run): [int(seed) for seed in probes["agent_seed"].sel(run=run).values]
+             for run in probes["run"].values}
+    attrs = probes.attrs | {"probed_agents": agents(probes), "agent_seeds": json.dumps(seeds)}
+    if agents(probes) == 1:
+        return probes.isel(agent=0, drop=True).assign_attrs(attrs)
+    view = probes.mean("agent", keep_attrs=True)
+    for name in ("recall", "precision"):
+        value = probes[name].sel(estimate="value", drop=True)
+        view[name] = xr.concat([value.mean("agent"), value.min("agent"), value.max("agent")],
+                               dim="estimate").assign_coords(estimate=probes["estimate"].values)
+        view[name].attrs = probes[name].attrs
+    for name in ("plan", "plan_truth", "picture"):  # Fig. 13 pictures one agent: the first
+        if name in probes:
+            view[name] = probes[name].isel(agent=0, drop=True)
+    if "scored" in probes:  # one level set for every agent (a boolean, which the mean leaves out)
+        view["scored"] = probes["scored"]
+    return view.assign_attrs(attrs)
+
+
+def agent_scores(probes: xr.Dataset, runs, window: tuple[int, int], target: str = "agent_onto") -> np.ndarray:
+    """Each probed agent's state recall over the steps of `window` (inclusive; mean over the steps some scored
+    episode reaches), (runs, agents): the mean over steps of a ratio summed over the scored levels, so each agent's
+    score carries its level-to-level noise. NaN where an agent's episodes reach no step of the window."""
+    curves = probes["recall"].sel(run=list(runs), representation="state", target=target, estimate="value")
+    values = curves.sel(step=slice(*window)).transpose("run", "agent", "step").values
+    with warnings.catch_warnings():  # an agent whose episodes reach no step of the window: NaN, said by the caller
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=-1)
+
+
+def agents_beat_controls(probes: xr.Dataset, run: str, target: str = "agent_onto") -> tuple[bool, str]:
+    """Whether every probed agent of `run` reads more from its state than from its controls (`beats_controls`, each
+    with its own intervals over levels), and the sentence that says so."""
+    checks = [beats_controls(probes.isel(agent=k, drop=True), run, target) for k in range(agents(probes))]
+    if len(checks) == 1:
+        return checks[0]
+    above = sum(ok for ok, _ in checks)
+    return above == len(checks), (f"{run_label(probes, run)}: the state's recall over steps {EARLY[0]}-{LATE[1]} is "
+                                  f"above both controls for {above} of its {len(checks)} agents")
 
 
 def recall_curves(probes: xr.Dataset, target: str = "agent_onto", steps: int = 31) -> pd.DataFrame:
@@ -110,7 +179,7 @@ def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str
 def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
     """Fig. 4's verdict on a pair (compare_pattern) in words: controls first, the gaps, then the verdict."""
     if not scored_levels(probes):
-        return ["this run cannot test the paper's pattern: no test level is solved by every probed run, so no "
+        return ["this run cannot test the paper's pattern: no test level is solved by every probed agent, so no "
                 "probe was scored", PAPER_PATTERN]
     found = compare_pattern(probes, deeper, shallower, target)
     lines = [*found["controls"], f"deeper minus shallower recall: {found['early_gap']:+.3f} over steps "
@@ -125,6 +194,8 @@ def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str
         verdict = "shows half the paper's pattern: the deeper agent leads at first, but the gap does not close"
     else:
         verdict = "does not show the paper's pattern: the deeper agent does not lead at first"
+    if found["meaningful"] and agents(probes) > 1:  # the curves are means over agents: the claims page tests them
+        verdict += f" (a reading of the mean curves; the claims page tests it over the {agents(probes)} agents per run)"
     return [*lines, f"this run {verdict}", PAPER_PATTERN]
 
 
@@ -149,24 +220,25 @@ def depth_summary(probes: xr.Dataset, target: str) -> list[str]:
 
 
 def scored_levels(probes: xr.Dataset) -> int:
-    """How many test levels the scores count: those every probed run solves."""
+    """How many test levels the scores count: those every probed agent solves."""
     return int(probes.attrs["scored_levels"])
 
 
 def scored_words(probes: xr.Dataset) -> str:
-    """ "on the 12 test levels every probed run solves (the paper: 906)" """
-    return (f"on the {scored_levels(probes):,} test levels every probed run solves (the paper: "
+    """ "on the 12 test levels every probed agent solves (the paper: 906)" """
+    return (f"on the {scored_levels(probes):,} test levels every probed agent solves (the paper: "
             f"{PAPER_LEVELS:,})")
 
 
 def level_set_note(probes: xr.Dataset) -> str:
     """What the scored level set is, beside the paper's, and what it means for the page's numbers."""
-    scored, runs = scored_levels(probes), probes.sizes["run"]
-    found = (f"Scored levels: the {scored:,} of {probes.attrs['test_levels']:,} test levels that each of the {runs} "
-             f"probed runs solves in greedy play at the probed seed (the paper: the {PAPER_LEVELS:,} of "
-             f"{PAPER_TEST_LEVELS:,} that all four of its probed policies solve, App. F).")
+    scored, runs, count = scored_levels(probes), probes.sizes["run"], agents(probes)
+    who = f"{runs} probed runs" if count == 1 else f"{runs * count} probed agents ({runs} runs × {count} seeds)"
+    found = (f"Scored levels: the {scored:,} of {probes.attrs['test_levels']:,} test levels that each of the {who} "
+             f"solves in greedy play (the paper: the {PAPER_LEVELS:,} of {PAPER_TEST_LEVELS:,} that all four of its "
+             "probed policies solve, App. F).")
     if not scored:
-        return found + (" No test level is solved by every probed run, so there is nothing to score and this page "
+        return found + (" No test level is solved by every probed agent, so there is nothing to score and this page "
                         "shows no recall: the probes need agents that solve some of the same levels.")
     if scored < SMALL_LEVEL_SET:
         rough = f"{100 * coverage(scored):.0f} % of the time" if scored > 1 else "never: one level has no spread"
@@ -179,16 +251,22 @@ def level_set_note(probes: xr.Dataset) -> str:
 def data_note(probes: xr.Dataset) -> str:
     """The lines under the scale banner: what the probes were fitted and scored on."""
     a = probes.attrs
-    seeds = sorted(set(int(seed) for seed in probes["agent_seed"].values))
-    return (f"Probe data: greedy episodes of training seed {', '.join(map(str, seeds))}'s agent on "
+    seeds = sorted({seed for found in json.loads(a["agent_seeds"]).values() for seed in found})
+    band = (f"each curve is the run's one agent, its band a 95 % interval from {a['probe_bootstrap']:,} resamples of "
+            "the scored levels" if agents(probes) == 1 else
+            "each curve is the mean over the run's agents, its band spans the lowest to the highest agent (their "
+            "spread; each agent's own interval over levels is in the data, not drawn), and each table the mean; the "
+            "plan pictured is the first seed's agent's")
+    seed_words = f"training seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return (f"Probe data: greedy episodes of {agents_words(probes)} ({seed_words}) on "
             f"{a['train_levels']:,} training levels (probe training), {a['calibration_levels']:,} calibration levels "
             f"(threshold at {a['probe_precision']:.0%} precision over the predictions of steps t < "
-            f"{a['probe_calibration_steps']}, as App. F) and all {a['test_levels']:,} test levels, each once; the "
-            f"scores count the levels every probed run solves. Probe: {a['probe_kernel']}×{a['probe_kernel']} "
-            "convolution, no bias, AdamW "
+            f"{a['probe_calibration_steps']}, as App. F) and all {a['test_levels']:,} test levels, each once, with "
+            f"probes fitted per agent; the scores count the levels every probed agent solves. Probe: "
+            f"{a['probe_kernel']}×{a['probe_kernel']} convolution, no bias, AdamW "
             f"{a['probe_learning_rate']:g} (weight decay {a['probe_weight_decay']:g}), batch {a['probe_batch']}, "
-            f"{a['probe_epochs']} epochs, {a['probe_seeds']} probe seeds; intervals from {a['probe_bootstrap']:,} "
-            f"resamples of the scored levels.\n\n{level_set_note(probes)}")
+            f"{a['probe_epochs']} epochs, {a['probe_seeds']} probe seeds. On this page {band}."
+            f"\n\n{level_set_note(probes)}")
 
 
 def recall_table(probes: xr.Dataset, runs, target: str = "agent_onto", steps=(0, 1, 2, 5, 10, 20)) -> pd.DataFrame:

@@ -7,8 +7,9 @@
 * The claims page decides each part with a rule of `depth_rules` tested against its own null (`calibration`): PICKS
   where the rule picks the best of several allocations, MARGIN where the paper says "comparable" or "competitive"
   (a non-inferiority test: COMPARABLE nats in FineWeb, SOKOBAN_COMPARABLE in Sokoban), MAX_OVER_GROUPS where many
-  (L, d) groups are asked one question, ROUNDS where Tables 5 and 6 time rows in random rounds. A part with no
-  test (one seed, one agent, one timing round) is UNTESTED, never supported or contradicted.
+  (L, d) groups are asked one question, ROUNDS where Tables 5 and 6 time rows in random rounds, AGENTS where Fig. 4's
+  probes are compared over probed agents. A part with no test (one seed, one agent, one timing round) is UNTESTED,
+  never supported or contradicted.
 
 Each rule has a name, which the claims page shows beside every verdict it decided.
 """
@@ -41,6 +42,9 @@ MARGIN = f"non-inferiority over seeds: Welch t with the margin added, {_OWN_NULL
 MAX_OVER_GROUPS = f"the strongest Welch t over the (L, d) groups, {_OWN_NULL} (a max-statistic over groups)"
 ROUNDS = (f"paired t over rounds of the log time ratio to the Transformer, the rows in a new random order each round, "
           f"{_OWN_NULL}")
+AGENTS = (f"one-sided Welch t over probed agents (one per training seed) of the deeper run against the shallower run, "
+          f"each agent's score a mean over the test levels every probed agent solves, so that the test resamples "
+          f"agents and carries each agent's level-to-level noise; {_OWN_NULL}")
 UNTESTED = "no test at this design"
 
 

@@ -139,11 +139,13 @@ def sokoban_train_job(run: sokoban_experiment.Run, forward: float) -> Job:
     return _sokoban_job("sokoban_train", run, len(run.seeds) * run.train.env_steps * passes * forward)
 
 
-def _sokoban_job(rule: str, run: sokoban_experiment.Run, flops: float, split: str = "") -> Job:
-    wildcards = {"run": run.id} | ({"split": split} if split else {})
+def _sokoban_job(rule: str, run: sokoban_experiment.Run, flops: float, seed: int | None = None, split: str = ""
+                 ) -> Job:
+    """A job of one run (a probe job: of its agent of training `seed`, on `split`), its wildcards as Snakemake's."""
+    wildcards = {"run": run.id} | ({"seed": seed} if seed is not None else {}) | ({"split": split} if split else {})
     return Job(rule, ", ".join(f"{key}={value}" for key, value in wildcards.items()), flops,
                paths.benchmark(rule, **wildcards), family(run.agent.recurrent), run, paths.run_dir("sokoban", run.id),
-               len(run.seeds), run.budget, bool(run.train.remat))
+               1 if seed is not None else len(run.seeds), run.budget, bool(run.train.remat))  # a probe job: one agent
 
 
 def _sokoban_jobs(run: sokoban_experiment.Run, tests: int, forward: float) -> list[Job]:
@@ -154,16 +156,19 @@ def _sokoban_jobs(run: sokoban_experiment.Run, tests: int, forward: float) -> li
 
 
 def _probe_jobs(run: sokoban_experiment.Run, families: sokoban_experiment.Families, forward: float) -> list[Job]:
-    """The probe data of each split (the agent and its untrained control play every level to the time limit)
-    and the probe fit (every representation and target, each probe seed, over the training split's squares)."""
+    """Per probed agent (`families.probe_seeds`): the probe data of each split (the agent and its untrained control
+    play every level to the time limit) and the probe fit (every representation and target, each probe seed, over
+    the training split's squares)."""
     played, fit, train = families.probe_levels, families.probe_fit, run.train
-    found = [_sokoban_job("sokoban_probe_data", run, 2 * count * train.time_limit * forward, split)
-             for split, count in played.items()]
     per_square = 2 * fit.kernel**2 * run.agent.width * len(CLASSES)
     squares = played["train"] * train.time_limit * train.view**2
     probes_fitted = len(TARGETS) * len(REPRESENTATIONS) * fit.seeds
-    found.append(_sokoban_job("sokoban_probe_fit", run,
-                              probes_fitted * fit.epochs * squares * per_square * TRAIN_PASSES))
+    found = []
+    for seed in families.probe_seeds[run.id]:
+        found += [_sokoban_job("sokoban_probe_data", run, 2 * count * train.time_limit * forward, seed, split)
+                  for split, count in played.items()]
+        found.append(_sokoban_job("sokoban_probe_fit", run,
+                                  probes_fitted * fit.epochs * squares * per_square * TRAIN_PASSES, seed))
     return found
 
 

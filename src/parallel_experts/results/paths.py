@@ -6,7 +6,8 @@
     results/sokoban/levels/{set}.npz               level sets; results/lm/tokens/: token shards
     results/{domain}/runs/{run id}/                one run: its learning curve, weights, evaluation, checkpoints
                                                    and TensorBoard event files (`tensorboard --logdir results`)
-    results/sokoban/probes/{run id}/{split}.nc     probe data of one run; scores.nc: its fitted probes
+    results/sokoban/probes/{run id}/seed-{seed}/   one probed agent: its probe data per split ({split}.nc) and its
+                                                   fitted probes (scores.nc)
     results/{domain}/{dataset}.nc                  the datasets the reports read (sweeps, ablations, probes, ...)
     results/benchmarks/...                         Snakemake's timing of each job, which the planner reads
     results/xla-cache/                             compiled programs, shared by every job (core.compile_cache)
@@ -47,7 +48,8 @@ EVALUATION = {"sokoban": "eval.nc", "lm": "validation.nc"}
 # Snakemake's benchmark file of each timed rule, by the rule's wildcards.
 BENCHMARKS = {
     "sokoban_train": "sokoban/train/{run}", "sokoban_evaluate": "sokoban/evaluate/{run}",
-    "sokoban_probe_data": "sokoban/probe_data/{run}/{split}", "sokoban_probe_fit": "sokoban/probe_fit/{run}",
+    "sokoban_probe_data": "sokoban/probe_data/{run}/seed-{seed}/{split}",
+    "sokoban_probe_fit": "sokoban/probe_fit/{run}/seed-{seed}",
     "lm_train": "lm/train/{run}", "lm_evaluate": "lm/evaluate/{run}",
     "lm_latency": "lm/latency", "lm_throughput": "lm/throughput",
 }
@@ -82,12 +84,14 @@ def evaluation(domain: str, run: str) -> str:
     return f"{run_dir(domain, run)}/{EVALUATION[domain]}"
 
 
-def probe_data(run: str, split: str) -> str:
-    return f"{ROOT}/sokoban/probes/{run}/{split}.nc"
+def probe_data(run: str, seed: int | str, split: str) -> str:
+    """The probe data of one probed agent (a run's agent of training seed `seed`) on one split."""
+    return f"{ROOT}/sokoban/probes/{run}/seed-{seed}/{split}.nc"
 
 
-def probe_scores(run: str) -> str:
-    return f"{ROOT}/sokoban/probes/{run}/scores.nc"
+def probe_scores(run: str, seed: int | str) -> str:
+    """The fitted and scored probes of one probed agent."""
+    return f"{ROOT}/sokoban/probes/{run}/seed-{seed}/scores.nc"
 
 
 def benchmark(rule: str, **wildcards: str) -> str:

@@ -181,7 +181,7 @@ PROBE_SPLITS = {"train": "train", "calibration": "valid", "test": "test"}
 
 def probed_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
     """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps (`sweep_runs`: `runs`, where
-    the caller has them) and the probed seed."""
+    the caller has them) and the probed seeds (each a seed that every probed run trains)."""
     probes = config["sokoban"].get("probes")
     if not probes:
         return []
@@ -200,10 +200,11 @@ def probed_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Ru
     if "picture" in probes:
         check("picture.run", probes["picture"]["run"], probes["runs"], "a probed run")
     found = [sweep_runs[name] for name in probes["runs"]]
-    for run in found:
-        if probes.get("seed", run.seeds[0]) not in run.seeds:
-            raise ConfigError(f"sokoban.probes.seed: {probes['seed']} is not a seed of {run.id} "
-                              f"(seeds {list(run.seeds)})")
+    for index, seed in enumerate(probes.get("seeds", [])):
+        for run in found:
+            if seed not in run.seeds:
+                raise ConfigError(f"sokoban.probes.seeds[{index}]: {seed} is not a seed of {run.id} (it trains seeds "
+                                  f"{list(run.seeds)}); probe seeds that every probed run trains")
     return found
 
 
@@ -221,9 +222,10 @@ def probe_levels(config: Mapping) -> dict[str, int]:
             for split, count in probe_episodes(config).items()}
 
 
-def probe_seed(config: Mapping, run: Run) -> int:
-    """The training seed whose agent the probes read: `sokoban.probes.seed`, or the run's first."""
-    return config["sokoban"]["probes"].get("seed", run.seeds[0])
+def probe_seeds(config: Mapping, run: Run) -> tuple[int, ...]:
+    """The training seeds whose agents the probes read (one probe data and fit per agent): `sokoban.probes.seeds`,
+    or the run's first seed."""
+    return tuple(config["sokoban"]["probes"].get("seeds", run.seeds[:1]))
 
 
 def expert_count_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
@@ -254,6 +256,7 @@ class Families:
     test_levels: int  # every run is evaluated on every test level
     probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
     probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
+    probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds (`probe_seeds`), by run id
 
 
 def families(config: Mapping) -> Families:
@@ -264,7 +267,8 @@ def families(config: Mapping) -> Families:
     probes = config["sokoban"].get("probes")
     return Families(sweeps, expert_count, ablation_runs(config, sweeps), probed,
                     level_count(config["sokoban"]["levels"]["test"]), probe_levels(config) if probes else {},
-                    ProbeConfig(**probes.get("fit", {})) if probes else None)
+                    ProbeConfig(**probes.get("fit", {})) if probes else None,
+                    {run.id: probe_seeds(config, run) for run in probed})
 
 
 def runs_by_id(config: Mapping) -> dict[str, Run]:

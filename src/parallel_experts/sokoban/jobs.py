@@ -62,14 +62,14 @@ class ProbeData(RunCommand):
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeFit:
-    """fit, calibrate and score the planning probes of one run"""
+    """fit, calibrate and score the planning probes of one probed agent (a run's agent of one training seed)"""
 
     train: str = option("probe data of the training levels")
     calibration: str = option("probe data of the calibration levels")
     test: str = option("probe data of the test levels")
-    solved: tuple[str, ...] = option("every probed run's test evaluation: only the levels all of them solve are "
-                                     "scored", nargs="+")
-    seeds: str = option('JSON: {"run id": its probed seed} of every --solved run')
+    solved: tuple[str, ...] = option("every probed run's test evaluation: only the levels every probed agent solves "
+                                     "are scored", nargs="+")
+    seeds: str = option('JSON: {"run id": [its probed seeds]} of every --solved run')
     fit: str = option("JSON: the config's sokoban.probes.fit", default="{}")
     picture: str = option('JSON: {"level": test level, "steps": first steps} of Fig. 13', default="{}")
     out: str = option()
@@ -77,7 +77,7 @@ class ProbeFit:
 
 @dataclass(frozen=True, kw_only=True)
 class Probes:
-    """collect every probed run's scores into one dataset"""
+    """collect every probed agent's scores into one dataset, by run and agent"""
 
     out: str = option()
     scores: tuple[str, ...] = option(None, "scores", nargs="+")

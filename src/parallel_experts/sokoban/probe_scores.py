@@ -4,11 +4,14 @@ recall and precision by step with 95 % bootstrap intervals over levels, and EP's
 A probe reads each square as the most probable direction ĉ and its probability p_ĉ. The square is predicted
 positive iff p_ĉ ≥ τ, τ the smallest threshold whose precision on the calibration levels is at least the target,
 over the predictions of steps t < 20 (App. F: "across predictions over the first 20 steps"); a positive square is
-a true positive iff ĉ is its label. The scores count only the test levels that every probed run's agent solves
+a true positive iff ĉ is its label. The scores count only the test levels that every probed agent solves
 (App. F: "the 906 test levels solved by all four policies"). Then, over those test episodes still running at t,
     recall_t = Σ TP_t / #(squares with a label ≠ none at t),   precision_t = Σ TP_t / Σ positive_t,
 averaged over the probe seeds. The interval resamples the scored levels with replacement (every seed sees the
 same resample). EP's macro-F1 scores the plain 5-class argmax with sklearn's definitions (zero_division = 1).
+
+Each probed agent (a run's agent of one probed training seed) is scored on its own; `collect` puts every agent's scores
+in one dataset by run and agent, and the claims page tests Fig. 4's pattern over agents (analysis.findings).
 """
 
 from __future__ import annotations
@@ -81,20 +84,22 @@ def macro_f1(predicted: np.ndarray, label: np.ndarray, classes: int = len(CLASSE
     return float(np.mean(scores))
 
 
-def solved_by_all(evaluations: Sequence[xr.Dataset], seeds: Mapping[str, int], levels: int) -> np.ndarray:
-    """The test levels that every probed run solves, as sorted level indices: `evaluations` are the runs' test
-    evaluations (`evaluate.evaluate_run`), each read in greedy play (as the probe data plays) at the run's probed
-    seed (`seeds`, by run id); each must have played the `levels` test levels the probe data plays."""
+def solved_by_all(evaluations: Sequence[xr.Dataset], seeds: Mapping[str, Sequence[int]], levels: int) -> np.ndarray:
+    """The test levels that every probed agent solves, as sorted level indices: `evaluations` are the runs' test
+    evaluations (`evaluate.evaluate_run`), each read in greedy play (as the probe data plays) at each of the run's
+    probed seeds (`seeds`, by run id); each must have played the `levels` test levels the probe data plays."""
     solved = np.ones(levels, bool)
     for evaluation in evaluations:
         run = evaluation.attrs["run"]
         if evaluation.sizes["level"] != levels:
             raise PipelineError(f"test evaluation of {run}: {evaluation.sizes['level']} levels, but the probe data "
                                 f"plays {levels}; evaluate the run on the probes' test levels")
-        if seeds.get(run) not in evaluation["seed"].values:
-            raise PipelineError(f"test evaluation of {run}: no probed seed {seeds.get(run)} among its seeds "
+        probed = seeds.get(run)
+        if not probed or not set(probed) <= set(evaluation["seed"].values.tolist()):
+            raise PipelineError(f"test evaluation of {run}: probed seeds {probed} not all among its seeds "
                                 f"{evaluation['seed'].values.tolist()}")
-        solved &= evaluation["solved"].sel(mode="greedy", seed=seeds[run]).values.astype(bool)
+        greedy = evaluation["solved"].sel(mode="greedy", seed=list(probed)).transpose("seed", "level")
+        solved &= greedy.values.astype(bool).all(0)
     return np.flatnonzero(solved)
 
 
@@ -194,7 +199,7 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, scored_l
             "loss": (grid + ("probe_seed", "epoch"), out["loss"], {"long_name": "mean training cross-entropy"}),
             "episodes": ("step", episodes, {"long_name": "scored test episodes still running"}),
             "scored": ("test_level", np.isin(np.arange(levels), scored_levels),
-                       {"long_name": "test level solved by every probed run (scored)"}),
+                       {"long_name": "test level solved by every probed agent (scored)"}),
             "plan": (grid + ("picture_step", "row", "col"), out["plan"].astype(np.int8),
                      {"long_name": f"ĉ on positive squares of test level {picture_level}, probe seed 0",
                       "classes": ", ".join(CLASSES)}),
@@ -216,28 +221,39 @@ def score(train: xr.Dataset, calibration: xr.Dataset, test: xr.Dataset, scored_l
 
 
 def collect(paths: list[str]) -> xr.Dataset:
-    """Every probed run's scores in one dataset, indexed by run id, with its family and allocation, and the test
-    levels they all score (`scored`)."""
-    per_run, scored = [], []
+    """Every probed agent's scores in one dataset, indexed by run id and `agent` (the run's k-th probed agent, its
+    training seed the coordinate `agent_seed`), with each run's family and allocation, and the test levels they all
+    score (`scored`). Every run must have as many probed agents (`sokoban.probes.seeds` is one list for all)."""
+    by_run, scored = {}, []
     for path in paths:
         scores = open_dataset(path)
         run = Run.from_dict(json.loads(scores.attrs["run_config"]))
-        a = run.agent
         scored.append(scores["scored"])
         if not scored[-1].equals(scored[0]):
-            raise PipelineError(f"{path}: scored other test levels than {paths[0]}; every probed run's scores must "
+            raise PipelineError(f"{path}: scored other test levels than {paths[0]}; every probed agent's scores must "
                                 "count the levels all of them solve (rerun its sokoban_probe_fit)")
-        per_run.append(scores.drop_vars("scored").drop_attrs().expand_dims(run=[run.id]).assign_coords(
+        found = by_run.setdefault(run.id, (run, []))[1]
+        found.append(scores.drop_vars("scored").drop_attrs().expand_dims(agent=[len(found)]).assign_coords(
+            agent_seed=("agent", [int(scores.attrs["agent_seed"])])))
+    counts = {run_id: len(agents) for run_id, (_, agents) in by_run.items()}
+    if len(set(counts.values())) > 1:
+        raise PipelineError(f"probe scores: the runs have different numbers of probed agents ({counts}); give every "
+                            "run the same sokoban.probes.seeds")
+    per_run = []
+    for run, agents in by_run.values():
+        a = run.agent
+        found = xr.concat(agents, dim="agent", join="outer")
+        per_run.append(found.drop_vars("agent_seed").expand_dims(run=[run.id]).assign_coords(
             sweep=("run", [run.sweep]), recurrent=("run", [a.recurrent]), budget=("run", [run.budget]),
             depth=("run", [a.depth]), experts=("run", [a.experts]), width=("run", [a.width]),
-            agent_seed=("run", [scores.attrs["agent_seed"]])))
+            agent_seed=(("run", "agent"), [found["agent_seed"].values])))  # by run: each run's own seeds
     return xr.concat(per_run, dim="run", join="outer").assign(scored=scored[0]).assign_attrs(
         {key: value for key, value in scores.attrs.items() if key not in ("run", "run_config", "agent_seed")})
 
 
 def fit_job(options: jobs.ProbeFit) -> int:
-    """`sokoban-probe-fit`: the probes of one run fitted, calibrated and scored on the levels every probed run
-    solves, as netCDF."""
+    """`sokoban-probe-fit`: the probes of one probed agent fitted, calibrated and scored on the levels every probed
+    agent solves, as netCDF."""
     picture = json.loads(options.picture)
     train, calibration, test = (open_dataset(path) for path in (options.train, options.calibration, options.test))
     scored = solved_by_all([open_dataset(path) for path in options.solved], json.loads(options.seeds),
@@ -246,14 +262,14 @@ def fit_job(options: jobs.ProbeFit) -> int:
                    picture.get("steps", 3))
     store.write_netcdf(scores, options.out)
     recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
-    print(f"{options.out}: {len(scored)} of {test.attrs['levels']} test levels solved by every probed run; C_A recall "
+    print(f"{options.out}: {len(scored)} of {test.attrs['levels']} test levels solved by every probed agent; C_A recall "
           f"of the state at steps 0-4 {recall.values[:5].round(3).tolist()}")
     return 0
 
 
 def collect_job(options: jobs.Probes) -> int:
-    """`sokoban-probes`: every probed run's scores in one dataset."""
+    """`sokoban-probes`: every probed agent's scores in one dataset."""
     ds = collect(options.scores)
     store.write_netcdf(ds, options.out)
-    print(f"{options.out}: {ds.sizes['run']} probed runs")
+    print(f"{options.out}: {ds.sizes['run']} probed runs, {ds.sizes['agent']} probed agents each")
     return 0

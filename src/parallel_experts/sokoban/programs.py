@@ -64,15 +64,17 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
         return
     fit = ProbeConfig(**sokoban["probes"].get("fit", {}))
     for run in probed:
-        for split_name, played in experiment.probe_levels(config).items():
-            job = ("sokoban_probe_data", f"run={run.id}, split={split_name}")
-            for chunk in chunks(played):
-                yield play(run.agent, run.train, chunk, record=True), job
-                yield control(run.agent, run.train, chunk), job
-        samples = experiment.probe_episodes(config)["train"] * run.train.time_limit  # the bound: no episode ends early
-        for channels in sorted({_channels(run.agent, r) for r in REPRESENTATIONS}):
-            yield probe_fit(fit, samples, channels, run.train.view), ("sokoban_probe_fit", f"run={run.id}")
-            yield probe_predict(fit, channels, run.train.view), ("sokoban_probe_fit", f"run={run.id}")
+        for seed in experiment.probe_seeds(config, run):  # every probed agent's jobs run the same programs
+            agent_job = f"run={run.id}, seed={seed}"
+            for split_name, played in experiment.probe_levels(config).items():
+                job = ("sokoban_probe_data", f"{agent_job}, split={split_name}")
+                for chunk in chunks(played):
+                    yield play(run.agent, run.train, chunk, record=True), job
+                    yield control(run.agent, run.train, chunk), job
+            samples = experiment.probe_episodes(config)["train"] * run.train.time_limit  # the bound: none ends early
+            for channels in sorted({_channels(run.agent, r) for r in REPRESENTATIONS}):
+                yield probe_fit(fit, samples, channels, run.train.view), ("sokoban_probe_fit", agent_job)
+                yield probe_predict(fit, channels, run.train.view), ("sokoban_probe_fit", agent_job)
 
 
 def chunks(count: int, chunk: int = evaluate.CHUNK) -> list[int]:

@@ -122,9 +122,9 @@ CAPTIONS = {
                       "tests on our runs. A row with p below the level shows that depth helps there.",
     "sokoban_table2": "Each budget's best agents' greedy and sampled solve rates beside earlier agents' published "
                       "ones; the banner says whether the levels and training length compare like for like.",
-    "sokoban_probe_recall": "Planning-probe recall by environment step of two agents of different depth, with "
-                            "encoder and untrained controls. The paper: the deeper one leads, the shallower catches "
-                            "up.",
+    "sokoban_probe_recall": "Planning-probe recall by environment step of two runs of different depth (the mean "
+                            "over each run's probed agents), with encoder and untrained controls. The paper: the "
+                            "deeper one leads, the shallower catches up.",
     "sokoban_probe_depth": "Probe recall and macro-F1 of every probed run for both probe targets. Compare each state "
                            "with its controls: only recall above them is read as a plan.",
     "sokoban_plans": "What the probe reads from one agent's state on one test level over its first steps: an arrow "
