@@ -18,11 +18,41 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
+# The longest tests, with their seconds in a full run on the 2-core CI machine (rounded; `--durations`): each part
+# of the order below starts longest first, so that neither worker is left running a long test alone at the end. A
+# test missing here only starts later in its part; a renamed one is simply not moved up.
+LONG = {
+    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 776,
+    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 239,
+    "test_gpu_check.py::test_the_check_measures_every_section": 111,
+    "test_sokoban_train.py::test_cli_training_survives_a_kill": 59,
+    "test_lm_train.py::test_cli_training_survives_a_kill": 41,
+    "test_sokoban_train.py::test_seeds_in_groups_train": 125,  # both tests of the module's `four_seeds`
+    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 117,
+    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 95,  # its `written` fixture
+    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 65,
+    "test_costs.py::test_the_paper_plan_prices_every_figure": 53,
+    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 48,
+    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 45,
+    "test_sokoban_train.py::test_resume_reproduces_the_uninterrupted_run": 40,
+    "test_power.py::test_a_claim_config_validates_dry_runs_and_plans_its_target": 38,
+}
+
+
+def _expected_seconds(item) -> float:
+    name = item.nodeid.split("/")[-1]
+    return max((seconds for test, seconds in LONG.items() if name.startswith(test)), default=0)
+
+
 def pytest_collection_modifyitems(items):
-    """Two workers share the tests (pytest-xdist, `-n 2` in pyproject.toml): the whole pipelines start first, the
-    SLURM harness's own short tests last, so that neither worker runs a six-minute test alone at the end and a
-    SLURM test seldom waits for the other worker's cluster (`slurm_cluster`)."""
-    items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), bool(item.get_closest_marker("slurm"))))
+    """Two workers share the tests (pytest-xdist, `-n 2 --dist loadgroup --no-loadscope-reorder` in pyproject.toml),
+    handed out one test (or one `xdist_group`) at a time in this order: the pipelines (longest first, LONG), then the
+    SLURM tests, then the other long tests, then the rest, so that neither worker runs a long test alone at the end. The
+    SLURM tests are one group (test_resubmission.py, test_slurm_cluster.py): one worker runs them one after another,
+    never waiting for the other's cluster (`slurm_cluster`). Tests that share an expensive module fixture are a
+    group too, so that one worker builds it once."""
+    items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), -_expected_seconds(item),
+                                 not item.get_closest_marker("slurm")))
 
 
 @pytest.fixture(autouse=True, scope="module")
