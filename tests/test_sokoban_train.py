@@ -262,9 +262,12 @@ def test_a_rematerialised_rollout_step_keeps_only_its_inputs():
     assert step <= grown[True] <= 1.5 * step and grown[False] > 10 * step, (grown, step)
 
 
-def trained(config, seeds, folder):
-    """(the final carry, the learning curve) of `seeds` trained under `config` in a folder of `folder`."""
-    carry, log = train(memory_trainer(config), seeds, folder / f"{config.seeds_at_once}-{'-'.join(map(str, seeds))}")
+def trained(trainer, seeds, folder):
+    """(the final carry, the learning curve) of `seeds` trained by `trainer` in a folder of `folder`. A trainer keeps
+    nothing of a run but its compiled updates, so one trainer trains every run of its config (each new one would
+    trace and load its programs again)."""
+    config = trainer.config
+    carry, log = train(trainer, seeds, folder / f"{config.seeds_at_once}-{'-'.join(map(str, seeds))}")
     return carry, log.curve
 
 
@@ -273,8 +276,8 @@ def four_seeds(tmp_path_factory):
     """Seeds 0-3 trained all at once (key None) and in groups of 1 and 2 (`seeds_at_once`), rematerialised as
     config/paper.yaml trains them."""
     folder = tmp_path_factory.mktemp("four_seeds")
-    return {g: trained(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": g}), [0, 1, 2, 3], folder)
-            for g in (None, 1, 2)}
+    return {g: trained(memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": g})),
+                       [0, 1, 2, 3], folder) for g in (None, 1, 2)}
 
 
 # Adam moves a weight by about the learning rate per update, whatever its gradient's size, so the float32 rounding of
@@ -309,7 +312,7 @@ def test_seeds_in_groups_train_as_all_seeds_at_once(four_seeds):
 def test_seeds_in_groups_train_as_the_groups_would_alone(four_seeds, tmp_path):
     """`seeds_at_once` = g trains g seeds at a time: each group's numbers are those of a run of its seeds alone (a
     vmap over g seeds), bit for bit, and a resumed run is the uninterrupted one."""
-    alone = TrainConfig(**{**TINY.__dict__, "remat": True})
+    alone = memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True}))
     for g in (1, 2):
         carry, curve = four_seeds[g]
         parts = [trained(alone, list(range(first, first + g)), tmp_path) for first in range(0, 4, g)]
@@ -317,10 +320,10 @@ def test_seeds_in_groups_train_as_the_groups_would_alone(four_seeds, tmp_path):
             np.testing.assert_array_equal(leaf, np.concatenate([leaves(part[0])[index] for part in parts]))
         assert json.dumps([p["loss"] for p in curve]) == json.dumps(
             [sum((part[1][k]["loss"] for part in parts), []) for k in range(len(curve))])
-    config = TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": 1})
-    train(memory_trainer(config), [0, 1], tmp_path / "split", stop_after=1)
-    resumed, resumed_log = train(memory_trainer(config), [0, 1], tmp_path / "split")
-    whole, whole_log = train(memory_trainer(config), [0, 1], tmp_path / "whole")
+    in_groups = memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": 1}))
+    train(in_groups, [0, 1], tmp_path / "split", stop_after=1)
+    resumed, resumed_log = train(in_groups, [0, 1], tmp_path / "split")
+    whole, whole_log = train(in_groups, [0, 1], tmp_path / "whole")
     for a, b in zip(leaves(whole), leaves(resumed)):
         np.testing.assert_array_equal(a, b)
     assert json.dumps(resumed_log.state()) == json.dumps(whole_log.state())
