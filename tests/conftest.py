@@ -16,6 +16,7 @@ from slurm_cluster import LocalSlurmCluster, slurm_available
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="parallel-experts-xla-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+CACHE_ON = "JAX_ENABLE_COMPILATION_CACHE"  # set to false by core/compile_cache.off (see below)
 
 
 # The longest tests, with their seconds in a full run on the 2-core CI machine (rounded; `--durations`): each part
@@ -64,6 +65,24 @@ def _free_compiled_programs():
     jax = sys.modules.get("jax")  # never import JAX here: the cache directory above must be set first
     if jax is not None:
         jax.clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _session_compilation_cache_kept():
+    """The benchmarks turn JAX's compilation cache off for their process and every process it starts
+    (core/compile_cache.off, which sets JAX_ENABLE_COMPILATION_CACHE=false): test_sokoban_bench.py runs sokoban-bench
+    in this process, test_compile_cache.py tests `off` itself. Left so, every later test of the worker, and each CLI,
+    Snakemake job and subprocess it starts, would compile without the session's cache; so it is restored."""
+    before = os.environ.get(CACHE_ON)
+    yield
+    if os.environ.get(CACHE_ON) != before:
+        if before is None:
+            del os.environ[CACHE_ON]
+        else:
+            os.environ[CACHE_ON] = before
+    jax = sys.modules.get("jax")  # never import JAX here (see above)
+    if jax is not None and before is None and not jax.config.jax_enable_compilation_cache:
+        jax.config.update("jax_enable_compilation_cache", True)  # JAX's default, which `off` changed
 
 
 @pytest.fixture
