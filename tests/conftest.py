@@ -45,15 +45,24 @@ def _expected_seconds(item) -> float:
     return max((seconds for test, seconds in LONG.items() if name.startswith(test)), default=0)
 
 
+def _part(item) -> tuple[int, float]:
+    seconds = _expected_seconds(item)
+    if item.get_closest_marker("slurm"):
+        return 2, -seconds
+    if item.get_closest_marker("pipeline"):
+        return 0, -seconds
+    return (1 if seconds else 3), -seconds
+
+
 def pytest_collection_modifyitems(items):
     """Two workers share the tests (pytest-xdist, `-n 2 --dist loadgroup --no-loadscope-reorder` in pyproject.toml),
-    handed out one test (or one `xdist_group`) at a time in this order: the pipelines (longest first, LONG), then the
-    SLURM tests, then the other long tests, then the rest, so that neither worker runs a long test alone at the end. The
-    SLURM tests are one group (test_resubmission.py, test_slurm_cluster.py): one worker runs them one after another,
-    never waiting for the other's cluster (`slurm_cluster`). Tests that share an expensive module fixture are a
-    group too, so that one worker builds it once."""
-    items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), -_expected_seconds(item),
-                                 not item.get_closest_marker("slurm")))
+    handed out one test (or one `xdist_group`) at a time in this order: the pipelines (longest first), the other
+    long tests (LONG), the SLURM tests, the rest; so that neither worker runs a long test alone at the end. The SLURM
+    tests are one group (test_resubmission.py, test_slurm_cluster.py), several minutes on one worker: it runs them one
+    after another, never waiting for the other's cluster (`slurm_cluster`), and starts them once the pipelines'
+    busiest part is over (their training jobs must checkpoint within a one-minute time limit). Tests that share an
+    expensive module fixture are a group too, so that one worker builds it once."""
+    items.sort(key=_part)
 
 
 @pytest.fixture(autouse=True, scope="module")
