@@ -16,13 +16,53 @@ from slurm_cluster import LocalSlurmCluster, slurm_available
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="parallel-experts-xla-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+CACHE_ON = "JAX_ENABLE_COMPILATION_CACHE"  # set to false by core/compile_cache.off (see below)
+
+
+# The longest tests, with their seconds in a full run on the 2-core CI machine (rounded; `--durations`): each part
+# of the order below starts longest first, so that neither worker is left running a long test alone at the end. A
+# test missing here only starts later in its part; a renamed one is simply not moved up.
+LONG = {
+    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 776,
+    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 239,
+    "test_gpu_check.py::test_the_check_measures_every_section": 111,
+    "test_sokoban_train.py::test_cli_training_survives_a_kill": 59,
+    "test_lm_train.py::test_cli_training_survives_a_kill": 41,
+    "test_sokoban_train.py::test_seeds_in_groups_train": 125,  # both tests of the module's `four_seeds`
+    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 117,
+    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 95,  # its `written` fixture
+    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 65,
+    "test_costs.py::test_the_paper_plan_prices_every_figure": 53,
+    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 48,
+    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 45,
+    "test_sokoban_train.py::test_resume_reproduces_the_uninterrupted_run": 40,
+    "test_power.py::test_a_claim_config_validates_dry_runs_and_plans_its_target": 38,
+}
+
+
+def _expected_seconds(item) -> float:
+    name = item.nodeid.split("/")[-1]
+    return max((seconds for test, seconds in LONG.items() if name.startswith(test)), default=0)
+
+
+def _part(item) -> tuple[int, float]:
+    seconds = _expected_seconds(item)
+    if item.get_closest_marker("slurm"):
+        return 2, -seconds
+    if item.get_closest_marker("pipeline"):
+        return 0, -seconds
+    return (1 if seconds else 3), -seconds
 
 
 def pytest_collection_modifyitems(items):
-    """Two workers share the tests (pytest-xdist, `-n 2` in pyproject.toml): the whole pipelines start first, the
-    SLURM harness's own short tests last, so that neither worker runs a six-minute test alone at the end and a
-    SLURM test seldom waits for the other worker's cluster (`slurm_cluster`)."""
-    items.sort(key=lambda item: (not item.get_closest_marker("pipeline"), bool(item.get_closest_marker("slurm"))))
+    """Two workers share the tests (pytest-xdist, `-n 2 --dist loadgroup --no-loadscope-reorder` in pyproject.toml),
+    handed out one test (or one `xdist_group`) at a time in this order: the pipelines (longest first), the other
+    long tests (LONG), the SLURM tests, the rest; so that neither worker runs a long test alone at the end. The SLURM
+    tests are one group (test_resubmission.py, test_slurm_cluster.py), several minutes on one worker: it runs them one
+    after another, never waiting for the other's cluster (`slurm_cluster`), and starts them once the pipelines'
+    busiest part is over (their training jobs must checkpoint within a one-minute time limit). Tests that share an
+    expensive module fixture are a group too, so that one worker builds it once."""
+    items.sort(key=_part)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -34,6 +74,24 @@ def _free_compiled_programs():
     jax = sys.modules.get("jax")  # never import JAX here: the cache directory above must be set first
     if jax is not None:
         jax.clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _session_compilation_cache_kept():
+    """The benchmarks turn JAX's compilation cache off for their process and every process it starts
+    (core/compile_cache.off, which sets JAX_ENABLE_COMPILATION_CACHE=false): test_sokoban_bench.py runs sokoban-bench
+    in this process, test_compile_cache.py tests `off` itself. Left so, every later test of the worker, and each CLI,
+    Snakemake job and subprocess it starts, would compile without the session's cache; so it is restored."""
+    before = os.environ.get(CACHE_ON)
+    yield
+    if os.environ.get(CACHE_ON) != before:
+        if before is None:
+            del os.environ[CACHE_ON]
+        else:
+            os.environ[CACHE_ON] = before
+    jax = sys.modules.get("jax")  # never import JAX here (see above)
+    if jax is not None and before is None and not jax.config.jax_enable_compilation_cache:
+        jax.config.update("jax_enable_compilation_cache", True)  # JAX's default, which `off` changed
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from parallel_experts import study
 from parallel_experts.core import compile_cache
 
 SMOKE = str(REPO / "config/smoke.yaml")
-# what a job's shell would not have: an in-process benchmark test's `off()` leaves ENABLE set in this worker
+# what a job's shell would not have (conftest.py undoes a benchmark test's `off()` after the test, not within it)
 VARIABLES = (compile_cache.CACHE_DIR, compile_cache.ENABLE, *compile_cache.SETTINGS)
 
 # One process of the test below: the CLI's own set-up from the config, then a tiny language model trained to the

@@ -159,6 +159,9 @@ def test_cautious_decay_on_a_hand_computed_example():
         decay.update(u, state)
 
 
+FIRST_STEP = pytest.mark.xdist_group("lm_optim_first_step")  # one worker runs its tests: compiled once
+
+
 @pytest.fixture(scope="module")
 def first_step():
     """Gradients and the first update of a float32 model whose queries and output projections are zero, so
@@ -171,6 +174,7 @@ def first_step():
     return grads, jax.jit(opt.update)(grads, opt.init(params), params)[0]
 
 
+@FIRST_STEP
 def test_muon_orthogonalises_each_head_and_expert_separately(first_step):
     grads, updates = first_step
     config = OptimConfig()
@@ -192,6 +196,7 @@ def test_muon_orthogonalises_each_head_and_expert_separately(first_step):
     assert np.all((singular > 0.5 * 6e-6) & (singular < 1.5 * 6e-6))
 
 
+@FIRST_STEP
 def test_embed_and_head_take_a_width_scaled_adamw_step(first_step):
     grads, updates = first_step  # clipped gradients: Adam's first step is ±lr whatever the scale
     scale = math.sqrt(768 / D)

@@ -325,6 +325,7 @@ def written(tmp_path_factory):
     return folder / "claims"
 
 
+@pytest.mark.xdist_group("power_written")  # one worker runs both, and `written` once (conftest.py)
 @pytest.mark.parametrize("name", CLAIM_CONFIGS)
 def test_the_shipped_claim_configs_are_what_power_writes_today(written, name):
     assert yaml.safe_load((written / name).read_text()) == yaml.safe_load((REPO / "config/claims" / name).read_text())

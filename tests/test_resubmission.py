@@ -19,7 +19,7 @@ from parallel_experts.core.run_folder import attempts
 from parallel_experts.reporting import render as reports
 from parallel_experts.results import paths, store
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # one worker runs them (conftest.py)
 
 SOKOBAN_RUN, LM_RUN = "convlstm/recurrent/small/L1-E1-d16", "recurrent/small/W16/L2-E1-d16"
 TRAINED = (paths.curve("sokoban", SOKOBAN_RUN), paths.curve("lm", LM_RUN))

@@ -6,7 +6,7 @@ import time
 import pytest
 from slurm_cluster import submitted_job_ids
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # one worker runs them (conftest.py)
 
 
 def test_sbatch_job_runs_and_is_recorded(slurm_cluster, tmp_path):

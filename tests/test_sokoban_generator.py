@@ -10,11 +10,15 @@ from parallel_experts.sokoban.levels import LevelError
 CASES = [(5, 1, 20), (6, 1, 30), (7, 1, 20), (7, 2, 30), (7, 3, 20), (8, 3, 10), (10, 4, 12)]  # size, boxes, n
 
 
+GENERATED = pytest.mark.xdist_group("sokoban_generated")  # one worker runs its tests: levels generated once
+
+
 @pytest.fixture(scope="module")
 def generated():
     return {(size, boxes): generator.generate_levels(n, size, boxes, seed=11) for size, boxes, n in CASES}
 
 
+@GENERATED
 def test_generated_levels_are_well_formed(generated):
     for (size, boxes), batch in generated.items():
         assert batch.shape[1:] == (size, size, 2) and batch.dtype == np.uint8
@@ -32,6 +36,7 @@ def test_generated_levels_are_well_formed(generated):
         np.testing.assert_array_equal(boxoban.parse_levels(boxoban.format_levels(batch)), batch)
 
 
+@GENERATED
 def test_generated_levels_are_solvable_and_jumanji_plays_the_solutions(generated):
     grids, moves, boxes_per_level = [], [], []
     for (size, boxes), batch in generated.items():

@@ -36,6 +36,12 @@ def tiny_trainer(config):
     return Trainer(AgentConfig(depth=1, experts=2, width=4), config, levels)
 
 
+# The tests of each expensive module fixture run on one worker (conftest.py), which builds it, and compiles its
+# trainer's updates, once.
+TRAINERS = pytest.mark.xdist_group("sokoban_train_trainers")
+FOUR_SEEDS = pytest.mark.xdist_group("sokoban_train_four_seeds")
+
+
 @pytest.fixture(scope="module")
 def trainer():
     return tiny_trainer(TINY)
@@ -50,6 +56,7 @@ def leaves(carry):
     return [np.asarray(x) for x in jax.tree.leaves(carry)]
 
 
+@TRAINERS
 def test_resume_reproduces_the_uninterrupted_run(trainer, tmp_path):
     whole, whole_log = train(trainer, [0, 1], tmp_path / "whole")
     assert len(whole_log.curve) == 3 and checkpoint_update(tmp_path / "whole") == 6
@@ -63,6 +70,7 @@ def test_resume_reproduces_the_uninterrupted_run(trainer, tmp_path):
     assert whole_log.curve[-1]["loss"][0] != whole_log.curve[-1]["loss"][1]
 
 
+@TRAINERS
 def test_every_update_is_trained_when_log_interval_does_not_divide_them(odd_trainer, tmp_path):
     carry, log = train(odd_trainer, [0, 1], tmp_path)
     assert ODD.num_updates == 7 and checkpoint_update(tmp_path) == 7
@@ -74,6 +82,7 @@ def test_every_update_is_trained_when_log_interval_does_not_divide_them(odd_trai
     assert [p["update"] for p in log.curve] == [2, 4, 6]
 
 
+@TRAINERS
 @pytest.mark.parametrize("stop_after", [1, 3])  # 3: killed after the last log point, before the final update
 def test_resume_reproduces_the_uninterrupted_run_of_a_partial_last_stretch(odd_trainer, tmp_path, stop_after):
     whole, whole_log = train(odd_trainer, [0, 1], tmp_path / "whole")
@@ -85,6 +94,7 @@ def test_resume_reproduces_the_uninterrupted_run_of_a_partial_last_stretch(odd_t
     assert json.dumps(resumed_log.state()) == json.dumps(whole_log.state())  # the FIFOs too
 
 
+@TRAINERS
 def test_the_level_table_is_an_argument_of_the_compiled_updates_not_a_constant(trainer):
     # 100× the levels would add ~600 kB of constant to the program text if the table were embedded in it.
     many = Trainer(trainer.agent_config, TINY, np.tile(np.asarray(trainer.levels), (100, 1, 1, 1)))
@@ -92,6 +102,7 @@ def test_the_level_table_is_an_argument_of_the_compiled_updates_not_a_constant(t
     assert abs(sizes[1] - sizes[0]) < 100, sizes
 
 
+@TRAINERS
 def test_the_initial_agent_of_a_seed_is_the_one_training_starts_from(trainer):
     import equinox as eqx
 
@@ -107,6 +118,7 @@ def test_fewer_updates_than_one_log_interval_is_a_config_error():
         TrainConfig(**{**TINY.__dict__, "env_steps": 120, "log_interval": 4})
 
 
+@TRAINERS
 def test_non_finite_loss_stops_with_the_last_good_checkpoint_kept(trainer, tmp_path):
     train(trainer, [0], tmp_path / "run", stop_after=1)
     exploding = Trainer(trainer.agent_config, TrainConfig(**{**TINY.__dict__, "learning_rate": 1e30}),
@@ -162,6 +174,7 @@ def test_gae_by_hand():
     np.testing.assert_allclose(returns[:, 0], [2.62, 2.0, 4.8], rtol=1e-6)
 
 
+@TRAINERS
 def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterrupted_one(trainer, tmp_path):
     whole, whole_log = train(trainer, [0, 1], tmp_path / "whole")
     for stopped_at in (2, 4):  # no time left: every attempt trains one log interval, checkpoints and stops
@@ -176,12 +189,14 @@ def test_a_deadline_stops_at_log_points_and_the_resubmitted_run_is_the_uninterru
     assert json.dumps(resumed_log.curve) == json.dumps(whole_log.curve)
 
 
+@TRAINERS
 def test_a_signal_stops_training_at_the_next_log_point(trainer, tmp_path):
     with Deadline().listening() as deadline, pytest.raises(walltime.StoppedEarly, match="SIGTERM received"):
         train(trainer, [0], tmp_path, on_log=lambda point: os.kill(os.getpid(), signal.SIGTERM), deadline=deadline)
     assert checkpoint_update(tmp_path) == 2
 
 
+@TRAINERS
 def test_an_attempt_killed_before_its_first_checkpoint_stops_the_next_one(trainer, tmp_path):
     def killed(point):
         raise KeyboardInterrupt  # as SLURM's SIGKILL would end it, before the checkpoint of this log point
@@ -199,6 +214,7 @@ def memory_trainer(config, agent=AgentConfig(depth=2, experts=3, width=4)):
     return Trainer(agent, config, generated_set(30, room_size=5, num_boxes=1, seed=3).levels)
 
 
+@TRAINERS
 def test_the_compiled_updates_take_over_the_carry_they_are_given(trainer):
     """The carry is donated: its buffers become the returned carry's, so a job holds one carry, not two."""
     carry = trainer.init([0, 1])
@@ -246,9 +262,12 @@ def test_a_rematerialised_rollout_step_keeps_only_its_inputs():
     assert step <= grown[True] <= 1.5 * step and grown[False] > 10 * step, (grown, step)
 
 
-def trained(config, seeds, folder):
-    """(the final carry, the learning curve) of `seeds` trained under `config` in a folder of `folder`."""
-    carry, log = train(memory_trainer(config), seeds, folder / f"{config.seeds_at_once}-{'-'.join(map(str, seeds))}")
+def trained(trainer, seeds, folder):
+    """(the final carry, the learning curve) of `seeds` trained by `trainer` in a folder of `folder`. A trainer keeps
+    nothing of a run but its compiled updates, so one trainer trains every run of its config (each new one would
+    trace and load its programs again)."""
+    config = trainer.config
+    carry, log = train(trainer, seeds, folder / f"{config.seeds_at_once}-{'-'.join(map(str, seeds))}")
     return carry, log.curve
 
 
@@ -257,8 +276,8 @@ def four_seeds(tmp_path_factory):
     """Seeds 0-3 trained all at once (key None) and in groups of 1 and 2 (`seeds_at_once`), rematerialised as
     config/paper.yaml trains them."""
     folder = tmp_path_factory.mktemp("four_seeds")
-    return {g: trained(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": g}), [0, 1, 2, 3], folder)
-            for g in (None, 1, 2)}
+    return {g: trained(memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": g})),
+                       [0, 1, 2, 3], folder) for g in (None, 1, 2)}
 
 
 # Adam moves a weight by about the learning rate per update, whatever its gradient's size, so the float32 rounding of
@@ -268,6 +287,7 @@ def four_seeds(tmp_path_factory):
 ADAM_STEPS = 0.01
 
 
+@FOUR_SEEDS
 def test_seeds_in_groups_train_as_all_seeds_at_once(four_seeds):
     """`seeds_at_once` is memory only: seeds trained in groups of 1 or 2 take the actions of the same seeds trained
     all at once (every integer of the carry, environments, episode counters and keys, bit for bit, and so the same
@@ -288,10 +308,11 @@ def test_seeds_in_groups_train_as_all_seeds_at_once(four_seeds):
                 np.testing.assert_allclose(ours[name], point[name], rtol=1e-5, atol=1e-6)
 
 
+@FOUR_SEEDS
 def test_seeds_in_groups_train_as_the_groups_would_alone(four_seeds, tmp_path):
     """`seeds_at_once` = g trains g seeds at a time: each group's numbers are those of a run of its seeds alone (a
     vmap over g seeds), bit for bit, and a resumed run is the uninterrupted one."""
-    alone = TrainConfig(**{**TINY.__dict__, "remat": True})
+    alone = memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True}))
     for g in (1, 2):
         carry, curve = four_seeds[g]
         parts = [trained(alone, list(range(first, first + g)), tmp_path) for first in range(0, 4, g)]
@@ -299,10 +320,10 @@ def test_seeds_in_groups_train_as_the_groups_would_alone(four_seeds, tmp_path):
             np.testing.assert_array_equal(leaf, np.concatenate([leaves(part[0])[index] for part in parts]))
         assert json.dumps([p["loss"] for p in curve]) == json.dumps(
             [sum((part[1][k]["loss"] for part in parts), []) for k in range(len(curve))])
-    config = TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": 1})
-    train(memory_trainer(config), [0, 1], tmp_path / "split", stop_after=1)
-    resumed, resumed_log = train(memory_trainer(config), [0, 1], tmp_path / "split")
-    whole, whole_log = train(memory_trainer(config), [0, 1], tmp_path / "whole")
+    in_groups = memory_trainer(TrainConfig(**{**TINY.__dict__, "remat": True, "seeds_at_once": 1}))
+    train(in_groups, [0, 1], tmp_path / "split", stop_after=1)
+    resumed, resumed_log = train(in_groups, [0, 1], tmp_path / "split")
+    whole, whole_log = train(in_groups, [0, 1], tmp_path / "whole")
     for a, b in zip(leaves(whole), leaves(resumed)):
         np.testing.assert_array_equal(a, b)
     assert json.dumps(resumed_log.state()) == json.dumps(whole_log.state())

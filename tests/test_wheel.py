@@ -13,6 +13,7 @@ from helpers import REPO
 
 SHIPPED = ["config/config.yaml", "config/paper.yaml", "config/smoke.yaml"]
 OUTSIDE = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing points back at the checkout
+pytestmark = pytest.mark.xdist_group("wheel")  # one worker runs them all: one wheel built (conftest.py)
 
 
 @pytest.fixture(scope="module")
