@@ -1,6 +1,7 @@
 """Shared builders of the tests: where the repository and the Boxoban files are, how to run the workflow and a
 killed-and-resumed training command, and the small datasets and configs that several test modules build."""
 
+import atexit
 import contextlib
 import copy
 import json
@@ -35,6 +36,39 @@ def snakemake(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=os.environ | {"PATH": path},
                           capture_output=True, text=True, timeout=timeout)
+
+
+class Cli:
+    """`python -m parallel_experts ARGS` as a user runs it, for the tables of bad inputs (test_bad_inputs.py,
+    test_config.py): each case runs in one interpreter that stays up between them (cli_server.py, one per test
+    worker), which spares a start-up of the library per case. A case that kills that interpreter (a crash) reports
+    its status, and the next case starts a new one."""
+
+    def __init__(self):
+        self.server = None
+
+    def __call__(self, *args, cwd: Path | None = None, file_size_limit: int | None = None):
+        if self.server is None:
+            self.server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_server.py"))],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        case = {"args": list(map(str, args)), "cwd": str(cwd or Path.cwd()), "file_size_limit": file_size_limit}
+        self.server.stdin.write(json.dumps(case) + "\n")
+        self.server.stdin.flush()
+        reply = self.server.stdout.readline()
+        if not reply:
+            status, self.server = self.server.wait(), None
+            return subprocess.CompletedProcess(case["args"], status, "", f"the command died with status {status}")
+        outcome = json.loads(reply)
+        return subprocess.CompletedProcess(case["args"], outcome["status"], outcome["stdout"], outcome["stderr"])
+
+    def close(self):
+        if self.server is not None:
+            self.server.stdin.close()
+            self.server.wait(timeout=60)
+
+
+cli = Cli()
+atexit.register(cli.close)
 
 
 def planned_jobs(*args, configfile="config/smoke.yaml") -> dict[str, int]:

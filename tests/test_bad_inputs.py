@@ -5,7 +5,6 @@ and every output that existed before unchanged. Config cases whose message is ch
 test_config.py; here each class of input is tried through the door a user would use.
 """
 
-import atexit
 import codecs
 import contextlib
 import hashlib
@@ -23,7 +22,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from helpers import BOXOBAN, REPO, independent_shard_bytes, needs_boxoban, planned_jobs, snakemake
+from helpers import BOXOBAN, REPO, cli, independent_shard_bytes, needs_boxoban, planned_jobs, snakemake
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
@@ -36,38 +35,6 @@ from parallel_experts.sokoban import boxoban, experiment
 from parallel_experts.sokoban.levels import LevelSet, pad_to
 
 SMOKE = REPO / "config/smoke.yaml"
-
-
-class Cli:
-    """`python -m parallel_experts ARGS` as a user runs it, for some hundred cases: each runs in one interpreter
-    that stays up between them (cli_server.py), which spares a start-up of the library per case. A case that kills
-    that interpreter (a crash) reports its status, and the next case starts a new one."""
-
-    def __init__(self):
-        self.server = None
-
-    def __call__(self, *args, cwd: Path | None = None, file_size_limit: int | None = None):
-        if self.server is None:
-            self.server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_server.py"))],
-                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        case = {"args": list(map(str, args)), "cwd": str(cwd or Path.cwd()), "file_size_limit": file_size_limit}
-        self.server.stdin.write(json.dumps(case) + "\n")
-        self.server.stdin.flush()
-        reply = self.server.stdout.readline()
-        if not reply:
-            status, self.server = self.server.wait(), None
-            return subprocess.CompletedProcess(case["args"], status, "", f"the command died with status {status}")
-        outcome = json.loads(reply)
-        return subprocess.CompletedProcess(case["args"], outcome["status"], outcome["stdout"], outcome["stderr"])
-
-    def close(self):
-        if self.server is not None:
-            self.server.stdin.close()
-            self.server.wait(timeout=60)
-
-
-cli = Cli()
-atexit.register(cli.close)
 
 
 def run_script(script: str, *args, cwd: Path | None = None, file_size_limit: int | None = None):

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import yaml
+from helpers import cli
 
 from parallel_experts import study
 from parallel_experts.config import files
@@ -83,8 +84,7 @@ CASES = {
 def test_cli_rejects_bad_config_in_one_line(repo, tmp_path, case):
     edit, expected = CASES[case]
     path = broken(repo, tmp_path, edit)
-    run = subprocess.run([sys.executable, "-m", "parallel_experts", "check-config", str(path)],
-                         capture_output=True, text=True)
+    run = cli("check-config", path)  # as `python -m parallel_experts check-config PATH` runs, in one interpreter
     assert run.returncode == 2
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert expected in run.stderr and str(path) in run.stderr
