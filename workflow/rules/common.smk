@@ -28,6 +28,7 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import budget
 from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.lm import systems
 from parallel_experts.planning import resources as job_resources
 from parallel_experts.planning import tables as plan
 from parallel_experts.targets import catalogue
@@ -154,9 +155,12 @@ def run_json(runs):
 
 
 def systems_settings(table):
-    """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol."""
+    """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol,
+    our protocol's defaults filled in (lm.systems), so that a change of those defaults reruns the table too."""
+    protocol = {"latency": systems.latency_settings, "throughput": systems.throughput_settings}[table]
+    spec = protocol(config) if table in config["lm"] else None
     return json.dumps(
-        {key: config["lm"].get(key) for key in (table, "head_dim", "vocabulary", "dtype")}, sort_keys=True
+        {table: spec} | {key: config["lm"].get(key) for key in ("head_dim", "vocabulary", "dtype")}, sort_keys=True
     )
 
 

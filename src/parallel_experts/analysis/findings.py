@@ -24,7 +24,7 @@ than α with no effect (`combine`). Findings are plain text; escaping is the pag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -344,8 +344,7 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     (e0, e1), (l0, l1) = probe_analysis.EARLY, probe_analysis.LATE
     found = combine({"leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}"),
                      "catches up": _agents_test(early - late, depths, f"recall over steps {e0}-{e1} minus {l0}-{l1}")})
-    return Finding(found.verdict, f"{measured}; {found.measured}", found.test, found.rule, found.no_effect,
-                   found.decided_by, found.evidence, found.parts)
+    return replace(found, measured=f"{measured}; {found.measured}")
 
 
 def _agents_test(scores: np.ndarray, depths: list[int], what: str) -> Finding:
