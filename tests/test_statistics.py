@@ -77,6 +77,9 @@ def test_picking_the_best_of_three_moves_the_null_as_the_maximum_of_normals_says
     rule = depth_rules.BestAgainst((4,), (2,))
     p = float(calibration.p_value(rule, ((True, (400,) * 4, (4, 4, 4, 2)),), np.array(1), np.array(c)))
     assert c > 2.0 and abs(p - 0.05) < 4 * np.sqrt(0.05 * 0.95 / calibration.NULL_DRAWS) + 0.002, (c, p)
+    # Three at L = 2 as well: the least favourable null sinks two of them, which is the same closed form.
+    p = float(calibration.p_value(rule, ((True, (400,) * 6, (4, 4, 4, 2, 2, 2)),), np.array(1), np.array(c)))
+    assert abs(p - 0.05) < 4 * np.sqrt(0.05 * 0.95 / calibration.NULL_DRAWS) + 0.002, p
 
 
 @pytest.mark.parametrize("seeds", [3, 9])

@@ -27,13 +27,16 @@ def equal_seeds() -> None:
 
 
 def best_of_three() -> None:
-    print("2. the best of three at L = 4 against one at L = 2, 400 seeds: the maximum of normals' 5 % point")
+    print("2. the best of three at L = 4 against the best at L = 2, 400 seeds: the maximum of normals' 5 % point; "
+          "with three at L = 2 too, the rule's least favourable null (two of them sunk) is the same form")
     def tail(c):
         return integrate.quad(lambda z: (1 - stats.norm.cdf(c * np.sqrt(2) + z) ** 3) * stats.norm.pdf(z), -10, 10)[0]
     c = optimize.brentq(lambda c: tail(c) - ALPHA, 0.5, 4.0)
     rule = depth_rules.BestAgainst((4,), (2,))
-    p = float(calibration.p_value(rule, ((True, (400,) * 4, (4, 4, 4, 2)),), np.array(1), np.array(c)))
-    print(f"   closed form c = {c:.3f} (a test chosen in advance: 1.645); the rule's p there {p:.4f}")
+    print(f"   closed form c = {c:.3f} (a test chosen in advance: 1.645)")
+    for depth, words in (((4, 4, 4, 2), "one at L = 2"), ((4, 4, 4, 2, 2, 2), "three at L = 2")):
+        p = float(calibration.p_value(rule, ((True, (400,) * len(depth), depth),), np.array(1), np.array(c)))
+        print(f"   {words}: the rule's p at c {p:.4f} (alpha {ALPHA})")
 
 
 def ties_at_the_top() -> None:
@@ -63,8 +66,23 @@ def pooled_power() -> None:
               f"statsmodels {exact:.4f}")
 
 
+def agents_and_rounds() -> None:
+    print("5. nothing picked: the probes' test over 3 agents a side (AgainstRival of two arms) against Student's t on "
+          "4 df (the Welch statistic's null at equal SDs is close to it, not equal), and Tables 5/6's test over rounds "
+          "(TimeRatio) against scipy's one-sample t, which is exact")
+    rule = depth_rules.AgainstRival.of(np.array([True, False]))
+    for t in (1.0, 2.0, 3.0):
+        p = float(calibration.p_value(rule, ((True, (3, 3), (4, 2)),), np.array(1), np.array(t)))
+        print(f"   3 vs 3 agents, t = {t}: rule {p:.4f}, Student (4 df) {stats.t.sf(t, 4):.4f}")
+    for rounds in (3, 5, 10):
+        for t in (1.0, 2.5):
+            p = float(calibration.p_value(depth_rules.TimeRatio(slower=True), ((True, (rounds,), (0,)),),
+                                          np.array(1), np.array(t)))
+            print(f"   {rounds} rounds, t = {t}: rule {p:.4f}, scipy one-sample t {stats.t.sf(t, rounds - 1):.4f}")
+
+
 def paper_design() -> None:
-    print("5. the paper's design (config/paper.yaml): resampling the authors' seeds against the normal model, and each "
+    print("6. the paper's design (config/paper.yaml): resampling the authors' seeds against the normal model, and each "
           "rule's chance of each verdict with no effect (supported, contradicted) beside alpha")
     tests = planned.tests(study.load(["config/paper.yaml"]))
     given = planned.config_designs(study.load(["config/paper.yaml"]))
@@ -85,4 +103,5 @@ if __name__ == "__main__":
     best_of_three()
     ties_at_the_top()
     pooled_power()
+    agents_and_rounds()
     paper_design()
