@@ -37,14 +37,15 @@ def time_calls(call, repeats: int, min_time: float = 0.0, max_repeats: int | Non
     return times
 
 
-def interleaved(cells: int, rounds: int, visit: Callable[[int], object], seed: int = 0
+def interleaved(cells: int, rounds: int, visit: Callable[[int], object], rng: np.random.Generator | None = None
                 ) -> tuple[list[list], np.ndarray, np.ndarray]:
     """Visit each of `cells` once per round, in a new random order every round: a drift of the machine's load then
     falls on every cell alike in expectation, where a cell always visited first would carry the drift as its own
     effect, and the rounds are independent repeats that a test over rounds can count. `visit(cell)` measures one
-    cell. Returns the results [cell][round], each cell's place in each round's order (cells, rounds) and the
-    1-minute load average at each round's start."""
-    rng = np.random.default_rng(seed)
+    cell; `rng` draws the orders (seed 0 where None: the same orders on every machine). Returns the results
+    [cell][round], each cell's place in each round's order (cells, rounds) and the 1-minute load average at each
+    round's start."""
+    rng = np.random.default_rng(0) if rng is None else rng
     results = [[None] * rounds for _ in range(cells)]
     place, load = np.zeros((cells, rounds), int), np.zeros(rounds)
     for r in range(rounds):
