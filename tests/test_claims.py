@@ -194,7 +194,7 @@ def lm_aggregation(losses):
     (None, lm_aggregation({"sqrt_sum": seeded(3.52, CLOSE), "mean": seeded(3.51, CLOSE)}), SUPPORTED),
 ])
 def test_the_sqrt_sum_is_competitive_where_it_is_significantly_within_a_margin_of_the_best_rule(sokoban, lm, verdict):
-    found = findings.sqrt_sum_default(sokoban, lm)
+    found = findings.sqrt_sum_default(sokoban, lm, verdicts.Margins())
     assert found.verdict == verdict
     if verdict in (SUPPORTED, CONTRADICTED):
         assert found.rule.startswith(verdicts.MARGIN)
@@ -236,7 +236,7 @@ def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_
 def test_one_run_each_leaves_comparable_untested_whatever_the_losses(losses, verdict):
     """With one run per allocation, "within 0.02 nats" said "supported" 2 times in 5 when the recurrent model was
     truly 0.02 worse (issue 41): one run is no test."""
-    found = findings.lm_comparable_shallow(lm_sweep(losses), "small", 64)
+    found = findings.lm_comparable_shallow(lm_sweep(losses), "small", 64, verdicts.COMPARABLE)
     assert found.verdict == verdict
     if verdict == UNTESTED:
         assert found.rule == verdicts.UNTESTED and found.no_effect is None
@@ -252,7 +252,8 @@ def test_one_run_each_leaves_comparable_untested_whatever_the_losses(losses, ver
     (seeded(3.52, NOISY), 3.51, UNTESTED),  # one non-recurrent seed: no test
 ])
 def test_over_seeds_comparable_is_a_one_sided_welch_test_against_the_margin(recurrent, nonrecurrent, verdict):
-    found = findings.lm_comparable_shallow(lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent}), "small", 64)
+    sweep = lm_sweep({(True, 2): recurrent, (False, 4): nonrecurrent})
+    found = findings.lm_comparable_shallow(sweep, "small", 64, verdicts.COMPARABLE)
     assert found.verdict == verdict
     assert found.rule == (verdicts.UNTESTED if verdict == UNTESTED else verdicts.MARGIN)
     if recurrent == seeded(3.52, CLOSE):
@@ -260,6 +261,16 @@ def test_over_seeds_comparable_is_a_one_sided_welch_test_against_the_margin(recu
                                          "d64: 3.510 ± 0.003 (3 seeds) (+0.010")
         # one allocation each, nothing picked: the rule's null is Welch's t at these seeds, p = 0.0352 in closed form
         assert found.test.startswith("recurrent less than 0.02 nats worse: Welch t = 2.45, p = 0.03")
+
+
+def test_the_configs_margin_is_the_one_tested():
+    """claims.margins.lm decides "comparable": 0.01 nats worse over three close seeds is within the default 0.02 and
+    not shown within 0.005 (t = (0.005 - 0.01) / 0.0041 = -1.2)."""
+    assert verdicts.Margins.of({}) == verdicts.Margins(sokoban=0.2, lm=0.02)
+    sweep = lm_sweep({(True, 2): seeded(3.52, CLOSE), (False, 4): seeded(3.51, CLOSE)})
+    strict = verdicts.Margins.of({"claims": {"margins": {"lm": 0.005}}})
+    found = findings.lm_comparable_shallow(sweep, "small", 64, strict.lm)
+    assert found.verdict == INCONCLUSIVE and found.test.startswith("recurrent more than 0.005 nats worse")
 
 
 def points(gains):
@@ -437,4 +448,5 @@ def test_ablations_of_agents_at_chance_decide_nothing():
     assert findings.full_communication(radius([12.0, 13.0, 14.0])).verdict == SUPPORTED
     found = findings.full_communication(at_chance(radius([12.0, 13.0, 14.0])))
     assert (found.verdict, found.test) == (INCONCLUSIVE, "no test: every agent at chance")
-    assert findings.sqrt_sum_default(at_chance(aggregation([13.9, 14.0, 12.0], CLOSE)), None).verdict == INCONCLUSIVE
+    at_chance_agents = at_chance(aggregation([13.9, 14.0, 12.0], CLOSE))
+    assert findings.sqrt_sum_default(at_chance_agents, None, verdicts.Margins()).verdict == INCONCLUSIVE

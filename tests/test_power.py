@@ -181,7 +181,7 @@ SAME_DECISIONS = {
     "sokoban_fewer_layers": (findings.sokoban_fewer_layers, depth_rules.FewerLayersRule(), 1),
     "sokoban_recurrence_better": (findings.sokoban_recurrence_better, depth_rules.RecurrenceBetter(), 1),
     "lm_fewer_layers": (findings.lm_fewer_layers, depth_rules.FewerLayersRule(), -1),
-    "lm_comparable_shallow": (lambda sweep: findings.lm_comparable_shallow(sweep, "small", 64),
+    "lm_comparable_shallow": (lambda sweep: findings.lm_comparable_shallow(sweep, "small", 64, verdicts.COMPARABLE),
                               depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE), -1),
 }
 
@@ -218,23 +218,23 @@ def test_a_simulated_draw_gets_the_claims_pages_verdict(claim):
     assert 0 < simulated.mean() < 1, simulated.mean()
 
 
-@pytest.mark.parametrize("setting, values, claim, means", [
-    ("radius", [0, 1, 3], "full_communication", [12.0, 12.5, 13.0]),  # the full radius ahead by 0.5
-    ("aggregation", ["mean", "routed_mean", "sqrt_sum"], "sqrt_sum", [12.5, 13.0, 13.5]),  # the sqrt-sum ahead
+@pytest.mark.parametrize("setting, values, means", [
+    ("radius", [0, 1, 3], [12.0, 12.5, 13.0]),  # the full radius ahead by 0.5
+    ("aggregation", ["mean", "routed_mean", "sqrt_sum"], [12.5, 13.0, 13.5]),  # the sqrt-sum ahead
 ])
-def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values, claim, means):
+def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values, means):
     """An ablation's default (the last value: the full radius at E = 7, the sqrt-sum) against its best rival, decided
     by the power analysis as findings decides an ablation dataset of the same returns, over draws that reach both
     verdicts."""
     draws = 40
-    _, _, margin, _ = planned.ABLATIONS[setting]
-    rule = findings.full_communication if claim == "full_communication" else findings.sokoban_sqrt_sum
+    _, _, within_margin, _ = planned.ABLATIONS[setting]
+    margin = verdicts.SOKOBAN_COMPARABLE if within_margin else 0.0
     rng = np.random.default_rng(5)
     scores = rng.normal(np.array(means)[:, None], 0.5, size=(draws, 3, 3))
     simulated = simulated_verdict(depth_rules.AgainstRival(2, (True, True, False), margin),
                                   {True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
     for draw in range(draws):
-        found = rule(ablation_data(setting, values, scores[draw]))
+        found = findings.sokoban_ablation({}, setting, ablation_data(setting, values, scores[draw]))
         assert page_supports(found) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 

@@ -276,40 +276,44 @@ def full_communication(ablations: xr.Dataset) -> Finding:
                           verdicts.PICKS)
 
 
-def sokoban_sqrt_sum(ablations: xr.Dataset) -> Finding:
-    """Fig. 10 left, "consistently competitive": the sqrt-sum significantly less than verdicts.SOKOBAN_COMPARABLE
-    below the best other rule (a non-inferiority test); contradicted where it is significantly more below it."""
-    return _against_rival(ablations, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum",
-                          verdicts.SOKOBAN_COMPARABLE, verdicts.MARGIN)
+def sokoban_sqrt_sum(ablations: xr.Dataset, margin: float) -> Finding:
+    """Fig. 10 left, "consistently competitive": the sqrt-sum significantly less than `margin` (of return) below the
+    best other rule (a non-inferiority test); contradicted where it is significantly more below it."""
+    return _against_rival(ablations, "aggregation", lambda t: t["aggregation"] == "sqrt_sum", "sqrt_sum", margin,
+                          verdicts.MARGIN)
 
 
-# The verdict of each Sokoban ablation, on the claims page and on the ablation's own report page.
-SOKOBAN_ABLATION_FINDINGS = {"aggregation": sokoban_sqrt_sum, "radius": full_communication}
+def sokoban_ablation(config: Mapping, setting: str, ablations: xr.Dataset) -> Finding:
+    """The verdict of a Sokoban ablation, on the claims page and on the ablation's own report page."""
+    if setting == "aggregation":
+        return sokoban_sqrt_sum(ablations, verdicts.Margins.of(config).sokoban)
+    return full_communication(ablations)
 
 
-def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None) -> Finding:
+def sqrt_sum_default(sokoban: xr.Dataset | None, lm: xr.Dataset | None, margins: verdicts.Margins) -> Finding:
     """App. A.3's "consistently competitive": in each domain the sqrt-sum against the best other rule, non-inferior
-    within a margin (verdicts.SOKOBAN_COMPARABLE in Sokoban, verdicts.COMPARABLE nats in FineWeb)."""
-    parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None else sokoban_sqrt_sum(sokoban),
+    within the domain's margin."""
+    parts = {"Sokoban": not_run("the Sokoban aggregation ablation") if sokoban is None
+             else sokoban_sqrt_sum(sokoban, margins.sokoban),
              "FineWeb": not_run("the FineWeb aggregation ablation")}
     if lm is not None and "aggregation" in store.ablation_members(lm):
         runs = lm_ablations.members(lm_losses.run_table(lm), lm, "aggregation").dropna(subset=["validation_loss"])
         runs = runs.reset_index(drop=True)
         default = (runs["aggregation"] == "sqrt_sum").to_numpy()
         if default.any() and not default.all():
-            rule = depth_rules.AgainstRival.of(default, verdicts.COMPARABLE)
+            rule = depth_rules.AgainstRival.of(default, margins.lm)
             arms = Arms.of_losses(runs)
             mine, rival = runs.iloc[rule.default], runs.iloc[int(rule.rival(arms))]
             gap = mine["validation_loss"] - rival["validation_loss"]
             parts["FineWeb"] = tested(rule, {True: arms},
                                       f"sqrt_sum: {lm_losses.loss_text(mine)}, best other ({rival['aggregation']}): "
                                       f"{lm_losses.loss_text(rival)} ({gap:+.3f} nats)",
-                                      f"sqrt_sum {_within(gap)} {verdicts.COMPARABLE} nats worse", verdicts.MARGIN)
+                                      f"sqrt_sum {_within(gap, margins.lm)} nats worse", verdicts.MARGIN)
     return combine(parts)
 
 
-def _within(gap: float) -> str:
-    return "less than" if gap <= verdicts.COMPARABLE else "more than"
+def _within(gap: float, margin: float) -> str:
+    return f"{'less' if gap <= margin else 'more'} than {margin}"
 
 
 def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
@@ -374,22 +378,22 @@ def _runs_at(runs: pd.DataFrame, budget: str, window: int) -> dict[bool, pd.Data
     return {r: here[here["recurrent"].astype(bool) == r].reset_index(drop=True) for r in (True, False)}
 
 
-def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int) -> Finding:
+def lm_comparable_shallow(sweep: xr.Dataset, budget: str, window: int, margin: float) -> Finding:
     """Fig. 5: the best recurrent configuration at L ≤ 2 against the best non-recurrent one of the budget and
-    window (means over seeds), comparable or better within verdicts.COMPARABLE nats: a non-inferiority test of the
+    window (means over seeds), comparable or better within `margin` nats: a non-inferiority test of the
     two picked from the noisy means (depth_rules.RecurrenceBetter with the margin), untested with one seed."""
     tables = _runs_at(lm_losses.run_table(sweep), budget, window)
     rec, non = tables[True], tables[False]
     if not (rec["depth"] <= 2).any() or not len(non):
         return not_run(f"recurrent runs at L ≤ 2 and non-recurrent runs at the {budget} budget, W = {window}")
-    rule = depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE)
+    rule = depth_rules.RecurrenceBetter(shallow=2, margin=margin)
     families = {r: Arms.of_losses(table) for r, table in tables.items()}
     i, j = depth_rules.best_pair(families[True], families[False], rule.shallow)
     r, n = rec.iloc[int(i)], non.iloc[int(j)]
     gap = r["validation_loss"] - n["validation_loss"]
     measured = (f"recurrent {r['allocation']}: {lm_losses.loss_text(r)}, best non-recurrent {n['allocation']}: "
                 f"{lm_losses.loss_text(n)} ({gap:+.3f} nats; {budget} budget, W = {window})")
-    return tested(rule, families, measured, f"recurrent {_within(gap)} {verdicts.COMPARABLE} nats worse",
+    return tested(rule, families, measured, f"recurrent {_within(gap, margin)} nats worse",
                   verdicts.MARGIN)
 
 
@@ -523,7 +527,7 @@ def training_slower(throughput: xr.Dataset) -> Finding:
 def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     if "lm_sweep" not in data:
         return not_run("the FineWeb sweep")
-    return lm_comparable_shallow(data["lm_sweep"], *study.fig5_setting(config))
+    return lm_comparable_shallow(data["lm_sweep"], *study.fig5_setting(config), verdicts.Margins.of(config).lm)
 
 
 def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
@@ -546,7 +550,7 @@ def _needs(name: str, rule: Callable[[xr.Dataset], Finding], what: str):
 
 
 def _aggregation(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
-    return sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"))
+    return sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"), verdicts.Margins.of(config))
 
 
 # Each claim's decision, in the order of the paper: (the results there are, by name, config) -> Finding. The

@@ -44,10 +44,11 @@ SEEDS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20, 25, 30, 40, 50)  # the seeds pe
 # Fig. 6 is decided by one (L, d) family that gains, the one whose gain is largest in standard deviations.
 DESIGNS = {"sokoban": ("every allocation", "best per depth"), "lm": ("every allocation", "best per depth"),
            "ablation": ("every allocation",), "experts": ("every allocation", "one (L, d) family")}
-# Each Sokoban ablation's claim: (the claims page's name, the default value, its decision).
+# Each Sokoban ablation's claim: (the claims page's name, the default value, whether it is tested within the
+# Sokoban margin (non-inferiority), its decision).
 PRICED_AS = {"experts": "sokoban"}  # a decision's domain -> the domain whose prices it reads
-ABLATIONS = {"radius": ("full_communication", "full", 0.0, verdicts.PICKS),
-             "aggregation": ("sqrt_sum_default", "sqrt_sum", verdicts.SOKOBAN_COMPARABLE, verdicts.MARGIN)}
+ABLATIONS = {"radius": ("full_communication", "full", False, verdicts.PICKS),
+             "aggregation": ("sqrt_sum_default", "sqrt_sum", True, verdicts.MARGIN)}
 # The claims of the page whose power this analysis does not model, and why (the claims page's cost column says so).
 _TIMING = ("not a question of seeds: a timing benchmark tested over its rounds (lm.latency.rounds, "
            "lm.throughput.rounds; the plan prices rule bench)")
@@ -198,7 +199,8 @@ def tests(config: Mapping) -> list[Decision]:
                               **where))
         if (name, window) == study.fig5_setting(config):
             found.append(Decision("lm_comparable_shallow", part, name, verdicts.MARGIN, truth,
-                                  depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.COMPARABLE), **where))
+                                  depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.Margins.of(config).lm),
+                                  **where))
     return found + _expert_tests(by_budget) + _ablation_tests(config)
 
 
@@ -248,9 +250,9 @@ def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decisio
 def _ablation_tests(config: Mapping) -> list[Decision]:
     """Each Sokoban ablation's claim (ABLATIONS), its values as arms: the default `lead` above every other value, as
     the config's `power.sokoban.ablations.<setting>` assumes (the paper publishes no ablation spread)."""
-    found = []
+    found, margin = [], verdicts.Margins.of(config).sokoban
     for setting, spec in config["sokoban"].get("ablations", {}).items():
-        claim, default, margin, rule = ABLATIONS[setting]
+        claim, default, within_margin, rule = ABLATIONS[setting]
         values = np.array([str(v) for v in spec["values"]])
         if default not in values or len(values) < 2:
             continue
@@ -263,7 +265,7 @@ def _ablation_tests(config: Mapping) -> list[Decision]:
         truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed["lead"]), 0.0),
                       np.full(len(values), float(assumed["sd"])), f"assumed ({key}): {assumed['reason']}")
         found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, rule, {True: truth},
-                              depth_rules.AgainstRival.of(is_default, margin),
+                              depth_rules.AgainstRival.of(is_default, margin if within_margin else 0.0),
                               domain="ablation"))
     return found
 

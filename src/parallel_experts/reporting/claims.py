@@ -146,27 +146,30 @@ def tally(table: pd.DataFrame) -> str:
     return f"{count(findings.TESTED)} by a test at alpha = {verdicts.ALPHA}; {count(untested)} (of {len(table)} claims)"
 
 
-RULES = ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py), and each "
-         "part's rule is a test at alpha = 0.05 against its own null at this design: the share of simulated studies "
-         "with no effect, of the same seeds and allocations, in which the rule points the same way at least as "
-         "strongly, so that picking the best of several noisy allocations is inside the test. Where a rule picks the "
-         "best of one side against the best of another, no effect is not one configuration: the p-value is the "
-         "largest over every allocation equal and the least favourable one, the side that must win tied at the top "
-         "against one allocation of the other, the rest far below (parallel_experts/analysis/calibration.py). Its chance of the verdict it gives with no effect, at the "
-         "observed spread, is in the column beside it; a rule whose chance exceeds alpha there, or that has no test "
-         "(one seed, one probed agent per depth, one timing round), says untested, whichever way the "
-         "measurement leans. Where the paper says comparable or competitive, the test is non-inferiority within a "
-         f"margin ({verdicts.COMPARABLE} nats in FineWeb, {verdicts.SOKOBAN_COMPARABLE} of return in Sokoban), and "
-         "its no-effect chance is taken at that margin. A claim with parts (budgets, domains, families, contexts) is "
-         "supported where every part that ran is (each at alpha), and contradicted where a tested part is at alpha "
-         "over the number of tested parts (Bonferroni); the parts that decided are named. A part that did not run is "
-         "listed and does not count. Sokoban agents that solve no more test levels than a random policy decide "
-         "nothing.")
+def rules(margins: verdicts.Margins) -> str:
+    """How the page's rules decide, in words."""
+    return ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py), and each"
+            " part's rule is a test at alpha = 0.05 against its own null at this design: the share of simulated studies"
+            " with no effect, of the same seeds and allocations, in which the rule points the same way at least as "
+            "strongly, so that picking the best of several noisy allocations is inside the test. Where a rule picks the"
+            " best of one side against the best of another, no effect is not one configuration: the p-value is the "
+            "largest over every allocation equal and the least favourable one, the side that must win tied at the top "
+            "against one allocation of the other, the rest far below (parallel_experts/analysis/calibration.py). Its "
+            "chance of the verdict it gives with no effect, at the observed spread, is in the column beside it; a rule "
+            "whose chance exceeds alpha there, or that has no test (one seed, one probed agent per depth, one timing "
+            "round), says untested, whichever way the measurement leans. Where the paper says comparable or "
+            f"competitive, the test is non-inferiority within a margin ({margins.lm} nats in FineWeb, "
+            f"{margins.sokoban} of return in Sokoban: the config's claims.margins), and its no-effect chance is taken "
+            "at that margin. A claim with "
+            "parts (budgets, domains, families, contexts) is supported where every part that ran is (each at alpha), "
+            "and contradicted where a tested part is at alpha over the number of tested parts (Bonferroni); the parts "
+            "that decided are named. A part that did not run is listed and does not count. Sokoban agents that solve no"
+            " more test levels than a random policy decide nothing.")
 
 
-def summary(table: pd.DataFrame) -> str:
+def summary(table: pd.DataFrame, config: Mapping) -> str:
     """The page's first line, in Markdown: the tally of verdicts, then the rules that decided them."""
-    return f"**{tally(table)}.** {RULES}"
+    return f"**{tally(table)}.** {rules(verdicts.Margins.of(config))}"
 
 
 def styled(table: pd.DataFrame) -> Styler:
