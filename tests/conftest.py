@@ -65,6 +65,16 @@ def pytest_collection_modifyitems(items):
     items.sort(key=_part)
 
 
+def pytest_runtest_setup(item):
+    """Stop a grouped test that pytest-xdist handed out alone: with pytest 9.2 its loadgroup drops every group without
+    a word (pytest-dev/pytest-xdist#1386), the SLURM tests then wait minutes for each other's cluster and the shared
+    fixtures are built twice."""
+    grouped = item.get_closest_marker("xdist_group") and getattr(item.config.option, "loadgroup", False)
+    if grouped and "@" not in item.nodeid:
+        pytest.fail("pytest-xdist lost this test's xdist_group: install the dev lock's pytest "
+                    "(pytest-dev/pytest-xdist#1386)", pytrace=False)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _free_compiled_programs():
     """Drop each module's compiled programs when it ends. A worker runs hundreds of tests, and XLA's CPU backend
