@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from parallel_experts.core.programs import Program, collect, parameter_count, sharded, split
-from parallel_experts.lm import decode, evaluate, experiment, models, systems, throughput
+from parallel_experts.lm import decode, evaluate, experiment, models, systems
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.lm.shards import CHUNK
 from parallel_experts.lm.train import Trainer
@@ -50,7 +50,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:
-                train = throughput.train_config(model, context, spec["batch_tokens"])
+                train = systems.train_config(model, context, spec["batch_tokens"])
                 yield train_update(model, train, devices, "lm_throughput"), ("lm_throughput", "")
                 if train.warmup:
                     yield train_advance(model, train, devices, "lm_throughput"), ("lm_throughput", "")

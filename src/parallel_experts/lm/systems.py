@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import xarray as xr
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.lm.settings import ModelConfig, TrainConfig, memory_for
 from parallel_experts.results import store
 
 TRANSFORMER = (False, 16, 1)  # (recurrent, L, E): the reference row of both tables
@@ -48,6 +48,14 @@ def model_config(row: tuple[bool, int, int], width: int, lm: Mapping) -> ModelCo
     heads = width // lm["head_dim"]
     return ModelConfig(depth, n_experts, width, heads, max(1, heads // 2), vocab=lm["vocabulary"],
                        recurrent=recurrent, dtype=lm["dtype"])
+
+
+def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> TrainConfig:
+    """The training settings of one Table 6 cell: B = batch_tokens / C streams of C tokens in one microbatch (the
+    recurrent model: segment C, cache M = C)."""
+    return TrainConfig(sequence=context, memory=memory_for(context, model_config.recurrent),
+                       batch_tokens=batch_tokens, microbatch=batch_tokens // context,
+                       train_tokens=batch_tokens * 1000)
 
 
 def dataset(rows: Sequence[tuple[bool, int, int]], variables: Mapping, coords: Mapping, config: Mapping,

@@ -38,20 +38,13 @@ from parallel_experts.core.benchmarking import (counted_flops, host_memory, inte
 from parallel_experts.core.tables import fmt
 from parallel_experts.lm import experiment, systems
 from parallel_experts.lm import shards as shard_io
-from parallel_experts.lm.settings import ModelConfig, TrainConfig, memory_for
+from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.lm.train import Trainer, device_mesh
-
-
-def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> TrainConfig:
-    """The training settings of one cell: B = batch_tokens / C streams of C tokens in one microbatch."""
-    return TrainConfig(sequence=context, memory=memory_for(context, model_config.recurrent),
-                       batch_tokens=batch_tokens, microbatch=batch_tokens // context,
-                       train_tokens=batch_tokens * 1000)
 
 
 def trainer(model_config: ModelConfig, context: int, batch_tokens: int, devices: int = 1):
     """The training job (`lm.train.Trainer`) of one cell (`train_config`), its streams split over `devices`."""
-    return Trainer(model_config, train_config(model_config, context, batch_tokens), device_mesh(devices))
+    return Trainer(model_config, systems.train_config(model_config, context, batch_tokens), device_mesh(devices))
 
 
 def timed_updates(job, update, carry, shards: Sequence[np.ndarray], steps: int
