@@ -137,7 +137,7 @@ def planner_flops(run) -> float:
     if isinstance(run, sokoban_experiment.Run):
         job = costs.sokoban_train_job(run, sokoban_flops.forward(run.agent, run.train.view))
         return job.flops / run.train.num_updates
-    return costs.lm_train_job(run, lm_flops.forward(run.model, run.window)).flops / run.train.updates
+    return costs.lm_train_job(run, lm_flops.forward(run.model, run.window), gpus=1).flops / run.train.updates  # any GPUs
 
 
 def level_table(config: Mapping) -> tuple[np.ndarray, str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
+
 
 def fitted(measure, depth: int, experts: int, width: int, widths: Sequence[int]) -> float:
     """F(depth, experts, width) from F at (L, E) ∈ {1, 2}² and three `widths`: exact wherever F = a + b·L + c·E

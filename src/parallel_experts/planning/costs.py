@@ -10,7 +10,9 @@
   head, per-level and per-expert work), so that pricing the paper's 360 models takes seconds, not minutes.
 * Throughput, per rule (and per family where the two differ): the median achieved FLOP/s of this project's
   timed jobs of that rule (Snakemake's benchmark files) in a results folder of a run on the same accelerator;
-  otherwise the config's stated assumption (`plan`: a device, its peak, and the fraction of it a job reaches).
+  otherwise the config's stated assumption (`plan`: a device, its peak, and the fraction of it a job reaches). An LM
+  job whose family states a serial latency (`plan.<family>.serial`) is priced by `lm_time` instead: its FLOPs at
+  that fraction plus the level-steps its recurrence runs one after another.
 * Device-hours: a job's seconds × its GPUs, or × its CPUs where the config gives the rule no GPU.
 """
 
@@ -30,17 +32,17 @@ from parallel_experts import study
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core.budget import Allocation
 from parallel_experts.core.definitions import family
+from parallel_experts.core.flops import TRAIN_PASSES
 from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
-from parallel_experts.planning import resources
+from parallel_experts.planning import lm_time, resources
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS
 from parallel_experts.targets import catalogue
 
-TRAIN_PASSES = 3  # forward + backward ≈ 3 forward passes (sokoban-bench counts 3.19 for a whole A2C update)
 # A rematerialised rollout (sokoban.training.remat) reruns the agent's forward pass in the backward pass: XLA's count
 # of one unrolled update of one seed is 4.05 forward steps per environment step instead of 3.05, at every paper
 # allocation counted. The planner prices the work the hardware does, so a job with remat counts one pass more.
@@ -73,6 +75,8 @@ class Job:
     seeds: int = 0  # the seeds a Sokoban job trains or plays together (0: an LM or systems job)
     budget: str | None = None  # the run's budget (None: the expert-count sweep, a systems table)
     remat: bool = False  # a Sokoban job whose rollout is rematerialised (REMAT_PASSES)
+    # An LM job's work on one of its GPUs, (update, how many), where `lm_time` prices it; () where FLOPs alone do
+    work: tuple[tuple[lm_time.Update, int], ...] = ()
 
     @property
     def group(self) -> str:
@@ -172,19 +176,25 @@ def _probe_jobs(run: sokoban_experiment.Run, families: sokoban_experiment.Famili
     return found
 
 
-def lm_train_job(run: lm_experiment.Run, forward: float) -> Job:
-    """The training job of an LM run as the plan prices it (`forward`: `forward_flops` of its model)."""
-    return _lm_job("lm_train", run, run.train.train_tokens * TRAIN_PASSES * forward)
+def lm_train_job(run: lm_experiment.Run, forward: float, gpus: int) -> Job:
+    """The training job of an LM run as the plan prices it (`forward`: `forward_flops` of its model), its updates
+    split over `gpus`."""
+    update = lm_time.training(run.model, run.train, gpus, forward)
+    return _lm_job("lm_train", run, run.train.train_tokens * TRAIN_PASSES * forward, ((update, run.train.updates),))
 
 
-def _lm_job(rule: str, run: lm_experiment.Run, flops: float) -> Job:
+def _lm_job(rule: str, run: lm_experiment.Run, flops: float, work: tuple) -> Job:
     return Job(rule, f"run={run.id}", flops, paths.benchmark(rule, run=run.id), family(run.model.recurrent), run,
-               paths.run_dir("lm", run.id), budget=run.budget)
+               paths.run_dir("lm", run.id), budget=run.budget, work=work)
 
 
-def _lm_jobs(run: lm_experiment.Run, shard_tokens: int, forward: float) -> list[Job]:
-    """Training, and evaluation on the validation shard's `shard_tokens` tokens."""
-    return [lm_train_job(run, forward), _lm_job("lm_evaluate", run, shard_tokens * forward)]
+def _lm_jobs(run: lm_experiment.Run, config: Mapping, forward: float) -> list[Job]:
+    """Training on the job's GPUs, and evaluation of the validation shard's tokens on one of them (`lm.evaluate`),
+    a block of `lm.evaluation.lanes` streams at a time."""
+    tokens = config["lm"]["shard_tokens"]
+    scan = lm_time.evaluation(run.model, tokens, lm_experiment.evaluation(config)["lanes"], forward)
+    return [lm_train_job(run, forward, lm_experiment.devices(config)),
+            _lm_job("lm_evaluate", run, tokens * forward, ((scan, 1),))]
 
 
 def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
@@ -200,13 +210,18 @@ def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
 
 
 def _throughput_job(config: Mapping, counter: FlopCounter) -> Job:
-    """Every row and context: the updates that measure its memory, then its turns of every round (lm/throughput.py)."""
+    """Every row and context: the updates that measure its memory, then its turns of every round (lm/throughput.py),
+    each split over the bench's GPUs."""
     spec = systems.throughput_settings(config)
-    updates = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"]
-    flops = sum(updates * spec["batch_tokens"] * TRAIN_PASSES
-                * counter.forward(systems.model_config(row, spec["width"], config["lm"]), context)
-                for row in systems.selected(systems.THROUGHPUT_ROWS, spec) for context in spec["contexts"])
-    return Job("lm_throughput", "", flops, paths.benchmark("lm_throughput"))
+    updates, gpus = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"], lm_experiment.devices(config, "bench")
+    work = []
+    for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
+        model = systems.model_config(row, spec["width"], config["lm"])
+        for context in spec["contexts"]:
+            train = systems.train_config(model, context, spec["batch_tokens"])
+            work.append((lm_time.training(model, train, gpus, counter.forward(model, context)), updates))
+    flops = sum(update.flops * gpus * count for update, count in work)
+    return Job("lm_throughput", "", flops, paths.benchmark("lm_throughput"), work=tuple(work))
 
 
 def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] | None = None
@@ -216,7 +231,6 @@ def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] |
     systems_jobs = {path: job for table, path, job in (("latency", paths.LATENCY, _latency_job),
                                                        ("throughput", paths.THROUGHPUT, _throughput_job))
                     if table in config["lm"]}
-    shard_tokens = config["lm"]["shard_tokens"]
     found = study.runs(config)  # both domains' runs, each domain's read once
     sokoban = found.sokoban_datasets | ({paths.SOKOBAN_PROBES: found.sokoban.probed} if found.sokoban.probed else {})
     lm = found.lm_datasets
@@ -238,7 +252,7 @@ def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] |
                                   *(_probe_jobs(run, found.sokoban, agent_flops[run.id]) if probes else [])]]
     model_flops = forward(lm, _model, counters.lm)
     for path in wanted & set(lm):
-        jobs[path] = [job for run in lm[path] for job in _lm_jobs(run, shard_tokens, model_flops[run.id])]
+        jobs[path] = [job for run in lm[path] for job in _lm_jobs(run, config, model_flops[run.id])]
     for path in wanted & set(systems_jobs):
         jobs[path] = [systems_jobs[path](config, counters.lm)]
     return jobs
@@ -339,12 +353,27 @@ def assumption(config: Mapping, rule: str, kind: str = "") -> Assumption:
 
 
 def assumed_rate(config: Mapping, job: Job) -> Rate:
-    """The config's stated assumption for the job's resources family (`assumption`), over the job's GPUs."""
+    """The config's stated assumption for the job's resources family (`assumption`), over the job's GPUs; or, for an
+    LM job where the family states a serial latency, its FLOPs over `lm_time`'s seconds."""
     assumed = assumption(config, job.rule, job.family)
+    spec = config["plan"][assumed.spec_key.removeprefix("plan.")]
+    if job.work and "serial" in spec:
+        return modelled_rate(assumed, spec, job)
     gpus = resources.spec(config, job.rule)["gpus"]
     return Rate(assumed.peak_tflops * 1e12 * assumed.efficiency * max(gpus, 1),
                 f"assumed: {assumed.efficiency:.1%} of {assumed.device}'s {assumed.peak_tflops:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""))
+
+
+def modelled_rate(assumed: Assumption, spec: Mapping, job: Job) -> Rate:
+    """An LM job's FLOPs over its seconds on `lm_time`'s model of our code (`spec`: plan.<family>)."""
+    speed = lm_time.speed(spec)
+    compute = sum(count * speed.compute(update) for update, count in job.work)
+    serial = sum(count * speed.serial(update) for update, count in job.work)
+    return Rate(job.flops / (compute + serial),
+                f"modelled ({assumed.spec_key}): compute at {assumed.efficiency:.1%} of {assumed.device}'s "
+                f"{assumed.peak_tflops:g} TFLOP/s" + (f" + level-steps in turn, {lm_time.latency(speed)}"
+                                                      if serial else ""))
 
 
 def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> dict[Job, Rate]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from parallel_experts.config.options import config_files, configfile, option
 from parallel_experts.core import budget
-from parallel_experts.planning import costs, memory, tables
+from parallel_experts.planning import costs, lm_time, memory, tables
 from parallel_experts.results import grids, paths, rehearsal_file, store
 
 
@@ -51,6 +51,12 @@ def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
     print(tables.printed(table, tables.unit(config), options.jobs, calibration))
     if options.out:
         tables.write(config, table, costs.held_out(config, timed), calibration, options.out)
+    lm_spec = config.get("plan", {}).get("lm_train", {})
+    if "serial" in lm_spec:  # the LM time model's check against every GPU timing (`lm_time.validation`)
+        check = lm_time.validation(lm_spec, counters.lm.forward)
+        print("\nthe LM time model (plan.lm_train) against every GPU timing:\n  " + "\n  ".join(lm_time.summary(check)))
+        if options.out:
+            tables.write_lm_time(check, options.out)
     rehearsal = rehearsal_file.read(directory / paths.rehearsal(config["scale"]))
     frame = memory.per_job(config, table, rehearsal)
     print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))

@@ -42,9 +42,10 @@ def unit(config: Mapping) -> str:
 
 def assumptions(table: pd.DataFrame) -> pd.DataFrame:
     """The throughput each group of jobs (a rule, and its family where that matters) was priced at, and where it
-    comes from."""
-    return (table.drop_duplicates(["group", "source"]).sort_values(["group", "source"])
-            [["group", "flops_per_s", "source"]].reset_index(drop=True))
+    comes from: the median over its jobs, whose rates differ where a model prices each job (`lm_time`)."""
+    distinct = table.drop_duplicates(["rule", "wildcards"])
+    return (distinct.groupby(["group", "source"], as_index=False)["flops_per_s"].median()
+            [["group", "flops_per_s", "source"]])
 
 
 def over_time_limit(table: pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +90,7 @@ def printed(table: pd.DataFrame, unit: str, jobs: bool = False, calibration: pd.
     limits = time_limit_lines(table)
     lines += ["", "time limits:", *(f"  {line}" for line in limits or ["every job fits in its time limit"])]
     lines += ["", "throughput per job:"]
-    lines += [f"  {row.group}: {row.flops_per_s / 1e9:,.1f} GFLOP/s ({row.source})"
+    lines += [f"  {row.group}: {row.flops_per_s / 1e9:,.1f} GFLOP/s, the median job ({row.source})"
               for row in assumptions(table).itertuples()]
     if calibration is not None and not calibration.empty:
         lines += ["", "the paper's Sokoban run times as a fraction of the train family's peak:"]
@@ -138,6 +139,20 @@ def read(folder: str | Path) -> tuple[dict[str, str], dict[str, pd.DataFrame]]:
     frames = {name: pd.read_csv(folder / f"{name}.csv", skiprows=1, index_col=0 if name == "targets" else None)
               for name in FILES}
     return dict(item.split("=", 1) for item in header.split()), frames
+
+
+LM_TIME = "lm_time.csv"  # beside FILES where the config prices LM jobs by `lm_time`: its validation table
+
+
+def write_lm_time(check: pd.DataFrame, folder: str | Path) -> None:
+    """`lm_time.validation` as the plan folder's lm_time.csv."""
+    atomic.write_text(Path(folder) / LM_TIME, check.to_csv(index=False))
+
+
+def read_lm_time(folder: str | Path) -> pd.DataFrame | None:
+    """What `write_lm_time` wrote, or None for a plan without it."""
+    path = Path(folder) / LM_TIME
+    return pd.read_csv(path) if path.exists() else None
 
 
 def check_summary(check: pd.DataFrame) -> list[str]:

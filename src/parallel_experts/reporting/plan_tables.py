@@ -47,3 +47,11 @@ def memory(jobs: pd.DataFrame) -> Styler | None:
                              fits=rehearsed["fits"].map({True: "✓", False: "✗"}).fillna("—"))
     return markup.table(shown[["rule", "wildcards", "peak_gb", "device", "memory_gb", "fits"]].head(MEMORY_ROWS),
                         {"peak_gb": "{:,.2f}", "memory_gb": "{:g}"}, na_rep="—")
+
+
+def lm_time(check: pd.DataFrame) -> Styler:
+    """The LM time model beside every GPU timing (`planning.lm_time.validation`), each prediction's ratio to the
+    measured time."""
+    shown = check.assign(**{f"{c.removesuffix('_s')} ÷ measured": check[c] / check["measured_s"]
+                            for c in ("authors_s", "held_out_s", "ours_s")})
+    return markup.table(shown, {c: "{:.4g}" for c in shown.columns if c not in ("source", "cell")}, na_rep="—")
