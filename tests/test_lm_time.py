@@ -1,0 +1,97 @@
+"""The LM time model (planning/lm_time.py): its fit to the authors' Table 6 by hand, its check against every GPU
+timing, and that the check fails without the serial term."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from helpers import REPO
+
+from parallel_experts.config import files
+from parallel_experts.lm import experiment
+from parallel_experts.lm import flops as lm_flops
+from parallel_experts.lm import systems
+from parallel_experts.planning import lm_time
+
+AIMS = {"median": 0.15, "worst": 1.5}  # issue 42: Table 6 held out, median error within 15 %, no cell off by 1.5×
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return files.load([REPO / "config/paper.yaml"])
+
+
+@pytest.fixture(scope="module")
+def check(paper):
+    return lm_time.validation(paper["plan"]["lm_train"], lm_flops.forward)
+
+
+def off_aims(table) -> list[str]:
+    """The Table 6 cells whose held-out prediction is off by more than the aim, and the median's miss."""
+    held = lm_time.errors(table).dropna()
+    found = list(table.loc[held[held > AIMS["worst"]].index, "cell"])
+    return found + (["median"] if held.median() - 1 > AIMS["median"] else [])
+
+
+def test_two_table6_cells_by_hand():
+    # The fit as docs/planning.md states it: 24.5 % of the H100's 989 TFLOP/s, 1.88 ms per level-step + 2.12 µs per
+    # sequence per GPU; a training update computes 3 passes of each token (XLA's forward count below).
+    authors = lm_time.fit(lm_time.table6(lm_flops.forward), 989)
+    assert (authors.efficiency, authors.step_s, authors.per_sequence_s) == pytest.approx((0.245, 1.88e-3, 2.12e-6),
+                                                                                         rel=5e-3)
+    rate = 0.245 * 989e12
+    by_hand = {
+        # recurrent L1 E16 at C = 1,024, B = 128: 32 streams per GPU; 1,024 × 1 level-steps
+        (1, 16, 1024): 3 * 3.7536144e8 * 32768 / rate + 1024 * (1.88e-3 + 2.12e-6 * 32),  # 0.152 + 1.995 = 2.147 s
+        # recurrent L8 E2 at C = 32, B = 4,096: 1,024 streams per GPU; 32 × 8 level-steps
+        (8, 2, 32): 3 * 3.25093184e8 * 32768 / rate + 256 * (1.88e-3 + 2.12e-6 * 1024),  # 0.132 + 1.037 = 1.169 s
+    }
+    for (depth, experts, context), seconds in by_hand.items():
+        model = systems.model_config((True, depth, experts), 768, lm_time.PAPER_LM)
+        train = systems.train_config(model, context, 131072)
+        update = lm_time.training(model, train, 4, lm_flops.forward(model, context))
+        assert update.steps == context * depth and update.sequences == 131072 // context // 4
+        assert authors.seconds(update) == pytest.approx(seconds, rel=5e-3)
+    assert by_hand[(1, 16, 1024)] == pytest.approx(2.147, abs=1e-3) and by_hand[(8, 2, 32)] == pytest.approx(1.169,
+                                                                                                              abs=1e-3)
+
+
+def test_the_model_meets_its_aims_on_table6_and_reproduces_our_timings(check, paper):
+    assert len(check[check["source"].str.startswith("Table 6")]) == 20  # the cells that did not run out of memory
+    assert off_aims(check) == []
+    ours = check[check["source"] == lm_time.H200].set_index("cell")
+    for cell in ("Transformer L16 E1, W = 1,024, update", "recurrent L16 E1, W = 1,024, update"):
+        assert ours.loc[cell, "ours_s"] == pytest.approx(ours.loc[cell, "measured_s"], rel=5e-3)
+    # the config's numbers are the calibration's, to the digits it states
+    calibrated = lm_time.calibrate(lm_time.fit(lm_time.table6(lm_flops.forward), 989), lm_flops.forward)
+    assert lm_time.speed(paper["plan"]["lm_train"]) == pytest.approx(calibrated, rel=5e-3)
+
+
+def test_without_the_serial_term_the_long_contexts_fail(paper):
+    compute_only = lm_time.validation(paper["plan"]["lm_train"], lm_flops.forward, terms=("compute",))
+    failing = off_aims(compute_only)
+    assert "recurrent L1 E16, C = 1024, B = 128" in failing and "median" in failing
+
+
+def test_the_h200_timings_are_one_gpus_share_of_the_paper_runs(paper):
+    for (recurrent, depth, experts), (train, _) in lm_time.H200_UPDATES.items():
+        model = systems.model_config((recurrent, depth, experts), 768, paper["lm"])
+        run = experiment.train_config(paper, model, 1024)
+        gpus = experiment.devices(paper)
+        assert train == dataclasses.replace(run, batch_tokens=run.batch_tokens // gpus,
+                                            microbatch=run.microbatch // gpus, train_tokens=train.train_tokens)
+
+
+def test_an_update_runs_the_recurrent_levels_in_turn_and_evaluation_a_third_of_a_step():
+    speed = lm_time.Speed(1000, 0.5, 1e-3, 1e-6)
+    recurrent = systems.model_config((True, 4, 4), 768, lm_time.PAPER_LM)
+    transformer = dataclasses.replace(recurrent, recurrent=False)
+    train = systems.train_config(recurrent, 64, 131072)  # 2,048 streams in one group
+    assert lm_time.training(transformer, train, 4, 1e9).steps == 0
+    update = lm_time.training(recurrent, train, 4, 1e9)
+    assert (update.steps, update.sequences, update.flops) == (64 * 4, 512, 3 * 1e9 * 131072 / 4)
+    assert speed.serial(update) == pytest.approx(256 * (1e-3 + 1e-6 * 512))
+    scan = lm_time.evaluation(recurrent, 1280, 128, 1e9)  # 10 tokens of 128 streams, a forward pass each
+    assert (scan.steps, scan.passes) == (40, 1)
+    assert speed.serial(scan) == pytest.approx(40 * (1e-3 + 1e-6 * 128) / 3)
