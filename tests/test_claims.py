@@ -216,6 +216,15 @@ def test_one_probed_agent_per_depth_leaves_the_planning_claim_untested(deep, sha
     assert found.verdict == verdict and leans in found.measured
 
 
+def test_a_step_window_no_scored_level_lasts_into_is_said_so_not_printed_as_nan():
+    """The demo's scored levels all end before step 5: its late gap has no value, which the page says in words."""
+    deep, shallow = np.full(12, 0.6), np.full(12, 0.3)
+    deep[5:] = shallow[5:] = np.nan
+    found = findings.plans_earlier(probe_recall(deep, shallow), "deep", "shallow")
+    assert "nan" not in found.measured.lower()
+    assert "+0.300 over steps 0-2, none over steps 5-10 (no scored level lasts that long)" in found.measured
+
+
 def test_the_planning_claim_names_the_scored_levels_and_decides_nothing_without_them():
     caught_up = np.minimum(0.3 + 0.1 * STEPS, 0.6)
     found = findings.plans_earlier(probe_recall(np.full(12, 0.6), caught_up, scored_levels=40), "deep", "shallow")

@@ -331,7 +331,7 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
     view = probe_analysis.over_agents(probes)
     found = probe_analysis.compare_pattern(view, deeper, shallower)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
-                f"recall: {found['early_gap']:+.3f} early, {found['late_gap']:+.3f} late, "
+                f"recall: {probe_analysis.gaps_words(found)}, "
                 f"{probe_analysis.scored_words(probes)}, {probe_analysis.agents_words(probes)}")
     if not all(probe_analysis.agents_beat_controls(probes, run)[0] for run in (deeper, shallower)):
         return Finding(INCONCLUSIVE, measured + "; the probes read no more from the state than from the controls",

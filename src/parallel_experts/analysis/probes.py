@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -176,15 +177,20 @@ def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str
             "catches_up": abs(late_gap) < abs(early_gap) / 2}
 
 
+def gaps_words(found: Mapping) -> str:
+    """The early and late gaps of `compare_pattern` in words; a window no scored level lasts into has no gap."""
+    return ", ".join(f"{gap:+.3f} over steps {first}-{last}" if np.isfinite(gap) else
+                     f"none over steps {first}-{last} (no scored level lasts that long)"
+                     for gap, (first, last) in ((found["early_gap"], EARLY), (found["late_gap"], LATE)))
+
+
 def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
     """Fig. 4's verdict on a pair (compare_pattern) in words: controls first, the gaps, then the verdict."""
     if not scored_levels(probes):
         return ["this run cannot test the paper's pattern: no test level is solved by every probed agent, so no "
                 "probe was scored", PAPER_PATTERN]
     found = compare_pattern(probes, deeper, shallower, target)
-    lines = [*found["controls"], f"deeper minus shallower recall: {found['early_gap']:+.3f} over steps "
-             f"{EARLY[0]}-{EARLY[1]}, {found['late_gap']:+.3f} over steps {LATE[0]}-{LATE[1]}, "
-             f"{scored_words(probes)}"]
+    lines = [*found["controls"], f"deeper minus shallower recall: {gaps_words(found)}, {scored_words(probes)}"]
     if not found["meaningful"]:
         verdict = ("cannot test the paper's pattern: the probes do not read more from the state than from the "
                    "controls, so there is no plan to compare at this scale")
