@@ -1,9 +1,11 @@
 """The command line: one line for every expected failure, a real subparser with a handler for every command."""
 
+import os
 import subprocess
 import sys
 
 import pytest
+from helpers import REPO
 
 from parallel_experts import cli
 
@@ -30,3 +32,14 @@ def test_benchmark_options_are_parsed_before_any_work():
     with pytest.raises(SystemExit) as done:
         cli.main(["sokoban-bench", "--allocations", "1,2"])
     assert done.value.code == 2
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`python -m parallel_experts ... | head`: when the reader has gone, the command stops with status 1 and says
+    nothing, instead of a BrokenPipeError traceback (issue 44). Every command returns through the same `run`."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    done = subprocess.run([sys.executable, "-m", "parallel_experts", "check-config", "config/smoke.yaml"],
+                          stdout=write, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    os.close(write)
+    assert (done.returncode, done.stderr) == (1, "")
