@@ -34,6 +34,30 @@ def test_benchmark_options_are_parsed_before_any_work():
     assert done.value.code == 2
 
 
+GPU_CHECK = ["gpu-check", "--config", "c.yaml", "--out", "o"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["power", "--gpu-hours", "nan"], "'nan': give a finite number of device-hours above 0"),
+    (["power", "--gpu-hours", "-1"], "'-1': give a finite number of device-hours above 0"),
+    (["power", "--gpu-hours", "0"], "'0': give a finite number of device-hours above 0"),
+    (["power", "--gpu-hours", "inf"], "'inf': give a finite number of device-hours above 0"),
+    (["power", "--draws", "0"], "'0': give a whole number, at least 1"),
+    (["power", "--seed", "-1"], "'-1': give a whole number, at least 0"),
+    ([*GPU_CHECK, "--budget-seconds", "nan"], "'nan': give a finite number of seconds above 0"),
+    ([*GPU_CHECK, "--context", "0"], "'0': give a whole number, at least 1"),
+    ([*GPU_CHECK, "--batch", "-4"], "'-4': give a whole number, at least 1"),
+    ([*GPU_CHECK, "--sokoban-updates", "0"], "'0': give a whole number, at least 1"),
+])
+def test_a_number_option_out_of_its_range_is_refused_before_any_work(capsys, argv, says):
+    """Issue 44, class 4: a count of 0, a NaN or infinite budget and a negative seed would run and mean nothing, or
+    fail deep inside the work; argparse refuses each, naming the option and the value."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert done.value.code == 2 and f"argument {argv[-2]}: {says}" in error
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     """`python -m parallel_experts ... | head`: when the reader has gone, the command stops with status 1 and says
     nothing, instead of a BrokenPipeError traceback (issue 44). Every command returns through the same `run`."""

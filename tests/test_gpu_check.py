@@ -119,8 +119,8 @@ def test_the_check_itself_never_loads_jax():
     assert done.stdout.strip() == "False"
 
 
-def test_a_peak_is_given_per_plan_family_as_a_positive_number():
+def test_a_peak_is_given_per_plan_family_as_a_finite_positive_number():
     assert gpu_check.peaks(["train=494.7", "lm_train=989"]) == {"train": 494.7, "lm_train": 989.0}
-    for bad in ("train=abc", "train=0", "bench=989", "train"):
+    for bad in ("train=abc", "train=0", "train=inf", "train=nan", "bench=989", "train"):
         with pytest.raises(ConfigError, match="--peak-tflops"):
             gpu_check.peaks([bad])

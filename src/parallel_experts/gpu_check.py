@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.config.options import config_files, option
+from parallel_experts.config.options import config_files, count, option, seconds
 from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
@@ -65,13 +65,13 @@ class GpuCheck:
                                           default=())
     lm_run: tuple[str, ...] = option("an LM run to time (repeatable; default: the first budget's anchor at the "
                                      "longest window, both families)", action="append", metavar="RUN", default=())
-    sokoban_updates: int | None = option("updates per timed Sokoban call (default: 2)", type=int, default=None)
-    context: int | None = option("Table 5's context (default: the config's longest)", type=int, default=None)
-    batch: int | None = option("Table 5's batch (default: the config's smallest)", type=int, default=None)
+    sokoban_updates: int | None = option("updates per timed Sokoban call (default: 2)", type=count, default=None)
+    context: int | None = option("Table 5's context (default: the config's longest)", type=count, default=None)
+    batch: int | None = option("Table 5's batch (default: the config's smallest)", type=count, default=None)
     peak_tflops: tuple[str, ...] = option("the peak of this GPU for a plan family (train, lm_train) instead of the "
                                           "config's plan.FAMILY.peak_tflops", action="append", metavar="FAMILY=TFLOPS",
                                           default=())
-    budget_seconds: float | None = option("no section starts after this (default: 540)", type=float, default=None)
+    budget_seconds: float | None = option("no section starts after this (default: 540)", type=seconds, default=None)
 
 
 def job(options: GpuCheck, config: Mapping) -> int:
@@ -139,9 +139,9 @@ def peaks(given: Sequence[str]) -> dict[str, float]:
             found[name] = float(value)
         except ValueError:
             found[name] = float("nan")
-        if name not in ("train", "lm_train") or not found[name] > 0:
+        if name not in ("train", "lm_train") or not 0 < found[name] < float("inf"):
             raise ConfigError(f"gpu-check --peak-tflops {option!r}: expected train=TFLOPS or lm_train=TFLOPS, "
-                              "TFLOPS a positive number")
+                              "TFLOPS a finite positive number")
     return found
 
 

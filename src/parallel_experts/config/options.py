@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -20,16 +21,26 @@ def option(help: str | None = None, *flags: str, default: Any = dataclasses.MISS
     return dataclasses.field(default=default, metadata={"flags": flags, "help": help, **argparse})
 
 
-def seconds(text: str) -> float:
-    """A time limit in seconds (argparse's `type`): a finite number above 0; anything else is refused in one line,
-    since a limit that compares false with every time (NaN) or has passed would silently mean none, or stop at once."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds above 0")
-    return value
+def at_least(kind: type, low: float, what: str, *, above: bool = False) -> Callable[[str], Any]:
+    """An argparse `type`: a finite `kind` (int or float) of at least `low` (above it, with `above`); anything else,
+    NaN and infinity included, is refused in one line before any work ("give `what`"). A count of 0 or a NaN
+    budget would otherwise run and mean nothing, and a negative seed fails deep inside numpy."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"{text!r}: give {what}")
+        return value
+
+    return parse
+
+
+# A time limit in seconds: a limit that compares false with every time (NaN) or has passed would silently mean none,
+# or stop at once.
+seconds = at_least(float, 0, "a finite number of seconds above 0", above=True)
+count = at_least(int, 1, "a whole number, at least 1")
 
 
 def config_files(help: str = "config files, merged in order", **argparse: Any):

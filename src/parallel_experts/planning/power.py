@@ -29,7 +29,7 @@ from parallel_experts.analysis import calibration, comparison, depth_rules, soko
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError, PipelineError
-from parallel_experts.config.options import configfile, option
+from parallel_experts.config.options import at_least, configfile, count, option
 from parallel_experts.core import atomic, records
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
@@ -70,13 +70,15 @@ class Power:
     directory: str = option("the working directory whose results/ holds timed jobs (as `plan`) and the cache",
                             default=".")
     gpu_hours: float | None = option("the designs that decide the most claims, each at power 0.8, within this "
-                                     "many device-hours", "--gpu-hours", type=float, default=None)
+                                     "many device-hours", "--gpu-hours",
+                                     type=at_least(float, 0, "a finite number of device-hours above 0", above=True),
+                                     default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
     out: str | None = option("also write the analysis as JSON to this file (the power page reads it)", default=None)
     write: str | None = option("a folder for runnable configs: each decision's cheapest design at power 0.8, and "
                                "with --gpu-hours the union of the chosen ones", default=None)
-    draws: int = option("simulated studies per design", type=int, default=stats.DRAWS)
-    seed: int = option("the simulator's seed", type=int, default=0)
+    draws: int = option("simulated studies per design", type=count, default=stats.DRAWS)
+    seed: int = option("the simulator's seed", type=at_least(int, 0, "a whole number, at least 0"), default=0)
 
 
 # ------------------------------------------------------------------------------------------------ inputs
