@@ -3,6 +3,7 @@
 import errno
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -51,10 +52,20 @@ def test_a_refused_write_is_one_line_naming_the_file_and_changes_nothing(tmp_pat
 
 def test_a_folder_that_cannot_be_created_is_a_write_error(tmp_path):
     (tmp_path / "file").write_text("")  # a file where a folder should be: mkdir fails even for root
-    with pytest.raises(atomic.WriteError, match="file/sub/x.nc: cannot write"):
+    with pytest.raises(atomic.WriteError, match="file/sub/x.nc: .*/file is a file, not a folder; nothing is written"):
         atomic.write_text(tmp_path / "file" / "sub" / "x.nc", "data")
 
 
 def test_other_os_errors_are_not_disguised(tmp_path):
     with pytest.raises(FileNotFoundError), atomic.atomic_path(tmp_path / "x") as temporary:
         open(temporary.parent / "missing" / "y")
+
+
+def test_only_a_regular_file_is_replaced(tmp_path):
+    """Issue 44, class 5: a write replaces what it finds, so `--out /dev/null` would replace the device (as root)."""
+    with pytest.raises(atomic.WriteError, match="/dev/null: it is a device, pipe or socket"):
+        atomic.write_text("/dev/null", "x")
+    assert Path("/dev/null").is_char_device()
+    with pytest.raises(atomic.WriteError, match="it is a folder, and only a regular file is replaced"):
+        atomic.write_text(tmp_path, "x")
+    assert atomic.writable(tmp_path) == tmp_path  # a folder that exists is a place to write into

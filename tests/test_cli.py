@@ -58,6 +58,18 @@ def test_a_number_option_out_of_its_range_is_refused_before_any_work(capsys, arg
     assert done.value.code == 2 and f"argument {argv[-2]}: {says}" in error
 
 
+@pytest.mark.parametrize("option, says", [("--out", "/dev/null: it is a device, pipe or socket"),
+                                          ("--write", "is a file, not a folder")])
+def test_power_refuses_an_output_path_before_its_analysis(tmp_path, capsys, option, says):
+    """Issue 44, class 5: checked before any work, so nothing is computed (no power cache in --directory)."""
+    (tmp_path / "a-file").write_text("kept")
+    where = "/dev/null" if option == "--out" else str(tmp_path / "a-file")
+    status = cli.main(["power", "--configfile", str(REPO / "config/smoke.yaml"), "--directory", str(tmp_path),
+                       option, where])
+    assert status == 1 and says in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept"
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     """`python -m parallel_experts ... | head`: when the reader has gone, the command stops with status 1 and says
     nothing, instead of a BrokenPipeError traceback (issue 44). Every command returns through the same `run`."""

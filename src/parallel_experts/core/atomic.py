@@ -31,13 +31,28 @@ class WriteError(PipelineError, OSError):
 
 
 def writable(path: str | Path) -> Path:
-    """`path`, refused with a WriteError where a symbolic link takes it out of the project (config/locations.py)."""
+    """`path` (a file or a folder), refused with a WriteError where a symbolic link takes it out of the project
+    (config/locations.py)."""
     leads = locations.outside(path)
     if leads is not None:
         raise WriteError(f"{path}: a link leads it to {leads}, outside the project {Path.cwd()} and its `external` "
                          "folders; nothing is written through it (remove the link, or list the folder in the config's "
                          "`external`)")
     return Path(path)
+
+
+def writable_file(path: str | Path) -> Path:
+    """`writable`, and refused where something other than a regular file is there (a write replaces what it finds,
+    so `--out /dev/null` would replace the device) or a file stands where its folder should be. A command checks
+    its output files with it before its work starts; every write (`atomic_path`) checks again."""
+    path = writable(path)
+    blocked = next((folder for folder in path.parents if folder.exists() and not folder.is_dir()), None)
+    if blocked is not None:
+        raise WriteError(f"{path}: {blocked} is a file, not a folder; nothing is written")
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "a device, pipe or socket"
+        raise WriteError(f"{path}: it is {kind}, and only a regular file is replaced; nothing is written")
+    return path
 
 
 def refusal(error: BaseException) -> OSError | None:
@@ -55,7 +70,7 @@ def refusal(error: BaseException) -> OSError | None:
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to: renamed onto `path` if the block succeeds, removed if not."""
-    path = writable(path)
+    path = writable_file(path)
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

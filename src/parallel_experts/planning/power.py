@@ -556,6 +556,11 @@ def within(analysis: Mapping, gpu_hours: float) -> pd.DataFrame:
 
 
 def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
+    # Before the analysis, so that a bad output path costs nothing computed.
+    if options.out:
+        atomic.writable_file(options.out)
+    if options.write:
+        atomic.writable_file(Path(options.write) / "claims.yaml")  # a file where the folder should be
     analysis = cached(config, counters, options)
     if options.gpu_hours is not None:
         analysis = analysis | {"gpu_hours": options.gpu_hours,
