@@ -331,6 +331,11 @@ class Assumption(NamedTuple):
     device: str
     peak_tflops: float
     efficiency: float
+    serial: Mapping | None = None  # plan.<family>.serial: the LM jobs of the family are priced by `lm_time`
+
+    def speed(self) -> lm_time.Speed:
+        """The LM time model's speed of our code as the config states it (a family with `serial`)."""
+        return lm_time.speed(self.peak_tflops, self.efficiency, self.serial)
 
 
 def assumption(config: Mapping, rule: str, kind: str = "") -> Assumption:
@@ -349,25 +354,24 @@ def assumption(config: Mapping, rule: str, kind: str = "") -> Assumption:
             raise ConfigError(f"plan.{name}.efficiency: no value for {rule}, which has no model family; "
                               "give a default")
         key, efficiency = f"{key}.{kind or 'default'}", efficiency[kind or "default"]
-    return Assumption(f"plan.{where}", key, spec["device"], spec["peak_tflops"], efficiency)
+    return Assumption(f"plan.{where}", key, spec["device"], spec["peak_tflops"], efficiency, spec.get("serial"))
 
 
 def assumed_rate(config: Mapping, job: Job) -> Rate:
     """The config's stated assumption for the job's resources family (`assumption`), over the job's GPUs; or, for an
     LM job where the family states a serial latency, its FLOPs over `lm_time`'s seconds."""
     assumed = assumption(config, job.rule, job.family)
-    spec = config["plan"][assumed.spec_key.removeprefix("plan.")]
-    if job.work and "serial" in spec:
-        return modelled_rate(assumed, spec, job)
+    if job.work and assumed.serial:
+        return modelled_rate(assumed, job)
     gpus = resources.spec(config, job.rule)["gpus"]
     return Rate(assumed.peak_tflops * 1e12 * assumed.efficiency * max(gpus, 1),
                 f"assumed: {assumed.efficiency:.1%} of {assumed.device}'s {assumed.peak_tflops:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""))
 
 
-def modelled_rate(assumed: Assumption, spec: Mapping, job: Job) -> Rate:
-    """An LM job's FLOPs over its seconds on `lm_time`'s model of our code (`spec`: plan.<family>)."""
-    speed = lm_time.speed(spec)
+def modelled_rate(assumed: Assumption, job: Job) -> Rate:
+    """An LM job's FLOPs over its seconds on `lm_time`'s model of our code (`assumed`: plan.<family>)."""
+    speed = assumed.speed()
     compute = sum(count * speed.compute(update) for update, count in job.work)
     serial = sum(count * speed.serial(update) for update, count in job.work)
     return Rate(job.flops / (compute + serial),

@@ -13,7 +13,7 @@ LM job is priced").
 * passes / 3: a training step is forward and backward (3 passes), an evaluation step forward only (1).
 
 The shape comes from the authors' code: `fit` to their Table 6 (20 cells on four H100s). The scale comes from our
-code where it has been timed on a GPU (`OURS`, the H200 check): `calibrate` takes our compute rate from our
+code where it has been timed on a GPU (`ours`, the H200 check): `calibrate` takes our compute rate from our
 Transformer and scales the fit's serial latency by our recurrent timing's ratio to it. `validation` sets both beside
 every GPU timing there is.
 """
@@ -70,10 +70,9 @@ class Speed(NamedTuple):
         return self.compute(update) + self.serial(update)
 
 
-def speed(spec: Mapping) -> Speed:
-    """Our code's speed as the config states it (`plan.lm_train`: peak_tflops, efficiency, serial)."""
-    serial = spec["serial"]
-    return Speed(spec["peak_tflops"], spec["efficiency"], serial["step_ms"] / 1e3, serial["per_sequence_us"] / 1e6)
+def speed(peak_tflops: float, efficiency: float, serial: Mapping) -> Speed:
+    """Our code's speed as the config states it (`plan.<family>`: peak_tflops, efficiency and serial)."""
+    return Speed(peak_tflops, efficiency, serial["step_ms"] / 1e3, serial["per_sequence_us"] / 1e6)
 
 
 # ------------------------------------------------------------------------------------------------- work
@@ -142,16 +141,20 @@ def table5(forward: Forward) -> list[Timed]:
 # Transformer's 4 groups of 4 sequences of 2,048), and Table 5's decode at C = 2,048, B = 4. The H200 is taken as
 # an H100: the same tensor cores and peak, but 1.4 times the memory bandwidth, which may flatter the serial term.
 H200 = "H200 (ours)"
-H200_UPDATES = {(False, 16, 1): (TrainConfig(2048, memory_for(1024, False), 32768, 4), 0.429),
-                (True, 16, 1): (TrainConfig(64, memory_for(1024, True), 32768, 32), 15.28)}
+TRANSFORMER, RECURRENT = (False, 16, 1), (True, 16, 1)
+H200_UPDATES = {TRANSFORMER: (TrainConfig(2048, memory_for(1024, False), 32768, 4), 0.429),
+                RECURRENT: (TrainConfig(64, memory_for(1024, True), 32768, 32), 15.28)}
 H200_DECODE = {(True, 1, 16): (2048, 4, 0.226e-3)}  # (C, B, seconds per token); the Transformer's: 1.300 ms
+
+
+def _h200_update(row: tuple[bool, int, int], forward: Forward) -> Update:
+    return training(_model(row), H200_UPDATES[row][0], 1, forward(_model(row), 1024))
 
 
 def ours(forward: Forward) -> list[Timed]:
     """Our code's GPU timings (H200_UPDATES, H200_DECODE)."""
-    found = [Timed(H200, f"{systems.label(row)}, W = 1,024, update", training(_model(row), train, 1,
-                                                                             forward(_model(row), 1024)), seconds)
-             for row, (train, seconds) in H200_UPDATES.items()]
+    found = [Timed(H200, f"{systems.label(row)}, W = 1,024, update", _h200_update(row, forward), seconds)
+             for row, (_, seconds) in H200_UPDATES.items()]
     return found + [Timed(H200, f"{systems.label(row)}, C = {context}, B = {batch}, decode",
                           decode(_model(row), batch, context, forward), seconds)
                     for row, (context, batch, seconds) in H200_DECODE.items()]
@@ -187,11 +190,10 @@ def calibrate(authors: Speed, forward: Forward) -> Speed:
     """Our code's speed: the authors' shape at our scale. The compute rate is our Transformer's on the H200 (its
     update has no serial term); the serial latency is the authors' times our recurrent update's serial time over
     what their speed gives it."""
-    transformer, recurrent = (t.update for t in ours(forward)[:2])
-    tf_seconds, rec_seconds = (seconds for _, seconds in H200_UPDATES.values())
-    efficiency = transformer.flops / (tf_seconds * authors.peak_tflops * 1e12)
+    transformer, recurrent = _h200_update(TRANSFORMER, forward), _h200_update(RECURRENT, forward)
+    efficiency = transformer.flops / (H200_UPDATES[TRANSFORMER][1] * authors.peak_tflops * 1e12)
     ours_compute = authors._replace(efficiency=efficiency)
-    scale = (rec_seconds - ours_compute.compute(recurrent)) / authors.serial(recurrent)
+    scale = (H200_UPDATES[RECURRENT][1] - ours_compute.compute(recurrent)) / authors.serial(recurrent)
     return ours_compute._replace(step_s=authors.step_s * scale, per_sequence_s=authors.per_sequence_s * scale)
 
 
@@ -200,15 +202,14 @@ def calibrate(authors: Speed, forward: Forward) -> Speed:
 COLUMNS = ["source", "cell", "measured_s", "authors_s", "held_out_s", "ours_s"]
 
 
-def validation(spec: Mapping, forward: Forward, terms: Sequence[str] = TERMS) -> pd.DataFrame:
+def validation(ours_speed: Speed, forward: Forward, terms: Sequence[str] = TERMS) -> pd.DataFrame:
     """Every GPU timing there is beside the model: the authors' speed fitted to all of Table 6 (`authors_s`), each
-    Table 6 cell from a fit to the other 19 (`held_out_s`), and the config's speed of our code (`ours_s`, `spec`:
-    plan.lm_train). Only Table 6 is fitted; Table 5 and the H200 check are predicted."""
+    Table 6 cell from a fit to the other 19 (`held_out_s`), and the config's speed of our code (`ours_s`). Only
+    Table 6 is fitted, at our speed's peak; Table 5 and the H200 check are predicted."""
     cells = table6(forward)
-    authors = fit(cells, spec["peak_tflops"], terms)
-    ours_speed = speed(spec)
+    authors = fit(cells, ours_speed.peak_tflops, terms)
     rows = [[t.source, t.cell, t.seconds, authors.seconds(t.update), loo, ours_speed.seconds(t.update)]
-            for t, loo in zip(cells, held_out(cells, spec["peak_tflops"], terms))]
+            for t, loo in zip(cells, held_out(cells, ours_speed.peak_tflops, terms))]
     rows += [[t.source, t.cell, t.seconds, authors.seconds(t.update), np.nan, ours_speed.seconds(t.update)]
              for t in [*table5(forward), *ours(forward)]]
     return pd.DataFrame(rows, columns=COLUMNS)

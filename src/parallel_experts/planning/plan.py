@@ -51,9 +51,9 @@ def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
     print(tables.printed(table, tables.unit(config), options.jobs, calibration))
     if options.out:
         tables.write(config, table, costs.held_out(config, timed), calibration, options.out)
-    lm_spec = config.get("plan", {}).get("lm_train", {})
-    if "serial" in lm_spec:  # the LM time model's check against every GPU timing (`lm_time.validation`)
-        check = lm_time.validation(lm_spec, counters.lm.forward)
+    lm_train = costs.assumption(config, "lm_train", "recurrent") if "lm" in config else None
+    if lm_train is not None and lm_train.serial:  # the LM time model's check against every GPU timing
+        check = lm_time.validation(lm_train.speed(), counters.lm.forward)
         print("\nthe LM time model (plan.lm_train) against every GPU timing:\n  " + "\n  ".join(lm_time.summary(check)))
         if options.out:
             tables.write_lm_time(check, options.out)
