@@ -24,6 +24,7 @@ so a check killed part-way keeps what it measured.
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import statistics
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.config.options import config_files, count, option, seconds
+from parallel_experts.config.options import at_least, config_files, count, option, seconds
 from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
@@ -131,16 +132,19 @@ def default_lm_runs(config: Mapping) -> list[str]:
     return [run.id for run in sorted(chosen, key=lambda run: run.model.recurrent)]
 
 
+TFLOPS = at_least(float, 0, "a finite number of TFLOP/s above 0", above=True)
+
+
 def peaks(given: Sequence[str]) -> dict[str, float]:
     """`--peak-tflops FAMILY=TFLOPS` options as {family: TFLOP/s}, for the plan's training families."""
     found = {}
     for option in given:
         name, _, value = option.partition("=")
         try:
-            found[name] = float(value)
-        except ValueError:
-            found[name] = float("nan")
-        if name not in ("train", "lm_train") or not 0 < found[name] < float("inf"):
+            found[name] = TFLOPS(value)
+        except argparse.ArgumentTypeError:
+            found[name] = None
+        if name not in ("train", "lm_train") or found[name] is None:
             raise ConfigError(f"gpu-check --peak-tflops {option!r}: expected train=TFLOPS or lm_train=TFLOPS, "
                               "TFLOPS a finite positive number")
     return found

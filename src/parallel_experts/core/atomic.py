@@ -46,9 +46,9 @@ def writable_file(path: str | Path) -> Path:
     so `--out /dev/null` would replace the device) or a file stands where its folder should be. A command checks
     its output files with it before its work starts; every write (`atomic_path`) checks again."""
     path = writable(path)
-    blocked = next((folder for folder in path.parents if folder.exists() and not folder.is_dir()), None)
-    if blocked is not None:
-        raise WriteError(f"{path}: {blocked} is a file, not a folder; nothing is written")
+    nearest = next(folder for folder in path.parents if folder.exists())  # the folder mkdir would start from
+    if not nearest.is_dir():
+        raise WriteError(f"{path}: {nearest} is a file, not a folder; nothing is written")
     if path.exists() and not path.is_file():
         kind = "a folder" if path.is_dir() else "a device, pipe or socket"
         raise WriteError(f"{path}: it is {kind}, and only a regular file is replaced; nothing is written")
