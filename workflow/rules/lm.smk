@@ -36,7 +36,7 @@ rule lm_train:
         paths.benchmark("lm_train", run="{run}")
     wildcard_constraints:
         run=one_of(LM_RUNS),
-    priority: 1  # after Sokoban's training, before everything else (see sokoban_train)
+    priority: 1  # after Sokoban's training and the power analysis, before everything else (see sokoban_train)
     retries: retries("lm_train")
     conda:
         CONDA_ENV
