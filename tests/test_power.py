@@ -18,8 +18,12 @@ from parallel_experts.analysis import calibration, depth_rules, findings, power
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.analysis import verdicts
 from parallel_experts.analysis.verdicts import ALPHA
+from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.lm import flops as lm_flops
+from parallel_experts.planning import costs
 from parallel_experts.planning import power as planned
+from parallel_experts.sokoban import flops as sokoban_flops
 from parallel_experts.reporting import power_page
 
 DRAWS = 40_000
@@ -163,16 +167,54 @@ def test_resampling_the_authors_seeds_agrees_with_the_normal_model(paper_tests, 
     assert 0.3 < parametric.power < 0.99 and abs(parametric.power - resampled.power) < 0.075, (parametric, resampled)
 
 
-def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
-    analysis = {"tests": [
+def _analysis(claims):
+    """A power analysis of one design per (claim, part, hours, device)."""
+    return {"tests": [
         {"claim": claim, "part": part, "config_design": {"power": 0.5},
          "designs": [{"design": "best per depth", "target": 0.8, "seeds": 4, "power": 0.85, "hours": hours,
-                      "hours_on": {"a device": hours}}]}
-        for claim, part, hours in [("a", "small", 30.0), ("a", "large", 50.0), ("b", "small", 40.0),
-                                   (power.DEPTH_TEST, "t1", 25.0), (power.DEPTH_TEST, "t2", 90.0)]]}
-    chosen = planned.within(analysis, 100.0)
+                      "hours_on": {device: hours, "measured on another": 2 * hours}}]}
+        for claim, part, hours, device in claims]}
+
+
+def test_the_cheapest_designs_fit_a_budget_of_hours_cheapest_claims_first():
+    analysis = _analysis([("a", "small", 30.0, "L40S"), ("a", "large", 50.0, "L40S"), ("b", "small", 40.0, "L40S"),
+                          (power.DEPTH_TEST, "t1", 25.0, "L40S"), (power.DEPTH_TEST, "t2", 90.0, "L40S")])
+    analysis["decided"] = planned.decided(analysis, lambda rows: {"L40S": rows["hours"].sum()})
+    chosen, hours = planned.within(analysis, 100.0)
     # claim a needs both its parts (80 h); the depth tests are claims of their own: t1 (25) + b (40) fit, + a does not
     assert sorted(zip(chosen["claim"], chosen["part"])) == [("b", "small"), (power.DEPTH_TEST, "t1")]
+    assert hours == {"L40S": 65.0}
+    assert [step["claim"] for step in analysis["decided"]] == ["t1", "b", "a", "t2"]  # cheapest first
+
+
+def test_a_budget_of_hours_counts_what_the_union_costs_on_each_device():
+    """Designs that share runs cost what the union adds (the planner's price of the union, here a stand-in that
+    counts claim c free beside a); the hours are told per device, never summed across devices in what is printed."""
+    analysis = _analysis([("a", "small", 30.0, "L40S"), ("b", "small", 40.0, "H100"), ("c", "small", 35.0, "L40S")])
+
+    def price(rows):
+        own = dict(zip(rows["claim"], rows["hours"]))
+        return {"L40S": own.get("a", 0.0) + (0.0 if "a" in own else own.get("c", 0.0)), "H100": own.get("b", 0.0)}
+
+    analysis["decided"] = planned.decided(analysis, price)
+    assert [(step["claim"], step["hours"]) for step in analysis["decided"]] == [("a", 30.0), ("c", 30.0), ("b", 70.0)]
+    chosen, hours = planned.within(analysis, 69.0)
+    assert sorted(chosen["claim"]) == ["a", "c"] and hours == {"L40S": 30.0, "H100": 0.0}
+    assert list(chosen["device"]) == ["L40S", "L40S"]  # each design's own hours are on its first device
+
+
+def test_a_union_the_project_refuses_stops_the_steps_and_says_why():
+    analysis = _analysis([("a", "small", 30.0, "L40S"), ("b", "small", 40.0, "L40S")])
+
+    def price(rows):
+        if len(rows) > 1:
+            raise ConfigError("sokoban.budgets.small: enumerate and allocations both given")
+        return {"L40S": 30.0}
+
+    analysis["decided"] = planned.decided(analysis, price)
+    assert analysis["decided"][-1] == {"claim": "b", "decided": 2, "hours": None, "hours_on": {},
+                                       "refused": "sokoban.budgets.small: enumerate and allocations both given"}
+    assert planned.within(analysis, 1000.0)[1] == {"L40S": 30.0}  # only what was priced
 
 
 # Each decision the analysis simulates, by the claims page's name: (its findings rule on a sweep of the draw's
@@ -273,12 +315,12 @@ def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled
         for part, hours in [("small budget", 30.0), ("large budget", 20.0)]] + [
         {"claim": "sokoban_recurrence_better", "part": "small budget", "config_design": {"power": 0.5},
          "designs": [{"design": "best per depth", "target": 0.8, "seeds": None}]}]}
-    costs = planned.claim_costs(analysis)
-    assert list(costs) == ["sokoban_fewer_layers", "sokoban_recurrence_better", *planned.NOT_MODELLED]
+    claims = planned.claim_costs(analysis)
+    assert list(claims) == ["sokoban_fewer_layers", "sokoban_recurrence_better", *planned.NOT_MODELLED]
     # one part that runs decides a claim, so its cheapest part is its cost, on each device
-    assert costs["sokoban_fewer_layers"] == ("20 h on a device, 40 h on another at power 0.85: large budget, best per "
-                                             "depth, 4 seeds per allocation")
-    assert costs["sokoban_recurrence_better"].startswith("more than 50 seeds")
+    assert claims["sokoban_fewer_layers"] == ("20 h on a device, 40 h on another at power 0.85: large budget, best "
+                                              "per depth, 4 seeds per allocation")
+    assert claims["sokoban_recurrence_better"].startswith("more than 50 seeds")
     # every claim of the page is either modelled or said not to be
     modelled = {test.claim for test in planned.tests(study.load([str(REPO / "config/paper.yaml")]))}
     modelled -= {power.DEPTH_TEST}
@@ -305,6 +347,23 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     (cache,) = (tmp_path / "results/power/cache").iterdir()
     cache.write_text(json.dumps(found | {"draws": 7}))  # the rerun reads the cache, it does not recompute
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7
+
+
+@pytest.mark.parametrize("sweeps", [{"convlstm": {"expert": "convlstm", "recurrent": [True], "budgets": ["small"]}},
+                                    {"mine": {"expert": "convlstm", "recurrent": [True, False], "budgets": ["small"]}},
+                                    {}], ids=["recurrent only", "another name", "no sweep"])
+def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_what_it_cannot_model(sweeps):
+    """Sokoban's decisions compare the families of sokoban.sweeps.convlstm at a budget: where no budget trains both,
+    the analysis models the rest and names each claim it cannot model, with what that claim would need."""
+    config = files.load([str(REPO / "config/smoke.yaml")])
+    config["sokoban"] = {key: value for key, value in config["sokoban"].items() if key != "probes"} | {"sweeps": sweeps}
+    study.check(config)  # a config that validates
+    decisions = planned.tests(config)
+    assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"}
+    missing = planned.unmodelled(config)
+    assert set(missing) == {"sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts",
+                            "full_communication", "sqrt_sum_default"}
+    assert "sokoban.sweeps.convlstm trains both families" in missing["sokoban_fewer_layers"]
 
 
 def test_a_family_with_no_published_returns_needs_a_stated_assumption():
@@ -345,6 +404,17 @@ def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, 
     plan = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(path), target],
                           capture_output=True, text=True, check=True)
     assert f"\n{target} " in plan.stdout
+
+
+def test_a_union_of_designs_says_the_hours_the_planner_gives_the_config_written_for_it():
+    """The shipped union (`--gpu-hours 60`) shares runs between its depth tests, so the sum of its designs' hours is
+    not its cost: its description gives the planner's hours of the written config itself, device by device."""
+    config = study.load([str(REPO / "config/claims/within-60-gpu-hours.yaml")])
+    table = costs.plan(config, costs.Counters(sokoban_flops, lm_flops), {}, ["tables_1_7"])
+    jobs = table.drop_duplicates(["rule", "wildcards"])
+    hours = jobs.groupby("device", sort=False)["device_hours"].sum().to_dict()
+    assert list(hours) == ["assumed on NVIDIA L40S (TF32 dense)"]
+    assert f"({planned._spent(hours)})" in config["description"], (hours, config["description"])
 
 
 def test_an_ablation_at_a_budget_a_chosen_sweep_also_cuts_keeps_its_allocation(tmp_path):

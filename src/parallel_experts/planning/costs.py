@@ -293,6 +293,7 @@ def jobs_by_target(config: Mapping, counters: Counters, targets: Sequence[str] =
 class Rate:
     flops_per_s: float  # of one job
     source: str
+    device: str  # what its hours are hours of: "assumed on <plan device>" or "measured on <accelerator>"
 
 
 def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict[Job, float]:
@@ -366,7 +367,7 @@ def assumed_rate(config: Mapping, job: Job) -> Rate:
     gpus = resources.spec(config, job.rule)["gpus"]
     return Rate(assumed.peak_tflops * 1e12 * assumed.efficiency * max(gpus, 1),
                 f"assumed: {assumed.efficiency:.1%} of {assumed.device}'s {assumed.peak_tflops:g} TFLOP/s"
-                + (f" × {gpus} GPUs" if gpus > 1 else ""))
+                + (f" × {gpus} GPUs" if gpus > 1 else ""), f"assumed on {assumed.device}")
 
 
 def modelled_rate(assumed: Assumption, job: Job) -> Rate:
@@ -377,7 +378,7 @@ def modelled_rate(assumed: Assumption, job: Job) -> Rate:
     return Rate(job.flops / (compute + serial),
                 f"modelled ({assumed.spec_key}): compute at {assumed.efficiency:.1%} of {assumed.device}'s "
                 f"{assumed.peak_tflops:g} TFLOP/s" + (f" + level-steps in turn, {lm_time.latency(speed)}"
-                                                      if serial else ""))
+                                                      if serial else ""), f"assumed on {assumed.device}")
 
 
 def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> dict[Job, Rate]:
@@ -386,8 +387,8 @@ def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> d
     found = {}
     for job in jobs:
         seen = by_group.get(job.group)
-        found[job] = (Rate(statistics.median(seen), f"measured: median of {len(seen)} timed {job.group} jobs")
-                      if seen else assumed_rate(config, job))
+        found[job] = (Rate(statistics.median(seen), f"measured: median of {len(seen)} timed {job.group} jobs",
+                           f"measured on {config['accelerator']}") if seen else assumed_rate(config, job))
     return found
 
 
@@ -404,14 +405,15 @@ def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], target
     chosen = rates(config, every, timed)
     rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
              "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
-             "seconds": job.flops / chosen[job].flops_per_s, "devices": resources.devices(config, job.rule),
+             "device": chosen[job].device, "seconds": job.flops / chosen[job].flops_per_s,
+             "devices": resources.devices(config, job.rule),
              "measured_seconds": timed.get(job, float("nan")),
              "seeds": job.seeds, "budget": job.budget, "remat": job.remat,
              "runtime_s": resources.spec(config, job.rule)["runtime"] * 60,
              "resubmissions": resources.resubmissions(config, job.rule)}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
     table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "group", "shown", "flops", "flops_per_s",
-                                        "source", "seconds", "devices", "measured_seconds", "seeds",
+                                        "source", "device", "seconds", "devices", "measured_seconds", "seeds",
                                         "budget", "remat", "runtime_s", "resubmissions"])
     table["device_hours"] = table["seconds"] * table["devices"] / 3600
     table["attempts"] = attempts_needed(table["seconds"], table["runtime_s"])

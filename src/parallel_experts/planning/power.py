@@ -59,6 +59,18 @@ NOT_MODELLED = {
     "decode_faster": _TIMING,
     "training_slower": _TIMING,
 }
+# Why a modelled claim has no decision at a config, by the claims page's name: what its decisions need of the config.
+_BOTH = "trains both families (recurrent: [true, false]), which its decisions compare"
+NEEDS = {
+    "sokoban_fewer_layers": f"no budget of the sweep sokoban.sweeps.{SWEEP} {_BOTH}",
+    "sokoban_recurrence_better": f"no budget of the sweep sokoban.sweeps.{SWEEP} {_BOTH}",
+    "more_experts": f"no (L, d) of the sweep sokoban.sweeps.{SWEEP} has two values of E at a budget that {_BOTH}",
+    "lm_fewer_layers": f"no budget and window of the config's FineWeb sweep (lm.sweeps) {_BOTH}",
+    "lm_comparable_shallow": f"Fig. 5's setting (study.fig5_setting: the small budget at the config's first window) "
+                             f"is not a budget and window of the FineWeb sweep that {_BOTH}",
+    "full_communication": "no Sokoban radius ablation with the full value and another (sokoban.ablations.radius)",
+    "sqrt_sum_default": "no Sokoban aggregation ablation with sqrt_sum and another (sokoban.ablations.aggregation)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +82,8 @@ class Power:
     directory: str = option("the working directory whose results/ holds timed jobs (as `plan`) and the cache",
                             default=".")
     gpu_hours: float | None = option("the designs that decide the most claims, each at power 0.8, within this "
-                                     "many device-hours", "--gpu-hours",
+                                     "many device-hours (an hour on any device counts as one; what the choice "
+                                     "spends is printed per device)", "--gpu-hours",
                                      type=at_least(float, 0, "a finite number of device-hours above 0", above=True),
                                      default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
@@ -206,6 +219,12 @@ def tests(config: Mapping) -> list[Decision]:
     return found + _expert_tests(by_budget) + _ablation_tests(config)
 
 
+def unmodelled(config: Mapping) -> dict[str, str]:
+    """The claims the analysis models that have no decision at `config`, each with what it would need."""
+    decided = {test.claim for test in tests(config)}
+    return {claim: f"not modelled at this config: {why}" for claim, why in NEEDS.items() if claim not in decided}
+
+
 def _families(truth: Truth) -> list[list[tuple[int, int]]]:
     """The (L, d) families of a truth's allocations with two values of E, each as its (E, index) pairs, in the order
     of their first appearance."""
@@ -232,7 +251,7 @@ def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decisio
     """Fig. 6's Sokoban parts (findings.more_experts), one per family: its arms every allocation of the ConvLSTM
     sweep's budgets whose (L, d) has two values of E there, each with its budget's truth."""
     found = []
-    for recurrent in (True, False):
+    for recurrent in (True, False) if by_budget else ():  # no budget that trains both families: no part
         parts = [(name, truth[recurrent]) for name, truth in by_budget.items()]
         whole = Truth(tuple(a for _, t in parts for a in t.allocation), np.concatenate([t.depth for _, t in parts]),
                       np.concatenate([t.mean for _, t in parts]), np.concatenate([t.sd for _, t in parts]),
@@ -462,12 +481,14 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                 "source": truth.source,
                 "allocations": {a: {"mean": float(m), "sd": float(s)}
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
-    return {"alpha": verdicts.ALPHA,
-            "correction": ("each part tested against its rule's own null (the picking of best allocations included); "
-                           "a claim supported where every part is"),
-            "draws": draws, "seed": seed, "targets": list(TARGETS),
-            "devices": {domain: list(by_device) for domain, by_device in priced.items()},
-            "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED}
+    found = {"alpha": verdicts.ALPHA,
+             "correction": ("each part tested against its rule's own null (the picking of best allocations included); "
+                            "a claim supported where every part is"),
+             "draws": draws, "seed": seed, "targets": list(TARGETS),
+             "devices": {domain: list(by_device) for domain, by_device in priced.items()},
+             "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED | unmodelled(config)}
+    timed = costs.timed_jobs(config, counters, directory / paths.ROOT)
+    return found | {"decided": decided(found, lambda rows: union_hours(config, counters, timed, rows))}
 
 
 def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
@@ -512,7 +533,7 @@ def cheapest(analysis: Mapping, target: float = TARGETS[0]) -> pd.DataFrame:
                                                                          "hours_on": {}}
         rows.append({"claim": entry["claim"], "part": entry["part"], "design": best["design"],
                      "seeds": best["seeds"], "power": best["power"], "hours": best["hours"],
-                     "hours_on": best["hours_on"],
+                     "device": next(iter(best["hours_on"]), None), "hours_on": best["hours_on"],
                      "closed_form": best.get("closed_form"),
                      "config_power": entry["config_design"]["power"]})
     return pd.DataFrame(rows)
@@ -533,13 +554,29 @@ def claim_costs(analysis: Mapping, target: float = TARGETS[0]) -> dict[str, str]
     return found | {claim: why for claim, why in analysis["not_modelled"].items() if claim not in found}
 
 
-def decided_by_hours(analysis: Mapping) -> pd.DataFrame:
+def decided(analysis: Mapping, price: Callable[[pd.DataFrame], Mapping[str, float]]) -> list[dict]:
     """Claims (every part of a claim; each depth test its own) decided at power 0.8 against the device-hours spent,
-    cheapest claims first: the steps of `within` for every budget."""
+    cheapest claims (by their own designs' hours) first: after each, the hours on each device of running every
+    design so far, as `price` gives them (`union_hours`: the planner's, a run that several decisions share trained
+    once), and their sum (an hour on any device counts as one). Where the project refuses a union (`price` raises
+    ConfigError), the steps stop there and say why."""
     table = _claims(cheapest(analysis))
-    totals = table.groupby("key", sort=False)["hours"].agg(lambda h: h.sum(skipna=False)).dropna().sort_values()
-    return pd.DataFrame({"claim": totals.index, "hours": totals.cumsum().values,
-                         "decided": np.arange(1, len(totals) + 1)})
+    own = table.groupby("key", sort=False)["hours"].agg(lambda h: h.sum(skipna=False)).dropna().sort_values()
+    steps = []
+    for count, claim in enumerate(own.index, 1):
+        try:
+            hours_on = dict(price(table[table["key"].isin(own.index[:count])].drop(columns="key")))
+        except ConfigError as error:
+            steps.append({"claim": claim, "decided": count, "hours": None, "hours_on": {}, "refused": str(error)})
+            break
+        steps.append({"claim": claim, "decided": count, "hours": sum(hours_on.values()), "hours_on": hours_on})
+    return steps
+
+
+def decided_by_hours(analysis: Mapping) -> pd.DataFrame:
+    """`decided`'s steps that the planner priced, as a table (claim, decided, hours, hours_on)."""
+    steps = pd.DataFrame(analysis["decided"], columns=["claim", "decided", "hours", "hours_on"])
+    return steps.dropna(subset=["hours"]).astype({"hours": float})
 
 
 def _claims(table: pd.DataFrame) -> pd.DataFrame:
@@ -547,12 +584,35 @@ def _claims(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(key=table["claim"].where(table["claim"] != stats.DEPTH_TEST, table["part"]))
 
 
-def within(analysis: Mapping, gpu_hours: float) -> pd.DataFrame:
-    """The claims (every part of a claim, each at its cheapest 80 % design) that fit `gpu_hours`, cheapest first:
-    with unit value per claim, taking the cheapest first decides the most claims."""
+def within(analysis: Mapping, gpu_hours: float) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The claims (every part of a claim, each at its cheapest 80 % design) that fit `gpu_hours`, cheapest first,
+    and the hours on each device of running them all (`decided`): with unit value per claim, taking the cheapest
+    first decides the most claims."""
     steps = decided_by_hours(analysis)
+    fits = steps[steps["hours"] <= gpu_hours]
     claims = _claims(cheapest(analysis))
-    return claims[claims["key"].isin(steps.loc[steps["hours"] <= gpu_hours, "claim"])].drop(columns="key")
+    return (claims[claims["key"].isin(fits["claim"])].drop(columns="key"),
+            dict(fits["hours_on"].iloc[-1]) if len(fits) else {})
+
+
+def _chosen(config: Mapping, rows: pd.DataFrame) -> list[tuple[Decision, dict[bool, list[int]], int, float]]:
+    """The designs of `cheapest`'s rows as `designs.config` takes them: (decision, allocations kept, seeds, power)."""
+    by_name = {(test.claim, test.part): test for test in tests(config)}
+    return [(by_name[(row.claim, row.part)], _kept(by_name[(row.claim, row.part)], row.design), int(row.seeds),
+             row.power) for row in rows.itertuples() if not pd.isna(row.seeds)]
+
+
+def union_hours(config: Mapping, counters: costs.Counters, timed: Mapping[costs.Job, float], rows: pd.DataFrame
+                ) -> dict[str, float]:
+    """Device-hours on each device of the config that runs every design of `rows` (`designs.config`, as --write
+    writes it), as `plan` prices its targets: each distinct job once, however many decisions share it, with the seeds
+    the config gives its budget."""
+    chosen = _chosen(config, rows)
+    union = designs.config(config, chosen, SWEEP, "A union")
+    study.check(union)
+    targets = list(dict.fromkeys(designs.TARGET[test.claim] for test, *_ in chosen))
+    jobs = costs.plan(union, counters, timed, targets).drop_duplicates(["rule", "wildcards"])
+    return {device: float(hours) for device, hours in jobs.groupby("device", sort=False)["device_hours"].sum().items()}
 
 
 def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
@@ -563,8 +623,9 @@ def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
         atomic.writable_file(Path(options.write) / "claims.yaml")  # a file where the folder should be
     analysis = cached(config, counters, options)
     if options.gpu_hours is not None:
-        analysis = analysis | {"gpu_hours": options.gpu_hours,
-                               "chosen": within(analysis, options.gpu_hours).to_dict("records")}
+        chosen, hours_on = within(analysis, options.gpu_hours)
+        analysis = analysis | {"gpu_hours": options.gpu_hours, "chosen": chosen.to_dict("records"),
+                               "chosen_hours_on": hours_on}
     if options.out:
         atomic.write_text(options.out, json.dumps(analysis, indent=1))
     if options.write:
@@ -577,6 +638,11 @@ def _hours(hours: float) -> str:
     return f"{hours:,.0f} h" if hours >= 10 else f"{hours:.2g} h"
 
 
+def _spent(hours_on: Mapping[str, float]) -> str:
+    """What a choice of designs spends, on each device apart (an L40S-hour is not an H100-hour)."""
+    return _on(hours_on, named=True) if hours_on else "nothing"
+
+
 def _on(hours: Mapping[str, float], named: bool = False) -> str:
     """Hours on each device, the device named where there are several (or where `named`)."""
     if len(hours) == 1 and not named:
@@ -587,25 +653,21 @@ def _on(hours: Mapping[str, float], named: bool = False) -> str:
 def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path]:
     """Each decision's cheapest design at power 0.8 as a config (`designs.config`), named for the decision; with a
     --gpu-hours choice, their union for it too."""
-    by_name = {(test.claim, test.part): test for test in tests(config)}
-
-    def chosen(rows: pd.DataFrame) -> list:
-        return [(by_name[(row.claim, row.part)], _kept(by_name[(row.claim, row.part)], row.design), int(row.seeds),
-                 row.power) for row in rows.itertuples() if not pd.isna(row.seeds)]
-
     written = []
     for row in cheapest(analysis).itertuples():
         if pd.isna(row.seeds):
             continue
         name = f"{row.claim}-{row.part}".replace(" budget", "").replace(" > ", " over ").replace("=", "")
         path = folder / (re.sub(r"[^\w.]+", "-", name) + ".yaml")
-        designs.write(path, designs.config(config, chosen(pd.DataFrame([row])), SWEEP, f"The design for {row.claim}"))
+        designs.write(path, designs.config(config, _chosen(config, pd.DataFrame([row])), SWEEP,
+                                           f"The design for {row.claim}"))
         written.append(path)
     if "chosen" in analysis:
         hours = analysis["gpu_hours"]
         path = folder / f"within-{hours:g}-gpu-hours.yaml"
-        designs.write(path, designs.config(config, chosen(pd.DataFrame(analysis["chosen"])), SWEEP,
-                                           f"The claims that fit {hours:g} device-hours"))
+        designs.write(path, designs.config(config, _chosen(config, pd.DataFrame(analysis["chosen"])), SWEEP,
+                                           f"The claims that fit {hours:g} device-hours "
+                                           f"({_spent(analysis['chosen_hours_on'])})"))
         written.append(path)
     return written
 
@@ -642,11 +704,15 @@ def printed(analysis: Mapping) -> str:
             closed += f", resampling the authors' seeds {ours['bootstrap']['power']:.3f}"
         lines.append(f"  {entry['claim']}, {entry['part']}: seeds {stats.seeds_text(ours['seeds'])}, power {ours['power']:.3f} "
                      f"± {ours['stderr']:.3f}{closed}, {_on(ours['hours_on'])}{note}")
+    lines += ["", "not modelled:"] + [f"  {claim}: {why}" for claim, why in analysis["not_modelled"].items()]
     if "chosen" in analysis:
         chosen = analysis["chosen"]
-        lines += ["", f"within {analysis['gpu_hours']:,.0f} device-hours: "
+        lines += ["", f"within {analysis['gpu_hours']:,.0f} device-hours (an hour on any device counts as one): "
                   f"{len({c['claim'] if c['claim'] != stats.DEPTH_TEST else c['part'] for c in chosen})} claims and "
-                  f"tests, {_hours(sum(c['hours'] for c in chosen))}"]
-        lines += [f"  {c['claim']}, {c['part']}: {c['design']}, {int(c['seeds'])} seeds, {_hours(c['hours'])}"
-                  for c in chosen]
+                  f"tests, {_spent(analysis['chosen_hours_on'])} as the planner prices them all together"]
+        lines += [f"  {c['claim']}, {c['part']}: {c['design']}, {int(c['seeds'])} seeds, "
+                  f"{_on({c['device']: c['hours']}, named=True)} alone" for c in chosen]
+        refused = [step for step in analysis["decided"] if "refused" in step]
+        lines += [f"  not priced beyond: {step['claim']}, whose union with the cheaper ones the project refuses: "
+                  f"{step['refused']}" for step in refused]
     return "\n".join(lines)

@@ -57,8 +57,8 @@ def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
 
 
 def decided_by_hours(steps: pd.DataFrame, title: str) -> plt.Figure:
-    """Claims decided at power 0.8 against the device-hours spent, cheapest first
-    (`planning.power.decided_by_hours`)."""
+    """Claims decided at power 0.8 against the device-hours of running every design so far, cheapest first, as the
+    planner prices them together (`planning.power.decided_by_hours`)."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if len(steps):  # on a log axis from the first claim's hours, the last step drawn on for half a decade
         hours = steps["hours"].to_numpy()
@@ -66,9 +66,16 @@ def decided_by_hours(steps: pd.DataFrame, title: str) -> plt.Figure:
         plots.log_axis(ax)
     else:
         ax.text(0.5, 0.5, "no claim reaches power 0.8 with the seeds tried", ha="center", transform=ax.transAxes)
-    ax.set(xlabel="device-hours", ylabel="claims decided at power 0.8", title=title, ylim=(0, None))
+    ax.set(xlabel="device-hours, the designs so far run together", ylabel="claims decided at power 0.8", title=title,
+           ylim=(0, None))
     fig.tight_layout()
     return fig
+
+
+def not_modelled(analysis: Mapping) -> str:
+    """The claims of the claims page that the analysis does not model, each with why (Markdown)."""
+    reasons = analysis["not_modelled"]
+    return "Claims not modelled:\n\n" + markup.bullets(f"{claim}: {why}" for claim, why in reasons.items())
 
 
 def cheapest(tables: Mapping[float, pd.DataFrame]) -> Styler:
