@@ -349,17 +349,20 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7
 
 
-@pytest.mark.parametrize("sweeps", [{"convlstm": {"expert": "convlstm", "recurrent": [True], "budgets": ["small"]}},
-                                    {"mine": {"expert": "convlstm", "recurrent": [True, False], "budgets": ["small"]}},
-                                    {}], ids=["recurrent only", "another name", "no sweep"])
-def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_what_it_cannot_model(sweeps):
-    """Sokoban's decisions compare the families of sokoban.sweeps.convlstm at a budget: where no budget trains both,
-    the analysis models the rest and names each claim it cannot model, with what that claim would need."""
+@pytest.mark.parametrize("sweeps, depth_tests", [
+    ({"convlstm": {"expert": "convlstm", "recurrent": [True], "budgets": ["small"]}}, {"depth_test"}),
+    ({"mine": {"expert": "convlstm", "recurrent": [True, False], "budgets": ["small"]}}, set()),
+    ({}, set())], ids=["recurrent only", "another name", "no sweep"])
+def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_what_it_cannot_model(sweeps,
+                                                                                                     depth_tests):
+    """Sokoban's family comparisons read both families of sokoban.sweeps.convlstm at a budget, the authors' depth
+    tests the recurrent one: where no budget trains both, the analysis models the rest and names each claim it cannot
+    model, with what that claim would need."""
     config = files.load([str(REPO / "config/smoke.yaml")])
     config["sokoban"] = {key: value for key, value in config["sokoban"].items() if key != "probes"} | {"sweeps": sweeps}
     study.check(config)  # a config that validates
     decisions = planned.tests(config)
-    assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"}
+    assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"} | depth_tests
     missing = planned.unmodelled(config)
     assert set(missing) == {"sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts",
                             "full_communication", "sqrt_sum_default"}
@@ -404,6 +407,15 @@ def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, 
     plan = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(path), target],
                           capture_output=True, text=True, check=True)
     assert f"\n{target} " in plan.stdout
+
+
+def test_the_config_written_for_a_union_of_depth_tests_is_analysed_for_them():
+    """The shipped union trains the recurrent family only (depth tests compare its depths): its own power analysis
+    models the three depth tests it was written for."""
+    config = study.load([str(REPO / "config/claims/within-60-gpu-hours.yaml")])
+    depth = [test.part for test in planned.tests(config) if test.claim == power.DEPTH_TEST]
+    assert depth == ["small budget, L=4 > L=2", "small budget, L=2 > L=1", "medium budget, L=2 > L=1"]
+    assert all(f"depth test, {part}" in config["description"] for part in depth)
 
 
 def test_a_union_of_designs_says_the_hours_the_planner_gives_the_config_written_for_it():
