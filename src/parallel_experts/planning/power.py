@@ -514,6 +514,34 @@ def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
 # ------------------------------------------------------------------------------------------------ the command
 
 
+# What an analysis holds (`analyse`), checked wherever one is read back (the cache, the pages), so that a file with
+# the right keys and nothing under them, or a truncated one, is refused naming the file and the place in it.
+_ANALYSIS = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict, "tests": list,
+             "not_modelled": dict, "decided": list}
+_TEST = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list, "curves": dict}
+_OURS = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict,
+         "no_effect": dict, "holds_alpha": bool, "no_effect_per_allocation": dict}
+_DESIGN = {"design": str, "target": (int, float), "seeds": (int, type(None))}
+_REACHED = {"power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict}
+_STEP = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
+
+
+def read(path: str | Path, what: str = "a power analysis (python -m parallel_experts power --out)") -> dict:
+    """The analysis in `path`, every field a page or --gpu-hours reads present and of its type."""
+    found = records.read_json(path, _ANALYSIS, what)
+    where = f"{path}: not {what}"
+    for i, entry in enumerate(found["tests"]):
+        records.fields_of(entry, _TEST, f"{where}: tests[{i}]")
+        records.fields_of(entry["config_design"], _OURS, f"{where}: tests[{i}].config_design")
+        for j, design in enumerate(entry["designs"]):
+            records.fields_of(design, _DESIGN, f"{where}: tests[{i}].designs[{j}]")
+            if design["seeds"] is not None:
+                records.fields_of(design, _REACHED, f"{where}: tests[{i}].designs[{j}]")
+    for k, step in enumerate(found["decided"]):
+        records.fields_of(step, _STEP, f"{where}: decided[{k}]")
+    return found
+
+
 def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the
     code that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only:
@@ -525,7 +553,7 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
         try:
-            return records.read_json(path, {"tests": list, "targets": list}, "a cached power analysis")
+            return read(path, "a cached power analysis")
         except PipelineError:
             pass  # a damaged cache: computed again and rewritten
     found = analyse(config, counters, Path(options.directory), options.draws, options.seed)
