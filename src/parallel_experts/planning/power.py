@@ -147,13 +147,15 @@ def _assumption(config: Mapping, domain: str, family_name: str) -> tuple[str, Ma
 
 
 def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
-    """Both families' truth at one budget of the config's ConvLSTM sweep."""
+    """The truth of each family that trains at one budget of the config's ConvLSTM sweep (the recurrent one, which the
+    non-recurrent one's is set below, must)."""
     found = {}
     if comparison.same_budget_as_paper(config, "sokoban", budget_name):
         found[True] = _authors(budget_name, allocations[True])
     if found.get(True) is None:
         found[True] = _assumed(*_assumption(config, "sokoban", "recurrent"), allocations[True], 0.0)
-    found[False] = _below(config, "sokoban", found[True], allocations[False])
+    if False in allocations:
+        found[False] = _below(config, "sokoban", found[True], allocations[False])
     return found
 
 
@@ -179,7 +181,7 @@ def _grid(runs, where) -> dict:
         found = grid.setdefault(setting, {}).setdefault(recurrent, [])
         if allocation not in found:
             found.append(allocation)
-    return {setting: families for setting, families in grid.items() if set(families) == {True, False}}
+    return grid
 
 
 # A run's cell of the analysis: ((budget, window: None in Sokoban), recurrent, (L, E, d)).
@@ -192,22 +194,30 @@ def _lm_cell(run) -> tuple:
 
 
 def tests(config: Mapping) -> list[Decision]:
-    """Every decision analysed: at each budget of the config's ConvLSTM sweep, and each budget and window of its
-    FineWeb sweep, that has both families."""
+    """Every decision analysed: the authors' depth tests at each budget of the config's ConvLSTM sweep that trains the
+    recurrent family, the family comparisons where it trains both, and at each budget and window of its FineWeb sweep
+    that trains both."""
     found, by_budget = [], {}
     for (name, _), families in _grid(_sweep(config), _sokoban_cell).items():
-        truth = by_budget[name] = truths(config, name, families)
+        if True not in families:
+            continue  # the depth tests are the recurrent family's, and the others compare it with the non-recurrent
+        truth = truths(config, name, families)
         for deeper, shallower in sokoban_scores.DEPTH_TESTS:
             if {deeper, shallower} <= set(truth[True].depth):
                 keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
                 found.append(Decision(stats.DEPTH_TEST, f"{name} budget, L={deeper} > L={shallower}", name,
                                       verdicts.PICKS, {True: truth[True].take(keep)},
                                       stats.depth_test(deeper, shallower)))
+        if False not in truth:
+            continue
+        by_budget[name] = truth
         found.append(Decision("sokoban_fewer_layers", f"{name} budget", name, verdicts.PICKS, truth,
                               depth_rules.FewerLayersRule()))
         found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.PICKS, truth,
                               depth_rules.RecurrenceBetter()))
     for (name, window), families in _grid(study.runs(config).lm.sweeps, _lm_cell).items():
+        if set(families) != {True, False}:
+            continue
         truth, part = lm_truths(config, families), f"{name} budget, W = {window}"
         where = {"domain": "lm", "window": window}
         found.append(Decision("lm_fewer_layers", part, name, verdicts.PICKS, truth, depth_rules.FewerLayersRule(),
@@ -504,6 +514,34 @@ def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
 # ------------------------------------------------------------------------------------------------ the command
 
 
+# What an analysis holds (`analyse`), checked wherever one is read back (the cache, the pages), so that a file with
+# the right keys and nothing under them, or a truncated one, is refused naming the file and the place in it.
+_ANALYSIS = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict, "tests": list,
+             "not_modelled": dict, "decided": list}
+_TEST = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list, "curves": dict}
+_OURS = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict,
+         "no_effect": dict, "holds_alpha": bool, "no_effect_per_allocation": dict}
+_DESIGN = {"design": str, "target": (int, float), "seeds": (int, type(None))}
+_REACHED = {"power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict}
+_STEP = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
+
+
+def read(path: str | Path, what: str = "a power analysis (python -m parallel_experts power --out)") -> dict:
+    """The analysis in `path`, every field a page or --gpu-hours reads present and of its type."""
+    found = records.read_json(path, _ANALYSIS, what)
+    where = f"{path}: not {what}"
+    for i, entry in enumerate(found["tests"]):
+        records.fields_of(entry, _TEST, f"{where}: tests[{i}]")
+        records.fields_of(entry["config_design"], _OURS, f"{where}: tests[{i}].config_design")
+        for j, design in enumerate(entry["designs"]):
+            records.fields_of(design, _DESIGN, f"{where}: tests[{i}].designs[{j}]")
+            if design["seeds"] is not None:
+                records.fields_of(design, _REACHED, f"{where}: tests[{i}].designs[{j}]")
+    for k, step in enumerate(found["decided"]):
+        records.fields_of(step, _STEP, f"{where}: decided[{k}]")
+    return found
+
+
 def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the
     code that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only:
@@ -515,7 +553,7 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
         try:
-            return records.read_json(path, {"tests": list, "targets": list}, "a cached power analysis")
+            return read(path, "a cached power analysis")
         except PipelineError:
             pass  # a damaged cache: computed again and rewritten
     found = analyse(config, counters, Path(options.directory), options.draws, options.seed)
