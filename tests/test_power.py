@@ -391,7 +391,7 @@ def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_w
     study.check(config)  # a config that validates
     decisions = planned.tests(config)
     assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"} | depth_tests
-    missing = planned.unmodelled(config)
+    missing = planned.unmodelled(decisions)
     assert set(missing) == {"sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts",
                             "full_communication", "sqrt_sum_default"}
     assert "sokoban.sweeps.convlstm trains both families" in missing["sokoban_fewer_layers"]

@@ -141,12 +141,13 @@ def peaks(given: Sequence[str]) -> dict[str, float]:
     for option in given:
         name, _, value = option.partition("=")
         try:
-            found[name] = TFLOPS(value)
+            tflops = TFLOPS(value)
         except argparse.ArgumentTypeError:
-            found[name] = None
-        if name not in ("train", "lm_train") or found[name] is None:
+            tflops = None
+        if name not in ("train", "lm_train") or tflops is None:
             raise ConfigError(f"gpu-check --peak-tflops {option!r}: expected train=TFLOPS or lm_train=TFLOPS, "
                               "TFLOPS a finite positive number")
+        found[name] = tflops
     return found
 
 

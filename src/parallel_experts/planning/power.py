@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -229,10 +229,16 @@ def tests(config: Mapping) -> list[Decision]:
     return found + _expert_tests(by_budget) + _ablation_tests(config)
 
 
-def unmodelled(config: Mapping) -> dict[str, str]:
-    """The claims the analysis models that have no decision at `config`, each with what it would need."""
-    decided = {test.claim for test in tests(config)}
+def unmodelled(decisions: Iterable[Decision]) -> dict[str, str]:
+    """The claims the analysis models that have none of a config's `decisions` (`tests`), each with what it would
+    need."""
+    decided = {test.claim for test in decisions}
     return {claim: f"not modelled at this config: {why}" for claim, why in NEEDS.items() if claim not in decided}
+
+
+def by_name(decisions: Iterable[Decision]) -> dict[tuple[str, str], Decision]:
+    """`decisions` by (claim, part), as an analysis names them."""
+    return {(test.claim, test.part): test for test in decisions}
 
 
 def _families(truth: Truth) -> list[list[tuple[int, int]]]:
@@ -458,8 +464,8 @@ def _given(given: Mapping, test: Decision, fam: bool) -> stats.Seeds:
 def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
     priced = prices(config, counters, directory)
-    entries, inputs, given = [], {}, config_designs(config)
-    for test in tests(config):
+    entries, inputs, given, decisions = [], {}, config_designs(config), tests(config)
+    for test in decisions:
         ours = {fam: _given(given, test, fam) for fam in test.truth}
         every = _kept(test, "every allocation")
         found = stats.power(test, ours, draws, seed)
@@ -496,9 +502,10 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
                             "a claim supported where every part is"),
              "draws": draws, "seed": seed, "targets": list(TARGETS),
              "devices": {domain: list(by_device) for domain, by_device in priced.items()},
-             "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED | unmodelled(config)}
+             "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED | unmodelled(decisions)}
     timed = costs.timed_jobs(config, counters, directory / paths.ROOT)
-    return found | {"decided": decided(found, lambda rows: union_hours(config, counters, timed, rows))}
+    named = by_name(decisions)
+    return found | {"decided": decided(found, lambda rows: union_hours(config, counters, timed, _chosen(named, rows)))}
 
 
 def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
@@ -633,19 +640,21 @@ def within(analysis: Mapping, gpu_hours: float) -> tuple[pd.DataFrame, dict[str,
             dict(fits["hours_on"].iloc[-1]) if len(fits) else {})
 
 
-def _chosen(config: Mapping, rows: pd.DataFrame) -> list[tuple[Decision, dict[bool, list[int]], int, float]]:
-    """The designs of `cheapest`'s rows as `designs.config` takes them: (decision, allocations kept, seeds, power)."""
-    by_name = {(test.claim, test.part): test for test in tests(config)}
-    return [(by_name[(row.claim, row.part)], _kept(by_name[(row.claim, row.part)], row.design), int(row.seeds),
+Chosen = list[tuple[Decision, dict[bool, list[int]], int, float]]  # what designs.config takes
+
+
+def _chosen(named: Mapping[tuple[str, str], Decision], rows: pd.DataFrame) -> Chosen:
+    """The designs of `cheapest`'s rows as `designs.config` takes them: (decision, allocations kept, seeds, power),
+    the decisions looked up in `named` (`by_name`)."""
+    return [(named[(row.claim, row.part)], _kept(named[(row.claim, row.part)], row.design), int(row.seeds),
              row.power) for row in rows.itertuples() if not pd.isna(row.seeds)]
 
 
-def union_hours(config: Mapping, counters: costs.Counters, timed: Mapping[costs.Job, float], rows: pd.DataFrame
+def union_hours(config: Mapping, counters: costs.Counters, timed: Mapping[costs.Job, float], chosen: Chosen
                 ) -> dict[str, float]:
-    """Device-hours on each device of the config that runs every design of `rows` (`designs.config`, as --write
+    """Device-hours on each device of the config that runs every design of `chosen` (`designs.config`, as --write
     writes it), as `plan` prices its targets: each distinct job once, however many decisions share it, with the seeds
     the config gives its budget."""
-    chosen = _chosen(config, rows)
     union = designs.config(config, chosen, SWEEP, "A union")
     study.check(union)
     targets = list(dict.fromkeys(designs.TARGET[test.claim] for test, *_ in chosen))
@@ -691,19 +700,19 @@ def _on(hours: Mapping[str, float], named: bool = False) -> str:
 def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path]:
     """Each decision's cheapest design at power 0.8 as a config (`designs.config`), named for the decision; with a
     --gpu-hours choice, their union for it too."""
-    written = []
+    written, named = [], by_name(tests(config))
     for row in cheapest(analysis).itertuples():
         if pd.isna(row.seeds):
             continue
         name = f"{row.claim}-{row.part}".replace(" budget", "").replace(" > ", " over ").replace("=", "")
         path = folder / (re.sub(r"[^\w.]+", "-", name) + ".yaml")
-        designs.write(path, designs.config(config, _chosen(config, pd.DataFrame([row])), SWEEP,
+        designs.write(path, designs.config(config, _chosen(named, pd.DataFrame([row])), SWEEP,
                                            f"The design for {row.claim}"))
         written.append(path)
     if "chosen" in analysis:
         hours = analysis["gpu_hours"]
         path = folder / f"within-{hours:g}-gpu-hours.yaml"
-        designs.write(path, designs.config(config, _chosen(config, pd.DataFrame(analysis["chosen"])), SWEEP,
+        designs.write(path, designs.config(config, _chosen(named, pd.DataFrame(analysis["chosen"])), SWEEP,
                                            f"The claims that fit {hours:g} device-hours "
                                            f"({_spent(analysis['chosen_hours_on'])})"))
         written.append(path)
