@@ -11,7 +11,8 @@ import xarray as xr
 from scipy import stats
 from helpers import REPO, ablation_data, probe_recall
 
-from parallel_experts.analysis import calibration, depth_rules, findings, verdicts
+from parallel_experts import study
+from parallel_experts.analysis import calibration, depth_rules, findings, scored_seeds, verdicts
 from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, UNTESTED, Finding
 from parallel_experts.config import files
@@ -459,3 +460,81 @@ def test_ablations_of_agents_at_chance_decide_nothing():
     assert (found.verdict, found.test) == (INCONCLUSIVE, "no test: every agent at chance")
     at_chance_agents = at_chance(aggregation([13.9, 14.0, 12.0], CLOSE))
     assert findings.sqrt_sum_default(at_chance_agents, None, verdicts.Margins()).verdict == INCONCLUSIVE
+
+
+# ------------------------------------------------------------------------------------------------ evidence
+
+
+def sweep_of(config, seed_scores=lambda run, seed: 10.0 + run.agent.depth + 0.3 * seed):
+    """The Sokoban sweep dataset of `config`'s runs, each at the seeds the config trains it with (NaN elsewhere)."""
+    runs = study.runs(config).sokoban.sweeps
+    seeds = sorted({seed for run in runs for seed in run.seeds})
+    scores = [[seed_scores(run, seed) if seed in run.seeds else np.nan for seed in seeds] for run in runs]
+    return xr.Dataset(
+        {"final_five": (("run", "seed"), scores), "solve_rate": (("run", "seed", "mode"),
+                                                                 np.full((len(runs), len(seeds), 2), 0.5))},
+        coords={"run": [run.id for run in runs], "seed": seeds, "mode": ["greedy", "sampled"],
+                "sweep": ("run", [run.sweep for run in runs]), "budget": ("run", [run.budget for run in runs]),
+                **{name: ("run", [getattr(run.agent, name) for run in runs])
+                   for name in ("recurrent", "depth", "experts", "width")}},
+        attrs={"test_random_solve_rate": 0.08})
+
+
+@pytest.mark.parametrize("broken, fault", [
+    (np.nan, "no final-five return (NaN)"), (np.inf, "final-five return inf"), (-np.inf, "final-five return -inf"),
+    (None, "no final-five return (not in the dataset)"),
+])
+def test_a_trained_seed_without_a_finite_score_decides_no_claim_that_reads_it(tmp_path, monkeypatch, broken, fault):
+    monkeypatch.chdir(tmp_path)
+    cfg = load("config.yaml")
+    costs = {name: "" for name in claims.CLAIMS}
+    sweep = sweep_of(cfg)
+    path = tmp_path / paths.SOKOBAN_SWEEP
+    path.parent.mkdir(parents=True)
+    sweep.to_netcdf(path)
+    sound = claims.table(cfg, {"sokoban_sweep": paths.SOKOBAN_SWEEP}, [], costs)
+    assert not sound["measured"].str.contains("not decided").any()
+    assert sound.loc[0, "verdict"] in findings.TESTED
+
+    run = str(sweep["run"].values[1])
+    if broken is None:  # the seed dropped, as a dataset of fewer seeds would be
+        broken_sweep = sweep.isel(seed=[0])
+        fault = f"run {sweep['run'].values[0]}, seed 1: {fault}"
+    else:
+        broken_sweep = sweep.copy(deep=True)
+        broken_sweep["final_five"].loc[{"run": run, "seed": 1}] = broken
+        fault = f"run {run}, seed 1: {fault}"
+    broken_sweep.to_netcdf(path)
+    table = claims.table(cfg, {"sokoban_sweep": str(path)}, [], costs).set_index(
+        pd.Index(list(claims.CLAIMS)))
+    reading = ["sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts"]
+    assert set(table.loc[reading, "verdict"]) == {UNTESTED}
+    assert all(f"sokoban_sweep: {fault}" in measured for measured in table.loc[reading, "measured"])
+    assert set(table.drop(reading)["verdict"]) == {NOT_RUN}  # the other claims read no broken result
+
+
+def test_a_seed_missing_by_design_is_no_fault_and_a_timing_out_of_memory_neither():
+    sweep = sokoban_sweep(SHALLOW_RECURRENT)
+    sweep["final_five"][0, 2] = np.nan  # r0 trains seeds 0 and 1 only
+    trained = {"r0": {0, 1}, **{f"r{i}": {0, 1, 2} for i in range(1, 4)}}
+    assert scored_seeds.faults(sweep, trained) == []
+    assert scored_seeds.faults(sweep, trained | {"r0": {0, 1, 2}}) == ["run r0, seed 2: no final-five return (NaN)"]
+    lm = lm_sweep({(True, 1): [3.1, 3.2], (False, 2): [3.3]})  # r1 trains seed 0 only: NaN at seed 1
+    assert scored_seeds.faults(lm, {"r0": {0, 1}, "r1": {0}}) == []
+    lm["validation_loss"][0, 0] = np.inf
+    assert scored_seeds.faults(lm, None) == ["run r0, seed 0: validation loss inf"]  # never a score, trained or not
+    assert scored_seeds.faults(throughput(1.0, 2.0, oom=True), None) == []  # no time where out of memory
+    late = throughput(1.0, 2.0)
+    late["round_seconds"][0, 0, 3] = np.nan
+    assert scored_seeds.faults(late, None) == ["round_seconds not finite at allocation Transformer L16 E1, "
+                                               "context 128, round 3"]
+
+
+def test_the_trained_seeds_are_the_configs_by_dataset_and_run():
+    cfg = load("config.yaml")
+    trained = scored_seeds.trained_seeds(cfg)
+    runs = study.runs(cfg)
+    assert trained[paths.SOKOBAN_SWEEP] == {run.id: set(run.seeds) for run in runs.sokoban.sweeps}
+    lm = trained[paths.LM_SWEEP]  # an LM dataset's run is a configuration, holding each of its seeds' runs
+    assert sum(map(len, lm.values())) == len(runs.lm.sweeps) and set(lm) == {run.configuration
+                                                                             for run in runs.lm.sweeps}

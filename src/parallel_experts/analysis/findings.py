@@ -545,39 +545,53 @@ def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair))
 
 
-def _needs(name: str, rule: Callable[[xr.Dataset], Finding], what: str):
-    return lambda data, config: rule(data[name]) if name in data else not_run(what)
-
-
 def _aggregation(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     return sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"), verdicts.Margins.of(config))
 
 
-# Each claim's decision, in the order of the paper: (the results there are, by name, config) -> Finding. The
-# names are the claims page's (reporting.claims.CLAIMS); the results' names its notebook's parameters.
-DECISIONS: dict[str, Callable[[Mapping[str, xr.Dataset], Mapping], Finding]] = {
-    "sokoban_fewer_layers": _needs("sokoban_sweep", sokoban_fewer_layers, "the Sokoban sweeps"),
-    "sokoban_recurrence_better": _needs("sokoban_sweep", sokoban_recurrence_better, "the Sokoban sweeps"),
-    "plans_earlier": _plans,
-    "lm_comparable_shallow": _fine_web,
-    "lm_fewer_layers": _needs("lm_sweep", lm_fewer_layers, "the FineWeb sweep"),
-    "more_experts": _experts,
-    "full_communication": _needs("sokoban_ablations", full_communication, "the Sokoban ablations"),
-    "sqrt_sum_default": _aggregation,
-    "decode_faster": _needs("latency", decode_faster, "Table 5"),
-    "training_slower": _needs("throughput", training_slower, "Table 6"),
+@dataclass(frozen=True)
+class Decision:
+    reads: tuple[str, ...]  # the results it may read, by name
+    decide: Callable[[Mapping[str, xr.Dataset], Mapping], Finding]  # (the results there are, config) -> Finding
+
+
+def _one(name: str, rule: Callable[[xr.Dataset], Finding], what: str) -> Decision:
+    return Decision((name,), lambda data, config: rule(data[name]) if name in data else not_run(what))
+
+
+# Each claim's decision, in the order of the paper. The names are the claims page's (reporting.claims.CLAIMS); the
+# results' names its notebook's parameters.
+DECISIONS: dict[str, Decision] = {
+    "sokoban_fewer_layers": _one("sokoban_sweep", sokoban_fewer_layers, "the Sokoban sweeps"),
+    "sokoban_recurrence_better": _one("sokoban_sweep", sokoban_recurrence_better, "the Sokoban sweeps"),
+    "plans_earlier": Decision(("probes",), _plans),
+    "lm_comparable_shallow": Decision(("lm_sweep",), _fine_web),
+    "lm_fewer_layers": _one("lm_sweep", lm_fewer_layers, "the FineWeb sweep"),
+    "more_experts": Decision(("sokoban_sweep", "expert_count", "lm_sweep"), _experts),
+    "full_communication": _one("sokoban_ablations", full_communication, "the Sokoban ablations"),
+    "sqrt_sum_default": Decision(("sokoban_ablations", "lm_ablations"), _aggregation),
+    "decode_faster": _one("latency", decode_faster, "Table 5"),
+    "training_slower": _one("throughput", training_slower, "Table 6"),
 }
 
 
-def judge(config: Mapping, data: Mapping[str, xr.Dataset]) -> pd.DataFrame:
+def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, list[str]] | None = None
+          ) -> pd.DataFrame:
     """The table of verdicts: one row per claim of DECISIONS, in its order, with the claim's name, our measurement,
     the test, the rule that decided, the verdict, its chance with no effect (NaN where it is no tested verdict) and
     the parts that decided it. `data`: the results this config produces, by name (targets.catalogue.CLAIM_INPUTS);
-    a claim whose results are missing is not run."""
+    a claim whose results are missing is not run. `faults`: what in each result is no evidence
+    (scored_seeds.faults), by name; a claim that reads such a result is untested, and says why."""
     columns = ["claim", "measured", "test", "rule", "verdict", "no_effect", "decided_by"]
     rows = []
-    for name, decide in DECISIONS.items():
-        found = decide(data, config)
+    for name, decision in DECISIONS.items():
+        unsound = [f"{result}: {fault}" for result in decision.reads for fault in (faults or {}).get(result, ())]
+        if unsound:
+            found = Finding(UNTESTED, "not decided: results without a finite score where the config trains one (" +
+                            "; ".join(unsound) + ")", "no test: a missing or non-finite result is no evidence",
+                            verdicts.UNTESTED)
+        else:
+            found = decision.decide(data, config)
         rows.append([name, found.measured, found.test, found.rule, found.verdict,
                      np.nan if found.no_effect is None else found.no_effect, found.decided_by])
     return pd.DataFrame(rows, columns=columns)

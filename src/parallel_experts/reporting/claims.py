@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 from pandas.io.formats.style import Styler
 
 from parallel_experts import study
-from parallel_experts.analysis import findings
+from parallel_experts.analysis import findings, scored_seeds
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
@@ -121,7 +122,10 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], c
     deciding it would cost (`costs`, by claim: planning.power.claim_costs). `results`: the claims notebook's
     parameters, the path of each result this config produces by name (targets.catalogue.CLAIM_INPUTS), "" where it
     produces none."""
-    judged = findings.judge(config, {name: store.open_dataset(path) for name, path in results.items() if path})
+    data = {name: store.open_dataset(path) for name, path in results.items() if path}
+    trained = {Path(path).resolve(): seeds for path, seeds in scored_seeds.trained_seeds(config).items()}
+    faults = {name: scored_seeds.faults(ds, trained.get(Path(results[name]).resolve())) for name, ds in data.items()}
+    judged = findings.judge(config, data, faults)
     present = set(reports)
     budget, window = study.fig5_setting(config)  # names Fig. 5's page
     rows = []
