@@ -18,25 +18,32 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 CACHE_ON = "JAX_ENABLE_COMPILATION_CACHE"  # set to false by core/compile_cache.off (see below)
 
+# The tests compile hundreds of programs and run each for milliseconds on tiny shapes, so LLVM's optimisation of the
+# code XLA emits is most of their time: without it (`--xla_backend_optimization_level=0`, inherited by every process
+# the tests start) XLA compiles in half the time, and two Sokoban training tests took 41 s instead of 61 s. It changes
+# how fast the code runs, not what it computes; the demo and the paper keep XLA's default, as their programs run for
+# minutes (a demo Sokoban run took 3 times as long without it). Flags the caller set are kept.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
-# The longest tests, with their seconds in a full run on the 2-core CI machine (rounded; `--durations`): each part
+
+# The longest tests, with their seconds in a full run on a 2-core machine like CI's (rounded; `--durations`): each part
 # of the order below starts longest first, so that neither worker is left running a long test alone at the end. A
 # test missing here only starts later in its part; a renamed one is simply not moved up.
 LONG = {
-    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 776,
-    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 239,
-    "test_gpu_check.py::test_the_check_measures_every_section": 111,
+    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 687,
+    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 212,
+    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 160,  # its `written` fixture
+    "test_power.py::test_a_claim_config_validates_dry_runs_and_plans_its_target": 40,  # 144 beside the smoke DAG
+    "test_sokoban_train.py::test_seeds_in_groups_train": 162,  # both tests of the module's `four_seeds`
+    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 131,
     "test_sokoban_train.py::test_cli_training_survives_a_kill": 59,
-    "test_lm_train.py::test_cli_training_survives_a_kill": 41,
-    "test_sokoban_train.py::test_seeds_in_groups_train": 125,  # both tests of the module's `four_seeds`
-    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 117,
-    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 95,  # its `written` fixture
-    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 65,
-    "test_costs.py::test_the_paper_plan_prices_every_figure": 53,
-    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 48,
-    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 45,
-    "test_sokoban_train.py::test_resume_reproduces_the_uninterrupted_run": 40,
-    "test_power.py::test_a_claim_config_validates_dry_runs_and_plans_its_target": 38,
+    "test_gpu_check.py::test_the_check_measures_every_section": 50,
+    "test_lm_train.py::test_cli_training_survives_a_kill": 44,
+    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 42,
+    "test_compile_cache.py::test_a_second_process_loads_every_training_program_from_the_cache": 38,
+    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 38,
+    "test_costs.py::test_the_paper_plan_prices_every_figure": 31,
+    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 27,
 }
 
 

@@ -87,7 +87,8 @@ def test_table6_splits_each_update_over_the_bench_devices(shards, tmp_path):
     folder, _ = shards
     script = tmp_path / "two.py"
     script.write_text(TWO_DEVICES)
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    env = os.environ | {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2",
+                        "JAX_PLATFORMS": "cpu"}
     run = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, env=env,
                          check=False)
     assert run.returncode == 0, run.stderr[-2000:]

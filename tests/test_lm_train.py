@@ -208,7 +208,8 @@ def test_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
     """The streams split over two CPU devices give the same losses and parameters as one device."""
     script = tmp_path / "dp.py"
     script.write_text(DATA_PARALLEL.format(tests=os.path.dirname(__file__)))
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    env = os.environ | {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2",
+                        "JAX_PLATFORMS": "cpu"}
     out = {}
     for devices in (1, 2):
         run = subprocess.run([sys.executable, str(script), str(devices), str(tmp_path / f"run{devices}")],

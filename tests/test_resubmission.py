@@ -43,7 +43,10 @@ def long_smoke_config(tmp_path, **resources):
 
 
 @pytest.mark.pipeline
-def test_smoke_jobs_run_through_slurm_and_outlive_their_time_limit(slurm_cluster, tmp_path):
+def test_smoke_jobs_run_through_slurm_and_outlive_their_time_limit(slurm_cluster, tmp_path, monkeypatch):
+    # Minutes of training, not of compiling: XLA's optimised code, not the tests' quick compiles (conftest.py), which
+    # ran these updates three times slower and the test 31 minutes instead of 9.
+    monkeypatch.setenv("XLA_FLAGS", "")
     limited = {"cpus": 1, "mem_mb": 2000, "runtime": 1, "gpus": 0, "resubmissions": 20}
     config = long_smoke_config(tmp_path, train=limited, lm_train=limited)
     workdir = tmp_path / "run"  # tmp_path / "slurm" is the cluster's
