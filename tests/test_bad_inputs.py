@@ -239,6 +239,19 @@ def test_a_run_the_config_does_not_define_is_one_line(tmp_path, smoke):
     assert_one_line(result, config, "defines no run 'convlstm/recurrent/small/L9-E9-d9'")
 
 
+@pytest.mark.parametrize("fit, says", [
+    ({"calibration_steps": 0}, "sokoban.probes.fit.calibration_steps: expected a value >= 1, got 0"),
+    ({"calibration_steps": "20"}, 'sokoban.probes.fit.calibration_steps: expected integer, got "20"'),
+    ({"seeds": 5, "epoch": 3}, "sokoban.probes.fit: unknown key 'epoch'"),
+])
+def test_a_probe_fit_setting_the_config_refuses_is_one_line_before_a_file_is_read(tmp_path, fit, says):
+    missing = tmp_path / "missing.nc"  # never opened: the setting is refused first
+    result = cli("sokoban-probe-fit", "--train", missing, "--calibration", missing, "--test", missing, "--solved",
+                 missing, "--seeds", "{}", "--fit", json.dumps(fit), "--picture", "{}", "--out", tmp_path / "scores.nc")
+    assert_one_line(result, says)
+    assert not (tmp_path / "scores.nc").exists()
+
+
 # --------------------------------------------------------------------------------------------------
 # Config files that would hang or crash a reader (a YAML bomb, deep nesting, a huge file or list): the YAML
 # itself, then sizes and limits.

@@ -71,6 +71,9 @@ CASES = {
         "lm.training: checkpoint_every 3 must be a multiple of log_every 2"),
     "less than one update": (lambda c: c["lm"].update(train_tokens=1000),
                              "lm.training: train_tokens 1000 is less than one update (1024 tokens)"),
+    # what the LM runs would ignore
+    "a Sokoban-only key of an LM budget": (lambda c: c["lm"]["budgets"]["small"].update(seeds_at_once=1),
+                                           "lm.budgets.small.seeds_at_once: Sokoban only (an LM run trains one seed)"),
     "evaluation lanes that do not split the streams": (
         lambda c: c["lm"].update(evaluation={"streams": 4, "lanes": 3}),
         "lm.evaluation: evaluation streams 4 must be a multiple of lanes 3"),

@@ -474,3 +474,25 @@ def test_an_ablation_at_a_budget_a_chosen_sweep_also_cuts_keeps_its_allocation(t
     written = study.load([str(path)])
     assert [2, 7, 64] in written["sokoban"]["budgets"]["medium"]["allocations"]
     assert written["sokoban"]["ablations"]["radius"]["allocation"] == [2, 7, 64]
+
+
+def test_a_written_budget_lists_its_grid_anew_and_trains_its_seeds_in_groups_that_divide_them(tmp_path):
+    """A base budget given by `enumerate`, and one that trains 3 seeds at once: the union of a depth test at 4 seeds
+    on each writes allocations only (not beside `enumerate`) and at most 3 seeds at once that divide 4: 2. Both
+    were refused before (give exactly one of 'allocations' or 'enumerate'; 3 does not divide 4)."""
+    from parallel_experts.planning import designs
+
+    config = study.load([str(REPO / "config/paper.yaml")])
+    small = config["sokoban"]["budgets"]["small"]
+    small.pop("allocations")
+    small["enumerate"] = {"depths": [1, 2, 4], "widths": [32, 64]}
+    config["sokoban"]["budgets"]["medium"] |= {"seeds": [0, 1, 2], "seeds_at_once": 3}
+    study.check(config)
+    by_part = {(test.claim, test.part): test for test in planned.tests(config)}
+    chosen = [(by_part[(power.DEPTH_TEST, f"{budget} budget, L=2 > L=1")],) for budget in ("small", "medium")]
+    chosen = [(test, planned._kept(test, "best per depth"), 4, 0.9) for (test,) in chosen]
+    path = tmp_path / "union.yaml"
+    designs.write(path, designs.config(config, chosen, planned.SWEEP, "a union"))
+    written = study.load([str(path)])["sokoban"]["budgets"]
+    assert "enumerate" not in written["small"] and written["small"]["allocations"]
+    assert written["medium"]["seeds"] == [0, 1, 2, 3] and written["medium"]["seeds_at_once"] == 2

@@ -47,6 +47,21 @@ def validate(config: Mapping) -> None:
         raise ConfigError(_describe(errors[0]))
 
 
+def validate_part(value, where: str) -> None:
+    """Check `value` against the schema of the config's key `where` (dotted, through `properties` only): a command's
+    JSON option that holds what the config holds there. Raise ConfigError naming the first problem by its key."""
+    keys = where.split(".")
+    part = schema()
+    for key in keys:
+        part = part["properties"][key]
+    for key in reversed(keys):  # nested as in a config, so that every error names its whole key
+        part, value = {"type": "object", "properties": {key: part}}, {key: value}
+    _check_numbers(value, [])
+    errors = sorted(_Validator({"$defs": schema()["$defs"], **part}).iter_errors(value), key=_error_rank)
+    if errors:
+        raise ConfigError(_describe(errors[0]))
+
+
 def _check_numbers(value, path: list) -> None:
     """NaN passes every bound of the schema (all its comparisons are false), so it is refused here, as is ±inf; and
     so is an integer outside int32, wherever it is (the schema's bounds are lower bounds mostly)."""

@@ -123,6 +123,8 @@ def _budget(domain: str, name: str, spec: Mapping, domain_config: Mapping, where
             raise ConfigError(f"{where}.enumerate: no allocation within tolerance {tolerance} of the anchor")
     else:
         allocations = listed(spec["allocations"], f"{where}.allocations")
+    if domain != "sokoban" and "seeds_at_once" in spec:
+        raise ConfigError(f"{where}.seeds_at_once: Sokoban only (an LM run trains one seed)")
     family_only = {}
     for family, items in spec.get("family_allocations", {}).items():
         at = f"{where}.family_allocations.{family}"

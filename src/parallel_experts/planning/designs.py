@@ -28,6 +28,15 @@ TARGET = {stats.DEPTH_TEST: "tables_1_7", "sokoban_fewer_layers": "fig3_left",
 SCALE = "claims"
 
 
+GRID = ("allocations", "family_allocations", "enumerate")  # a budget's grid, which a written budget lists anew
+
+
+def _at_once(group: int, counts: Sequence[int]) -> int:
+    """The most seeds trained at once, at most the budget's `group` (it bounds memory), that divides every seed
+    count of its runs larger than it (sokoban.experiment.budget_train_config)."""
+    return max(g for g in range(1, group + 1) if all(count <= g or count % g == 0 for count in counts))
+
+
 def _allocations(labels: Sequence[str]) -> list[list[int]]:
     return [[int(part[1:]) for part in label.split()] for label in labels]
 
@@ -61,7 +70,7 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
             for i in keep[family]:  # an allocation of the decision's budget, or of its own (Fig. 6's)
                 name = truth.budget[i] if truth.budget else test.budget
                 spec = budgets.setdefault(name, {key: value for key, value in sokoban["budgets"][name].items()
-                                                 if key not in ("allocations", "family_allocations", "seeds")})
+                                                 if key not in GRID + ("seeds",)})
                 field = spec.setdefault("allocations", []) if family else spec.setdefault("nonrecurrent", [])
                 field += [a for a in _allocations([truth.allocation[i]]) if a not in field]
                 spec["seeds"] = list(range(max(n, len(spec.get("seeds", [])))))  # a budget's decisions share runs
@@ -79,6 +88,11 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
         kept = budgets.setdefault(spec["budget"], sokoban["budgets"][spec["budget"]])
         if spec["budget"] in swept and spec["allocation"] not in kept["allocations"]:
             kept["allocations"].append(spec["allocation"])  # a swept budget cut to its decisions: the sweep trains it too
+    for name, spec in budgets.items():
+        if "seeds_at_once" in spec:
+            counts = [len(spec.get("seeds", []))] + [len(a["seeds"]) for a in chosen_ablations.values()
+                                                     if a["budget"] == name]
+            spec["seeds_at_once"] = _at_once(spec["seeds_at_once"], counts)
     sokoban["budgets"] = budgets
     if families:
         sokoban["sweeps"] = {sweep: {"expert": sokoban["sweeps"][sweep]["expert"],
@@ -98,7 +112,7 @@ def _lm(lm: dict, chosen: Sequence) -> None:
     for test, keep, n, _ in chosen:
         given = lm["budgets"][test.budget]
         spec = budgets.setdefault(test.budget, {key: value for key, value in given.items()
-                                                if key not in ("allocations", "seeds")} | {"allocations": []})
+                                                if key not in GRID + ("seeds",)} | {"allocations": []})
         labels = {label for family, truth in test.truth.items() for label in
                   (truth.allocation[i] for i in keep[family])}
         spec["allocations"] += [a for a in given["allocations"]

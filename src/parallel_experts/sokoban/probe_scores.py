@@ -24,6 +24,7 @@ from dataclasses import asdict
 import numpy as np
 import xarray as xr
 
+from parallel_experts.config import schema
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.results import store
 from parallel_experts.results.store import open_dataset
@@ -254,11 +255,12 @@ def collect(paths: list[str]) -> xr.Dataset:
 def fit_job(options: jobs.ProbeFit) -> int:
     """`sokoban-probe-fit`: the probes of one probed agent fitted, calibrated and scored on the levels every probed
     agent solves, as netCDF."""
-    picture = json.loads(options.picture)
+    picture, fit = json.loads(options.picture), json.loads(options.fit)
+    schema.validate_part(fit, "sokoban.probes.fit")  # what the config's checks refuse there, before any work
     train, calibration, test = (open_dataset(path) for path in (options.train, options.calibration, options.test))
     scored = solved_by_all([open_dataset(path) for path in options.solved], json.loads(options.seeds),
                            int(test.attrs["levels"]))
-    scores = score(train, calibration, test, scored, ProbeConfig(**json.loads(options.fit)), picture.get("level", 0),
+    scores = score(train, calibration, test, scored, ProbeConfig(**fit), picture.get("level", 0),
                    picture.get("steps", 3))
     store.write_netcdf(scores, options.out)
     recall = scores["recall"].sel(representation="state", target="agent_onto", estimate="value")
