@@ -70,6 +70,16 @@ def test_power_refuses_an_output_path_before_its_analysis(tmp_path, capsys, opti
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept"
 
 
+def test_the_gpu_check_refuses_a_rehearsal_file_that_is_not_there_before_any_section(tmp_path, capsys):
+    """Issue 44, class 4: a --rehearsal named but missing ran every section and reported no CPU figure."""
+    out = tmp_path / "check.json"
+    status = cli.main(["gpu-check", "--config", str(REPO / "config/smoke.yaml"), "--out", str(out), "--rehearsal",
+                       str(tmp_path / "missing.json")])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(error) == 1 and "missing.json" in error[0], error
+    assert not out.exists()
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     """`python -m parallel_experts ... | head`: when the reader has gone, the command stops with status 1 and says
     nothing, instead of a BrokenPipeError traceback (issue 44). Every command returns through the same `run`."""

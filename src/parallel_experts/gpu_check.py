@@ -79,6 +79,8 @@ def job(options: GpuCheck, config: Mapping) -> int:
     """`gpu-check`: the sections measured, one line for the file, one per failed section and per plan update; exit
     status 1 where a section failed."""
     atomic.writable_file(options.out)  # before the ten minutes of sections: a bad path costs nothing measured
+    if options.rehearsal:  # a file named must be there, and whole; the scale's default may not exist yet
+        rehearsal_file.read(options.rehearsal, missing_ok=False)
     peak = peaks(options.peak_tflops)
     chosen = sections(config, options.sokoban_run, options.lm_run, options.context, options.batch,
                       options.sokoban_updates or SOKOBAN_UPDATES)
