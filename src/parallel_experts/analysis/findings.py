@@ -587,9 +587,8 @@ def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, 
     for name, decision in DECISIONS.items():
         unsound = [f"{result}: {fault}" for result in decision.reads for fault in (faults or {}).get(result, ())]
         if unsound:
-            found = Finding(UNTESTED, "not decided: results without a finite score where the config trains one (" +
-                            "; ".join(unsound) + ")", "no test: a missing or non-finite result is no evidence",
-                            verdicts.UNTESTED)
+            found = Finding(UNTESTED, "not decided, a result is missing or not finite: " + "; ".join(unsound),
+                            "no test: a missing or non-finite result is no evidence", verdicts.UNTESTED)
         else:
             found = decision.decide(data, config)
         rows.append([name, found.measured, found.test, found.rule, found.verdict,

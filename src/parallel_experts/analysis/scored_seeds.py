@@ -48,6 +48,7 @@ def faults(ds: xr.Dataset, trained: Mapping[str, set[int]] | None) -> list[str]:
                                  f"({'NaN' if there else 'not in the dataset'})")
     for name in (name for name in TIMES if name in ds):
         timed = ds[name].where(~ds["oom"], 0.0) if "oom" in ds else ds[name]  # out of memory: no time, by design
-        found += [f"{name} not finite at " + ", ".join(f"{dim} {timed[dim].values[i]}" for dim, i in zip(timed.dims, at))
+        found += [f"{name} not finite at " + ", ".join(f"{dim} {timed[dim].values[i]}"
+                                                       for dim, i in zip(timed.dims, at))
                   for at in np.argwhere(~np.isfinite(timed.values))]
     return found
