@@ -583,9 +583,9 @@ def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, 
     a claim whose results are missing is not run. `faults`: what in each result is no evidence
     (scored_seeds.faults), by name; a claim that reads such a result is untested, and says why."""
     columns = ["claim", "measured", "test", "rule", "verdict", "no_effect", "decided_by"]
-    rows = []
+    rows, faults = [], faults or {}
     for name, decision in DECISIONS.items():
-        unsound = [f"{result}: {fault}" for result in decision.reads for fault in (faults or {}).get(result, ())]
+        unsound = [f"{result}: {fault}" for result in decision.reads for fault in faults.get(result, ())]
         if unsound:
             found = Finding(UNTESTED, "not decided, a result is missing or not finite: " + "; ".join(unsound),
                             "no test: a missing or non-finite result is no evidence", verdicts.UNTESTED)
