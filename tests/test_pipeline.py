@@ -10,7 +10,7 @@ from helpers import REPO, live_markup, planned_jobs, snakemake, with_markup_in_e
 
 from parallel_experts.config import files
 from parallel_experts.reporting import render as reports
-from parallel_experts.results import store
+from parallel_experts.results import paths, store
 from parallel_experts.targets import catalogue
 from parallel_experts.sokoban.levels import LevelSet
 
@@ -72,6 +72,8 @@ def check_outputs(workdir, config_file):
     assert training["round_seconds"].notnull().all() and training.sizes["round"] == 3
     for name in ("lm_latency", "lm_throughput"):
         assert f'href="{name}.html"' in index
+    # The config's power draws hold for both analyses, the paper's included (workflow/rules/reports.smk).
+    assert {json.loads((workdir / path).read_text())["draws"] for path in (paths.POWER, paths.PAPER_POWER)} == {500}
 
 
 def with_markup(workdir):

@@ -330,9 +330,10 @@ def test_each_claim_of_the_page_gets_its_cheapest_part_or_why_it_is_not_modelled
 
 def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     command = [sys.executable, "-m", "parallel_experts", "power", "--configfile", str(REPO / "config/smoke.yaml"),
-               "--directory", str(tmp_path), "--json", "--draws", "2000"]
+               "--directory", str(tmp_path), "--json"]
     first = subprocess.run(command, capture_output=True, text=True, check=True)
     found = json.loads(first.stdout)
+    assert found["draws"] == 500  # the config's `power.draws`, with no --draws
     assert {(t["claim"], t["part"]) for t in found["tests"]} == {
         (power.DEPTH_TEST, "small budget, L=2 > L=1"), ("sokoban_fewer_layers", "small budget"),
         ("sokoban_recurrence_better", "small budget"), ("lm_fewer_layers", "small budget, W = 16"),
@@ -350,7 +351,10 @@ def test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache(tmp_path):
     assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 7
     # an entry with the right keys and nothing under them is damaged: computed again, not shown
     cache.write_text(json.dumps(found | {"draws": 7, "tests": [{}]}))
-    assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 2000
+    assert json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)["draws"] == 500
+    # --draws wins over the config's
+    rerun = subprocess.run([*command, "--draws", "300"], capture_output=True, text=True, check=True)
+    assert json.loads(rerun.stdout)["draws"] == 300
 
 
 @pytest.mark.parametrize("damage, place", [

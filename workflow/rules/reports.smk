@@ -84,9 +84,12 @@ rule power_analysis:
     params:
         paper=str(Path(workflow.basedir) / "config" / "paper.yaml"),
         config=CONFIG_DIGEST,
+        # The config's draws hold for the paper's analysis too (the smoke config's few, to check the workflow quickly).
+        draws=" ".join(f"--draws {n}" for n in [config.get("power", {}).get("draws")] if n),
     shell:
         "python -m parallel_experts power --configfile {input.config:q} --out {output.here:q} > {log:q} 2>&1 && "
-        "python -m parallel_experts power --configfile {params.paper:q} --out {output.there:q} >> {log:q} 2>&1"
+        "python -m parallel_experts power --configfile {params.paper:q} {params.draws} --out {output.there:q} "
+        ">> {log:q} 2>&1"
 
 
 # One rule per report (report_<name>) rather than one rule with a wildcard: Snakemake refuses a wildcard value that

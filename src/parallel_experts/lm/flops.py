@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from parallel_experts.core import budget
+from parallel_experts.core import budget, flop_counts
 from parallel_experts.core.definitions import FAMILIES
 from parallel_experts.core.flops import fitted
 from parallel_experts.lm import models
@@ -43,7 +43,7 @@ def forward(model: ModelConfig, window: int, fit: bool = False) -> float:
 
 @functools.cache
 def _model_flops(model: ModelConfig, window: int) -> float:
-    return models.token_flops(model, window)
+    return flop_counts.counted(("lm token", model, window), lambda: models.token_flops(model, window))
 
 
 # ------------------------------------------------------------------------------------------------- jobs

@@ -90,7 +90,8 @@ class Power:
     out: str | None = option("also write the analysis as JSON to this file (the power page reads it)", default=None)
     write: str | None = option("a folder for runnable configs: each decision's cheapest design at power 0.8, and "
                                "with --gpu-hours the union of the chosen ones", default=None)
-    draws: int = option("simulated studies per design", type=count, default=stats.DRAWS)
+    draws: int | None = option(f"simulated studies per design (default: the config's power.draws, else "
+                               f"{stats.DRAWS:,})", type=count, default=None)
     seed: int = option("the simulator's seed", type=at_least(int, 0, "a whole number, at least 0"), default=0)
 
 
@@ -555,7 +556,8 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
     delete the cache to reprice."""
     code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__,
                                                  calibration.__file__, __file__)]
-    inputs = [config, options.draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
+    draws = options.draws or config.get("power", {}).get("draws", stats.DRAWS)
+    inputs = [config, draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
@@ -563,7 +565,7 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
             return read(path, "a cached power analysis")
         except PipelineError:
             pass  # a damaged cache: computed again and rewritten
-    found = analyse(config, counters, Path(options.directory), options.draws, options.seed)
+    found = analyse(config, counters, Path(options.directory), draws, options.seed)
     atomic.write_text(path, json.dumps(found, indent=1))
     return found
 

@@ -8,7 +8,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 
-from parallel_experts.core import budget
+from parallel_experts.core import budget, flop_counts
 from parallel_experts.core.flops import fitted
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import agent_step_flops
@@ -34,7 +34,7 @@ def forward(agent: AgentConfig, view: int, fit: bool = False) -> float:
 
 @functools.cache
 def _agent_flops(agent: AgentConfig, view: int) -> float:
-    return agent_step_flops(agent, view, view)
+    return flop_counts.counted(("sokoban step", agent, view), lambda: agent_step_flops(agent, view, view))
 
 
 def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
