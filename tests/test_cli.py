@@ -1,5 +1,6 @@
 """The command line: one line for every expected failure, a real subparser with a handler for every command."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -56,6 +57,38 @@ def test_a_number_option_out_of_its_range_is_refused_before_any_work(capsys, arg
         cli.main(argv)
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert done.value.code == 2 and f"argument {argv[-2]}: {says}" in error
+
+
+def outputs():
+    """(command, its options' field) of every output option of every command (`config.options.output`)."""
+    return [(name, field) for name, command in cli.COMMANDS.items() for field in dataclasses.fields(command.options)
+            if field.metadata.get("written")]
+
+
+def argv_with(name: str, written: dataclasses.Field, value: str) -> list[str]:
+    """The command line of `name` with `value` for its output option `written` and a placeholder for every other
+    required option (the outputs are checked before anything else is read)."""
+    argv = [name]
+    for field in dataclasses.fields(cli.COMMANDS[name].options):
+        if field is not written and field.default is not dataclasses.MISSING:
+            continue
+        meta = field.metadata
+        flag = (meta["flags"] or (f"--{field.name.replace('_', '-')}",))[0]
+        token = value if field is written else str(meta["choices"][0]) if "choices" in meta else "1"
+        argv += [flag, token] if flag.startswith("-") else [token]
+    return argv
+
+
+@pytest.mark.parametrize("name, field", outputs(), ids=[f"{name} {field.name}" for name, field in outputs()])
+def test_every_output_is_checked_before_the_command_starts(tmp_path, capsys, name, field):
+    """Issue 44, class 5: a device, or a path whose folder is a file, is refused in one line naming it before any
+    work, whichever command writes it; nothing is replaced."""
+    (tmp_path / "a-file").write_text("kept")
+    for where, says in (("/dev/null", "/dev/null: "), (str(tmp_path / "a-file" / "out"), "a-file is a file")):
+        status = cli.main(argv_with(name, field, where))
+        error = capsys.readouterr().err.strip().splitlines()
+        assert status == 1 and len(error) == 1 and says in error[0] and "nothing is written" in error[0], error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept"
 
 
 @pytest.mark.parametrize("option, says", [("--out", "/dev/null: it is a device, pipe or socket"),

@@ -76,12 +76,52 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
     assert wanted["value"] == pytest.approx(statistics.median(u["efficiency"] for u in updates), rel=1e-12)
     assert wanted["assumed"] == plan["efficiency"]
 
+    # Table 6: the smoke keeps the Transformer and L1 E16, at its one context; each traced, neither the paper's cell
+    assert list(found["lm_table6"]) == ["transformer@16", "l1-e16@16"]
+    for name, cell in found["lm_table6"].items():
+        assert cell["ok"] and cell["loss_finite"] and cell["authors_tokens_per_second"] is None
+        assert cell["ours_over_authors"] is None and cell["streams"] == 64 // 16  # the smoke's 64 tokens per update
+        assert cell["tokens_per_second"] == pytest.approx(cell["tokens_per_update"] / cell["seconds_per_update"])
+        trace = cell["trace_summary"]
+        assert trace["file"].startswith(str(tmp_path / "check-traces" / name.replace("@", "-c")))
+        (cpu,) = trace["processes"].values()  # the host's: XLA:CPU runs every operation there
+        assert cpu["operations"] >= len(cpu["top"]) > 0 and 0 < cpu["busy_us"]
+        assert sum(op["us"] for op in cpu["top"]) <= cpu["busy_us"] * (1 + 1e-9)
+
     latency = found["lm_latency"]
     assert latency["ok"] and (latency["context"], latency["batch"]) == (8, 2)  # the smoke's longest C, smallest B
     ms = latency["ms_per_token"]
     assert set(ms) == {"Transformer L16 E1", "recurrent L1 E16"} and all(positive(v) for v in ms.values())
     assert latency["ratio"] == pytest.approx(ms["recurrent L1 E16"] / ms["Transformer L16 E1"], rel=1e-9)
     assert found["machine"]["backend"] == "cpu" and found["seconds"] < found["budget_seconds"]
+
+
+    # `lm-speed` refits the LM time model from this file: every timing of our code that ended well, in one list
+    serial = tmp_path / "serial.yaml"
+    serial.write_text("plan: {lm_train: {device: a CPU, peak_tflops: 0.22, efficiency: 0.05, "
+                      "serial: {step_ms: 1, per_sequence_us: 1}}}\n")
+    refit = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile", SMOKE, "--configfile",
+                            str(serial), "--check", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert refit.returncode == 0, refit.stderr[-3000:]
+    assert refit.stdout.startswith("5 timings of our code")  # two LM runs, two Table 6 cells, Table 5's decode
+    assert "plan.lm_train.serial.step_ms: 1 -> " in refit.stdout
+
+
+def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_cell():
+    paper = study.load([str(REPO / "config/paper.yaml")])
+    # by default: the Transformer at its longest C, L1 E16 at the shortest and the longest the authors ran, L8 E2
+    assert gpu_check.table6_cells(paper) == [((False, 16, 1), 2048), ((True, 1, 16), 32), ((True, 1, 16), 1024),
+                                             ((True, 8, 2), 32)]
+    assert gpu_check.table6_cells(paper, ["L2-E8@64", "transformer@32", "l2-e8@64"]) == [((True, 2, 8), 64),
+                                                                                          ((False, 16, 1), 32)]
+    assert len(gpu_check.table6_cells(paper, ["all"])) == 5 * 6
+    for bad in ("L3-E16@32", "L1-E16@33", "transformer", "L1-E16"):
+        with pytest.raises(ConfigError, match=f"--table6 '{bad}': not a cell"):
+            gpu_check.table6_cells(paper, [bad])
+    chosen = gpu_check.sections(paper)
+    gpu_check.traced(chosen, REPO / "traces")
+    traced = {spec.get("trace") for spec in chosen} - {None}
+    assert traced == {str(REPO / "traces" / "transformer-c2048"), str(REPO / "traces" / "l1-e16-c32")}
 
 
 def test_a_failing_or_hanging_section_is_its_own_error():
@@ -101,7 +141,8 @@ def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_p
                     {"ok": False, "error": "killed at the section's limit of 1 s"}])
     monkeypatch.setattr(gpu_check, "isolated", lambda config, spec, timeout: dict(next(results)))
     out = tmp_path / "check.json"
-    found = gpu_check.check(config, chosen[:3], out, progress=lambda line: None)
+    latency = next(spec for spec in chosen if spec["section"] == "lm_latency")
+    found = gpu_check.check(config, [*chosen[:2], latency], out, progress=lambda line: None)
 
     assert json.loads(out.read_text()) == found
     assert [e.split(":")[0] for e in found["errors"]] == [f"sokoban_train {chosen[0]['run']}", "lm_latency"]

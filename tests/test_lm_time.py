@@ -4,11 +4,15 @@ timing, and that the check fails without the serial term."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 
 import pytest
 from helpers import REPO
 
 from parallel_experts.config import files
+from parallel_experts.core.budget import allocation_id
 from parallel_experts.lm import experiment
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import systems
@@ -69,7 +73,7 @@ def test_the_model_meets_its_aims_on_table6_and_reproduces_our_timings(check, ou
     for cell in ("Transformer L16 E1, W = 1,024, update", "recurrent L16 E1, W = 1,024, update"):
         assert ours.loc[cell, "ours_s"] == pytest.approx(ours.loc[cell, "measured_s"], rel=5e-3)
     # the config's numbers are the calibration's, to the digits it states
-    calibrated = lm_time.calibrate(lm_time.fit(lm_time.table6(lm_flops.forward), 989), lm_flops.forward)
+    calibrated = lm_time.calibrate(lm_time.fit(lm_time.table6(lm_flops.forward), 989), lm_time.ours(lm_flops.forward))
     assert our_speed == pytest.approx(calibrated, rel=5e-3)
 
 
@@ -100,3 +104,49 @@ def test_an_update_runs_the_recurrent_levels_in_turn_and_evaluation_a_third_of_a
     scan = lm_time.evaluation(recurrent, 1280, 128, 1e9)  # 10 tokens of 128 streams, a forward pass each
     assert (scan.steps, scan.passes) == (40, 1)
     assert speed.serial(scan) == pytest.approx(40 * (1e-3 + 1e-6 * 128) / 3)
+
+
+def h200_check(paper) -> dict:
+    """A GPU check's file holding the H200's two training updates (docs/benchmarks.md), as `gpu-check` writes them."""
+    runs = {run.model.recurrent: run.id for run in experiment.runs(paper)
+            if run.window == 1024 and allocation_id(run.model) == "L16-E1-d768" and run.budget == "small"}
+    return {"config_scale": "paper", "machine": {"device_kind": "NVIDIA H200"}, "lm_table6": {},
+            "lm_train": {runs[recurrent]: {"ok": True, "job_devices": experiment.devices(paper),
+                                           "seconds_per_update": seconds}
+                         for (recurrent, *_), (_, seconds) in lm_time.H200_UPDATES.items()}}
+
+
+def test_lm_speed_refits_the_configs_speed_from_the_h200s_check(tmp_path, paper):
+    """The config's plan.lm_train came from these two timings: refitted from a check that holds them, each key
+    prints its own value again."""
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps(h200_check(paper)))
+    done = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile",
+                           str(REPO / "config/paper.yaml"), "--check", str(check)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    changed = dict(line.strip().split(": ") for line in done.stdout.splitlines() if " -> " in line)
+    assert set(changed) == {"plan.lm_train.efficiency", "plan.lm_train.serial.step_ms",
+                            "plan.lm_train.serial.per_sequence_us"}
+    for key, values in changed.items():
+        old, new = map(float, values.split(" -> "))
+        assert new == pytest.approx(old, rel=5e-3), key
+    assert done.stdout.count("(×1.00)") == 4  # both timings, by both speeds
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda check: check["lm_train"].popitem() and None, "a timed training update of each family"),
+    (lambda check: next(iter(check["lm_train"].values())).pop("seconds_per_update"), "no key 'seconds_per_update'"),
+    (lambda check: check.pop("lm_table6"), "no key 'lm_table6'"),
+    (lambda check: check["lm_train"].update({"nonrecurrent/none/W1/L1-E1-d1": {"ok": True, "job_devices": 1,
+                                                                               "seconds_per_update": 1.0}}),
+     "not a run of this config"),
+], ids=["one family", "no seconds", "no Table 6", "another config's run"])
+def test_lm_speed_refuses_a_check_it_cannot_refit_from_in_one_line(tmp_path, paper, damage, message):
+    found = h200_check(paper)
+    damage(found)
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps(found))
+    done = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile",
+                           str(REPO / "config/paper.yaml"), "--check", str(check)], capture_output=True, text=True)
+    assert done.returncode in (1, 2) and message in done.stderr and str(check) in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

@@ -25,6 +25,7 @@ from parallel_experts.core import atomic
 from parallel_experts.gpu_check import GpuCheck
 from parallel_experts.lm import jobs as lm
 from parallel_experts.planning import costs
+from parallel_experts.planning.lm_speed import LmSpeed
 from parallel_experts.planning.plan import Allocations, Plan
 from parallel_experts.planning.power import Power
 from parallel_experts.rehearsal.jobs import Rehearse
@@ -43,6 +44,7 @@ class Command(NamedTuple):
         FLOP counters, which load JAX, only after it."""
         options = self.options(**{field.name: parsed(getattr(args, field.name))
                                   for field in dataclasses.fields(self.options)})
+        writable(options)
         if not hasattr(options, "config"):
             return pkgutil.resolve_name(self.run)(options)
         config = study.load(options.config, self.domain)
@@ -72,6 +74,7 @@ COMMANDS = {
     "lm-latency": Command(lm.Latency, "parallel_experts.benchmarks:latency_job", "lm"),
     "lm-throughput": Command(lm.Throughput, "parallel_experts.benchmarks:throughput_job", "lm"),
     "gpu-check": Command(GpuCheck, "parallel_experts.gpu_check:job"),
+    "lm-speed": Command(LmSpeed, "parallel_experts.planning.lm_speed:run", counters=True),
 }
 # Their help lists every option's default; the other commands' defaults are plain.
 DEFAULTS_IN_HELP = {"sokoban-bench"}
@@ -96,6 +99,7 @@ def add_options(parser: argparse.ArgumentParser, options: type) -> None:
         keywords = dict(field.metadata)
         flags = keywords.pop("flags") or (f"--{field.name.replace('_', '-')}",)
         group, negative = keywords.pop("group", None), keywords.pop("negative", None)
+        keywords.pop("written", None)  # what `writable` checks, not argparse's
         if negative:  # a pair of flags that set one boolean, the first true
             group = group or field.name
         if group is not None and group not in groups:
@@ -131,6 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {refused.filename or 'a file'}: the file system refused it ({os.strerror(refused.errno)})",
               file=sys.stderr)
         return 1
+
+
+def writable(options) -> None:
+    """Every output of the command (`config.options.output`) checked before its work: a bad path costs nothing."""
+    for field in dataclasses.fields(options):
+        value, kind = getattr(options, field.name), field.metadata.get("written")
+        if kind and value:
+            (atomic.writable_folder if kind == "folder" else atomic.writable_file)(value)
 
 
 def parsed(value):

@@ -8,7 +8,14 @@ Sections (`gpu_measure` measures them):
   by default the largest budget's anchor and its allocation of the most experts.
 * `lm_train`: one LM training update, one GPU's share of the job's (the per-device shapes of its program on
   `resources.lm_train.gpus` devices); by default the first budget's anchor at the longest window, both families.
+* `lm_table6`: one GPU's share of an update of a cell (row, C) of our Table 6 job, and at the paper's shapes the
+  authors' tokens per second per GPU beside ours; by default four cells that span the serial term (the Transformer
+  at its longest context, the recurrent L1 E16 at the shortest and the longest, L8 E2 at the shortest);
 * `lm_latency`: Table 5's job at one context and batch, the recurrent L1 E16 against the Transformer L16 E1.
+
+The first Table 6 cell of each family that runs at most TRACE_STEPS level-steps per update is also traced (one more
+update under `jax.profiler`): the trace is kept in the folder `<out>-traces/` (TensorBoard's profile plugin or
+ui.perfetto.dev open it) and summarised in the JSON (`core.traces`: the operations that took the time).
 
 Per update: XLA's memory plan on this device beside the CPU rehearsal's figure for the job's program (from a
 rehearsal file, `rehearse`, where one holds it: the CPU's figure is otherwise null); seconds per update; the
@@ -35,20 +42,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.config.options import at_least, config_files, count, option, seconds
+from parallel_experts.config.options import at_least, config_files, count, option, output, seconds
 from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, memory, resources
-from parallel_experts.results import paths, rehearsal_file
+from parallel_experts.results import paper, paths, rehearsal_file
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
 SECTION_SECONDS = 240  # the most one section may take, compiling included
 LAST_START = 20  # seconds of the budget below which no section starts
 SOKOBAN_UPDATES = 2  # per timed Sokoban call (the paper's large updates: seconds each)
+TRACE_STEPS = 512  # a traced update's level-steps at most: a trace holds every kernel of every step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +66,7 @@ class GpuCheck:
     (JSON; gpu_check.py)"""
 
     config: tuple[str, ...] = config_files()
-    out: str = option()
+    out: str = output()
     rehearsal: str | None = option("a rehearsal file (rehearse) with the CPU's plan of the programs (default: the "
                                    "config's scale's, results/rehearsal/SCALE.json, where it exists)", default=None)
     sokoban_run: tuple[str, ...] = option("a Sokoban run to time (repeatable; default: the largest budget's anchor "
@@ -66,6 +74,9 @@ class GpuCheck:
                                           default=())
     lm_run: tuple[str, ...] = option("an LM run to time (repeatable; default: the first budget's anchor at the "
                                      "longest window, both families)", action="append", metavar="RUN", default=())
+    table6: tuple[str, ...] = option("a cell of Table 6 to time, as L1-E16@1024 (recurrent) or transformer@1024 "
+                                     "(repeatable; `all`: every cell of the config's Table 6; default: four)",
+                                     action="append", metavar="CELL", default=())
     sokoban_updates: int | None = option("updates per timed Sokoban call (default: 2)", type=count, default=None)
     context: int | None = option("Table 5's context (default: the config's longest)", type=count, default=None)
     batch: int | None = option("Table 5's batch (default: the config's smallest)", type=count, default=None)
@@ -78,12 +89,12 @@ class GpuCheck:
 def job(options: GpuCheck, config: Mapping) -> int:
     """`gpu-check`: the sections measured, one line for the file, one per failed section and per plan update; exit
     status 1 where a section failed."""
-    atomic.writable_file(options.out)  # before the ten minutes of sections: a bad path costs nothing measured
     if options.rehearsal:  # a file named must be there, and whole; the scale's default may not exist yet
         rehearsal_file.read(options.rehearsal, missing_ok=False)
     peak = peaks(options.peak_tflops)
     chosen = sections(config, options.sokoban_run, options.lm_run, options.context, options.batch,
-                      options.sokoban_updates or SOKOBAN_UPDATES)
+                      options.sokoban_updates or SOKOBAN_UPDATES, options.table6)
+    traced(chosen, atomic.writable_folder(traces_folder(options.out)))
     rehearsal = options.rehearsal or paths.rehearsal(config["scale"])
     found = check(config, chosen, options.out, rehearsal, peak, options.budget_seconds or BUDGET_SECONDS)
     print(f"{options.out}: {len(chosen) - len(found['errors'])} of {len(chosen)} sections measured in "
@@ -94,10 +105,11 @@ def job(options: GpuCheck, config: Mapping) -> int:
 
 
 def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
-             context: int | None = None, batch: int | None = None, updates: int = SOKOBAN_UPDATES) -> list[dict]:
+             context: int | None = None, batch: int | None = None, updates: int = SOKOBAN_UPDATES,
+             table6: Sequence[str] = ()) -> list[dict]:
     """What the check measures, most wanted first (a check that runs out of time loses the last): one Sokoban run,
-    the LM runs, Table 5's cell (by default the config's longest context and smallest batch), the other Sokoban
-    runs."""
+    the LM runs, the Table 6 cells, Table 5's cell (by default the config's longest context and smallest batch), the
+    other Sokoban runs."""
     sokoban = list(sokoban_runs) or default_sokoban_runs(config)
     lm = list(lm_runs) or default_lm_runs(config)
     for option, ids, known in (("--sokoban-run", sokoban, sokoban_experiment.runs_by_id(config)),
@@ -109,7 +121,56 @@ def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequenc
     cell = {"section": "lm_latency", "context": context or max(latency["contexts"]),
             "batch": batch or min(latency["batches"])}
     training = [{"section": "sokoban_train", "run": run, "updates": updates} for run in sokoban]
-    return [*training[:1], *({"section": "lm_train", "run": run} for run in lm), cell, *training[1:]]
+    cells = [{"section": "lm_table6", "row": list(row), "context": c} for row, c in table6_cells(config, table6)]
+    return [*training[:1], *({"section": "lm_train", "run": run} for run in lm), *cells, cell, *training[1:]]
+
+
+def table6_cells(config: Mapping, given: Sequence[str] = ()) -> list[tuple[tuple[bool, int, int], int]]:
+    """The Table 6 cells named (`L1-E16@1024`, `transformer@1024`, `all`), each a row and context of the config's
+    Table 6; by default four that span the serial term: the Transformer at its longest context, the recurrent
+    L1 E16 at the shortest and the longest, L8 E2 at the shortest (at the paper's shapes, the longest the authors
+    ran without running out of memory)."""
+    spec = systems.throughput_settings(config)
+    rows, contexts = systems.selected(systems.THROUGHPUT_ROWS, spec), sorted(spec["contexts"])
+    if "all" in given:
+        return [(row, c) for row in rows for c in contexts]
+    if not given:
+        longest = {row: max((c for c in contexts if _ran(row, c)), default=contexts[-1]) for row in rows}
+        wanted = [(systems.TRANSFORMER, "longest"), ((True, 1, 16), contexts[0]), ((True, 1, 16), "longest"),
+                  ((True, 8, 2), contexts[0])]
+        return list(dict.fromkeys((row, longest[row] if c == "longest" else c) for row, c in wanted if row in rows))
+    by_name = {_cell_name(row, c): (row, c) for row in rows for c in contexts}
+    for name in given:
+        if name.lower() not in by_name:
+            raise ConfigError(f"gpu-check --table6 {name!r}: not a cell of the config's Table 6 (rows "
+                              f"{', '.join(map(systems.label, rows))}; contexts {contexts}), written as L1-E16@1024 "
+                              "or transformer@1024, or `all`")
+    return list(dict.fromkeys(by_name[name.lower()] for name in given))
+
+
+def _cell_name(row: tuple[bool, int, int], context: int) -> str:
+    recurrent, depth, experts = row
+    return f"{f'l{depth}-e{experts}' if recurrent else 'transformer'}@{context}"
+
+
+def _ran(row: tuple[bool, int, int], context: int) -> bool:
+    """Whether the authors' Table 6 has this cell running (or no such cell: another scale's context)."""
+    oom = paper.reference("table6_throughput").set_index(["recurrent", "depth", "experts", "context"])["oom"]
+    return not bool(oom.get((*row, context), False))
+
+
+def traces_folder(out: str | Path) -> Path:
+    return Path(out).with_name(f"{Path(out).stem}-traces")
+
+
+def traced(chosen: Sequence[dict], folder: Path) -> None:
+    """Mark the first Table 6 cell of each family that runs at most TRACE_STEPS level-steps per update (C × L: one
+    microbatch; the Transformer none) to be traced, in a folder of `folder` named after it (`l1-e16-c32`)."""
+    for recurrent in (False, True):
+        short = [spec for spec in chosen if spec["section"] == "lm_table6" and spec["row"][0] == recurrent
+                 and (not recurrent or spec["context"] * spec["row"][1] <= TRACE_STEPS)]
+        if short:
+            short[0]["trace"] = str(folder / _cell_name(tuple(short[0]["row"]), short[0]["context"]).replace("@", "-c"))
 
 
 def default_sokoban_runs(config: Mapping) -> list[str]:
@@ -161,10 +222,13 @@ def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal
     rehearsed = read_rehearsal(rehearsal)
     found: dict = {"config_scale": config["scale"], "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
                    "budget_seconds": budget, "rehearsal": rehearsed["about"], "machine": None,
-                   "sokoban_train": {}, "lm_train": {}, "lm_latency": None, "plan_updates": {}, "errors": []}
+                   "sokoban_train": {}, "lm_train": {}, "lm_table6": {}, "lm_latency": None, "plan_updates": {},
+                   "errors": []}
     start = time.monotonic()
     for index, spec in enumerate(chosen, 1):
         name = " ".join([spec["section"], spec.get("run", "")]).strip()
+        if spec["section"] == "lm_table6":
+            name = f"lm_table6 {_cell_name(tuple(spec['row']), spec['context'])}"
         left = budget - (time.monotonic() - start)
         if left < LAST_START:
             result = {"ok": False, "error": f"not run: the check's {budget:.0f} s were spent"}
@@ -175,6 +239,8 @@ def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal
         found["machine"] = found["machine"] or machine
         if spec["section"] == "lm_latency":
             entry = found["lm_latency"] = spec | result
+        elif spec["section"] == "lm_table6":
+            entry = found["lm_table6"][name.split()[1]] = spec | result
         else:
             entry = found[spec["section"]][spec["run"]] = spec | priced(config, spec, result, peaks or {}, rehearsed)
         if not result.get("ok"):
@@ -293,6 +359,11 @@ def summary(entry: Mapping) -> str:
     if entry["section"] == "lm_latency":
         ms = ", ".join(f"{label} {value:.3f} ms/token" for label, value in entry["ms_per_token"].items())
         return f"{ms}; ratio {entry['ratio']:.3f}"
+    if entry["section"] == "lm_table6":
+        ratio = entry["ours_over_authors"]
+        return (f"{entry['seconds_per_update']:.3f} s per update, {entry['tokens_per_second']:,.0f} tokens/s per "
+                "device" + (f", {ratio:.2f}× the authors'" if ratio else "")
+                + (", traced" if "trace_summary" in entry else ""))
     shown = {"seconds_per_update": lambda s: f"{s:.3f} s per update", "efficiency": lambda e: f"{e:.1%} of the peak",
              "peak_bytes": lambda b: f"XLA plans {memory.size(b)} per device",
              "compile_seconds": lambda s: f"compiled in {s:.0f} s"}

@@ -10,6 +10,7 @@ that fails part-way still reports its compile and memory plan.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import statistics
 import traceback
@@ -20,14 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from parallel_experts.analysis.systems import paper_table
-from parallel_experts.core import atomic, compile_cache
+from parallel_experts.core import atomic, compile_cache, traces
 from parallel_experts.core.benchmarking import machine_info, time_calls
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import latency, systems
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.lm.train import Trainer as LMTrainer
-from parallel_experts.planning import costs
+from parallel_experts.planning import costs, lm_time
 from parallel_experts.rehearsal import programs as rehearsal
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import flops as sokoban_flops
@@ -38,7 +39,6 @@ from parallel_experts.sokoban.train import Trainer as SokobanTrainer
 TIMING_SECONDS = 20  # timed calls of an update: at least two, more while they sum to less, at most TIMED_CALLS
 TIMED_CALLS = 5
 STAND_INS = 64  # generated Boxoban-like levels tiled to a Boxoban split's size (no download on a GPU node)
-RECURRENT_ROW = (True, 1, 16)  # Table 5's row set against the Transformer L16 E1 (`systems.TRANSFORMER`)
 
 
 def run(config: Mapping, spec: Mapping, out: str) -> None:
@@ -47,7 +47,8 @@ def run(config: Mapping, spec: Mapping, out: str) -> None:
     compile_cache.off()  # compile seconds are measured, not read from a cache
     found: dict = {"machine": machine_info() | {"device_kind": jax.devices()[0].device_kind,
                                                 "matmul_precision": jax.config.jax_default_matmul_precision}}
-    measure = {"sokoban_train": sokoban_update, "lm_train": lm_update, "lm_latency": decode_latency}
+    measure = {"sokoban_train": sokoban_update, "lm_train": lm_update, "lm_table6": table6_update,
+               "lm_latency": decode_latency}
     try:
         for stage in measure[spec["section"]](config, spec):
             found |= stage
@@ -82,7 +83,7 @@ def sokoban_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
             return state["carry"]
         return call, lambda: state["loss"]
 
-    yield from timed_update(config, run, program, start, length, share=1.0)
+    yield from timed_update(program, start, length, planner_flops(run), spec.get("trace"))
 
 
 def lm_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
@@ -97,25 +98,56 @@ def lm_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
            "job_devices": devices, "tokens_per_update": train.batch_tokens, "groups": train.groups,
            "microbatch": train.microbatch, "sequence": train.sequence, "updates_per_call": 1}
 
+    share = train.batch_tokens / run.train.batch_tokens
+    yield {"share_of_job_update": share}
+    yield from timed_update(program, lm_start(run.model, train, donated=True), 1, planner_flops(run) * share,
+                            spec.get("trace"))
+
+
+def table6_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
+    """One GPU's share of an update of a cell of our Table 6 job (`lm.throughput`: the config's width and tokens per
+    update, the streams split over `resources.bench.gpus`; the carry donated), and where the cell is the authors'
+    own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours."""
+    row, context = tuple(spec["row"]), spec["context"]
+    settings = systems.throughput_settings(config)
+    model = systems.model_config(row, settings["width"], config["lm"])
+    job = systems.train_config(model, context, settings["batch_tokens"])
+    devices = lm_experiment.devices(config, "bench")
+    train = one_device_share(job, devices)
+    authors = lm_time.authors_per_gpu(row, context, model, job, devices)
+    program = lm_programs.train_update(model, train, 1, rule="lm_throughput")
+    flops = lm_time.training(model, train, 1, lm_flops.forward(model, context)).flops
+    yield {"program_key": program.key, "job_devices": devices, "tokens_per_update": train.batch_tokens,
+           "streams": train.microbatch, "authors_tokens_per_second": authors}
+    for stage in timed_update(program, lm_start(model, train, donated=False), 1, flops, spec.get("trace")):
+        if "seconds_per_update" in stage:
+            ours = train.batch_tokens / stage["seconds_per_update"]
+            stage |= {"tokens_per_second": ours, "ours_over_authors": ours / authors if authors else None}
+        yield stage
+
+
+def lm_start(model, train, donated: bool):
+    """`start` for `timed_update` of an LM update: a fresh batch per call where the update donates it (the training
+    job's), made before the timing; one batch for every call where it does not (Table 6's)."""
     def start(executable):
-        trainer = LMTrainer(run.model, train)
+        trainer = LMTrainer(model, train)
         state = {"carry": trainer.init()}
-        # Every argument is donated: a fresh batch per call, made before the timing.
-        batches = iter([lm_batch(train, run.model.vocab, jax.random.key(i)) for i in range(TIMED_CALLS + 1)])
+        keys = range(TIMED_CALLS + 2) if donated else [0]  # the warm-up, the timed calls and the traced call
+        made = [lm_batch(train, model.vocab, jax.random.key(i)) for i in keys]
+        batches = iter(made) if donated else itertools.repeat(made[0])
 
         def call():
             state["carry"], metrics = executable(state["carry"], *next(batches))
             state["loss"] = metrics["loss"]
             return state["carry"], metrics
         return call, lambda: state["loss"]
+    return start
 
-    yield from timed_update(config, run, program, start, 1, share=train.batch_tokens / run.train.batch_tokens)
 
-
-def timed_update(config: Mapping, run, program, start, updates: int, share: float) -> Iterator[dict]:
+def timed_update(program, start, updates: int, flops: float, trace: str | None = None) -> Iterator[dict]:
     """Compile `program` (XLA's plan on this device), run it through `start(executable)` -> (call, loss): one call
-    to warm up and the timed calls of `updates` updates each; the planner's FLOPs per update, times `share` (the
-    part of the job's update that one call computes)."""
+    to warm up and the timed calls of `updates` updates each (`flops` each, as the planner counts them); with
+    `trace`, one more call under JAX's profiler, its trace kept in that folder."""
     record, executable = rehearsal.compiled(program)
     if executable is None:
         raise RuntimeError(record["error"])
@@ -129,7 +161,11 @@ def timed_update(config: Mapping, run, program, start, updates: int, share: floa
     yield {"call_seconds": seconds, "seconds_per_update": statistics.median(seconds) / updates,
            "loss": losses.tolist(), "loss_finite": bool(np.isfinite(losses).all()),
            "device_peak_bytes": device_stat("peak_bytes_in_use"), "device_bytes_limit": device_stat("bytes_limit")}
-    yield {"flops_per_update": planner_flops(run) * share, "share_of_job_update": share}
+    yield {"flops_per_update": flops}
+    if trace:
+        with jax.profiler.trace(trace, create_perfetto_trace=True):
+            jax.block_until_ready(call())
+        yield {"trace_summary": traces.summary(trace)}
 
 
 def planner_flops(run) -> float:
@@ -178,11 +214,11 @@ def decode_latency(config: Mapping, spec: Mapping) -> Iterator[dict]:
     batch, with the paper's figures where it reports that context (four H100s, B = 16 in all: 4 per GPU)."""
     lm = config["lm"]
     table = {**lm["latency"], "contexts": [spec["context"]], "batches": [spec["batch"]],
-             "rows": [systems.label(RECURRENT_ROW)]}
+             "rows": [systems.label(systems.SHALLOWEST)]}
     one_cell = {**config, "lm": {**lm, "latency": table}}
     ds = latency.run(one_cell, progress=lambda line: print(line, flush=True))
     cell = {"context": spec["context"], "batch": spec["batch"]}
-    labels = [systems.label(systems.TRANSFORMER), systems.label(RECURRENT_ROW)]
+    labels = [systems.label(systems.TRANSFORMER), systems.label(systems.SHALLOWEST)]
 
     def per_row(name):
         return {label: float(ds[name].sel(allocation=label, **cell)) for label in labels}

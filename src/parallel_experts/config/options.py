@@ -21,6 +21,13 @@ def option(help: str | None = None, *flags: str, default: Any = dataclasses.MISS
     return dataclasses.field(default=default, metadata={"flags": flags, "help": help, **argparse})
 
 
+def output(help: str | None = None, *flags: str, folder: bool = False, **keywords: Any):
+    """An `option` naming where a command writes: a file, or with `folder` a folder. The CLI checks each before the
+    command starts (`core.atomic.writable_file`, `writable_folder`): a device, a pipe, a folder where a file should
+    be (or a file where a folder should be) and a link out of the project are refused before any work."""
+    return option(help, *flags, written="folder" if folder else "file", **keywords)
+
+
 def at_least(kind: type, low: float, what: str, *, above: bool = False) -> Callable[[str], Any]:
     """An argparse `type`: a finite `kind` (int or float) of at least `low` (above it, with `above`); anything else,
     NaN and infinity included, is refused in one line before any work ("give `what`"). A count of 0 or a NaN
@@ -61,7 +68,7 @@ class RunCommand:
 
     config: tuple[str, ...] = config_files()
     run: str = option("the run's id in the config (see sokoban/experiment.py, lm/experiment.py)")
-    run_dir: str = option("checkpoints and outputs of this run")
+    run_dir: str = output("checkpoints and outputs of this run", folder=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

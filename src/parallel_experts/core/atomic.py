@@ -55,6 +55,17 @@ def writable_file(path: str | Path) -> Path:
     return path
 
 
+def writable_folder(path: str | Path) -> Path:
+    """`writable`, and refused where something other than a folder is there, or a file stands where one of its
+    parents should be: what a command checks of its output folders before its work starts."""
+    path = writable(path)
+    nearest = next(folder for folder in [path, *path.parents] if folder.exists())  # where mkdir would start
+    if not nearest.is_dir():
+        kind = "a file" if nearest.is_file() else "a device, pipe or socket"
+        raise WriteError(f"{path}: {nearest} is {kind}, not a folder; nothing is written")
+    return path
+
+
 def refusal(error: BaseException) -> OSError | None:
     """The file system's refusal behind `error`, if any: libraries wrap it (Equinox in a TreePathError, h5py and
     xarray in their own errors), so the whole chain of causes is searched."""

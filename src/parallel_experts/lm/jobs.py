@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parallel_experts.config.options import RunCommand, Training, config_files, option
+from parallel_experts.config.options import RunCommand, Training, config_files, option, output
 from parallel_experts.results import store
 
 TOKENS = "folder of shards from lm-tokens"
@@ -17,7 +17,7 @@ class Tokens:
 
     corpus: str = option("JSON: the config's lm.corpus")
     shard_tokens: int = option(None, type=int)
-    out: str = option("folder of shards")
+    out: str = output("folder of shards", folder=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +33,7 @@ class Evaluate(RunCommand):
 
     tokens: str = option(TOKENS)
     evaluation: str = option("JSON: the config's lm.evaluation")
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +47,7 @@ class Latency:
     by side; netCDF"""
 
     config: tuple[str, ...] = config_files()
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,4 +60,4 @@ class Throughput:
     batch_tokens: int | None = option("tokens per update instead of the config's", type=int, default=None)
     devices: int | None = option("devices an update's streams split over instead of the config's "
                                  "resources.bench.gpus", type=int, default=None)
-    out: str = option()
+    out: str = output()

@@ -114,15 +114,35 @@ def _model(row: tuple[bool, int, int]) -> ModelConfig:
     return systems.model_config(row, WIDTH, PAPER_LM)
 
 
+def table6_cell(row: tuple[bool, int, int], context: int) -> tuple[ModelConfig, TrainConfig]:
+    """The model and training settings of a Table 6 cell: 131,072 tokens per update, B = 131,072 / C streams of C
+    tokens over the four H100s (the recurrent model: segment C and cache C, one microbatch)."""
+    return _model(row), systems.train_config(_model(row), context, paper.FINEWEB_RUN["batch_tokens"])
+
+
+def cell_name(row: tuple[bool, int, int], context: int) -> str:
+    return f"{systems.label(row)}, C = {context}, B = {paper.FINEWEB_RUN['batch_tokens'] // context}"
+
+
+def authors_per_gpu(row: tuple[bool, int, int], context: int, model: ModelConfig, train: TrainConfig,
+                    gpus: int) -> float | None:
+    """The authors' Table 6 tokens per second per H100 at a cell, where `model` and `train` over `gpus` are that
+    cell of theirs (`table6_cell`); None where they are not, or it ran out of memory."""
+    if (model, train, gpus) != (*table6_cell(row, context), PAPER_GPUS):
+        return None
+    theirs = paper.reference("table6_throughput").query("not oom").set_index(["recurrent", "depth", "experts",
+                                                                              "context"])["tokens_per_s"]
+    return float(theirs[(*row, context)]) / PAPER_GPUS if (*row, context) in theirs.index else None
+
+
 def table6(forward: Forward) -> list[Timed]:
-    """The authors' Table 6 cells that ran (paper App. H.2): seconds per update of 131,072 tokens, B / 4 streams of
-    C tokens per H100 (the recurrent model: segment C and cache C, one microbatch)."""
+    """The authors' Table 6 cells that ran (paper App. H.2): seconds per update, each H100 a quarter of it."""
     found = []
     for cell in paper.reference("table6_throughput").query("not oom").itertuples():
-        row = (bool(cell.recurrent), int(cell.depth), int(cell.experts))
-        train = systems.train_config(_model(row), int(cell.context), paper.FINEWEB_RUN["batch_tokens"])
-        found.append(Timed("Table 6 (authors, 4 H100s)", f"{systems.label(row)}, C = {cell.context}, B = {cell.batch}",
-                           training(_model(row), train, PAPER_GPUS, forward(_model(row), int(cell.context))),
+        row, context = (bool(cell.recurrent), int(cell.depth), int(cell.experts)), int(cell.context)
+        model, train = table6_cell(row, context)
+        found.append(Timed("Table 6 (authors, 4 H100s)", cell_name(row, context),
+                           training(model, train, PAPER_GPUS, forward(model, context)),
                            train.batch_tokens / cell.tokens_per_s))
     return found
 
@@ -186,14 +206,20 @@ def held_out(timed: Sequence[Timed], peak_tflops: float, terms: Sequence[str] = 
     return [fit([*timed[:i], *timed[i + 1:]], peak_tflops, terms).seconds(t.update) for i, t in enumerate(timed)]
 
 
-def calibrate(authors: Speed, forward: Forward) -> Speed:
-    """Our code's speed: the authors' shape at our scale. The compute rate is our Transformer's on the H200 (its
-    update has no serial term); the serial latency is the authors' times our recurrent update's serial time over
-    what their speed gives it."""
-    transformer, recurrent = _h200_update(TRANSFORMER, forward), _h200_update(RECURRENT, forward)
-    efficiency = transformer.flops / (H200_UPDATES[TRANSFORMER][1] * authors.peak_tflops * 1e12)
+def calibrate(authors: Speed, timed: Sequence[Timed]) -> Speed:
+    """Our code's speed from our training timings `timed` (default: `ours`): the authors' shape at our scale. The
+    compute rate is our Transformer's (its update has no serial term); the serial latency is the authors' times our
+    recurrent updates' serial time over what their speed gives them (each a median over its timings)."""
+    updates = [t for t in timed if t.update.passes == TRAIN_PASSES]
+    transformer = [t for t in updates if not t.update.steps]
+    recurrent = [t for t in updates if t.update.steps]
+    if not transformer or not recurrent:
+        raise ValueError("calibrating our speed needs a timed training update of each family; got "
+                         f"{len(transformer)} of the Transformer and {len(recurrent)} recurrent")
+    efficiency = float(np.median([t.update.flops / (t.seconds * authors.peak_tflops * 1e12) for t in transformer]))
     ours_compute = authors._replace(efficiency=efficiency)
-    scale = (H200_UPDATES[RECURRENT][1] - ours_compute.compute(recurrent)) / authors.serial(recurrent)
+    scale = float(np.median([(t.seconds - ours_compute.compute(t.update)) / authors.serial(t.update)
+                             for t in recurrent]))
     return ours_compute._replace(step_s=authors.step_s * scale, per_sequence_s=authors.per_sequence_s * scale)
 
 

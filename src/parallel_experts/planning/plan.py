@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from parallel_experts.config.options import config_files, configfile, option
+from parallel_experts.config.options import config_files, configfile, option, output
 from parallel_experts.core import budget
 from parallel_experts.planning import costs, lm_time, memory, tables
 from parallel_experts.results import grids, paths, rehearsal_file, store
@@ -26,8 +26,8 @@ class Plan:
     directory: str = option("the working directory whose results/ holds timed jobs of an earlier run (as "
                             "Snakemake's); their throughput replaces the config's assumptions", default=".")
     jobs: bool = option("print every job, not only the sums per target", action="store_true", default=False)
-    out: str | None = option("a folder for the plan as CSV: targets.csv (per target), jobs.csv (every target and "
-                             "job), check.csv (every timed job beside its predictions)", default=None)
+    out: str | None = output("a folder for the plan as CSV: targets.csv (per target), jobs.csv (every target and "
+                             "job), check.csv (every timed job beside its predictions)", folder=True, default=None)
     targets: tuple[str, ...] = option("named targets (fig2, table5, ...); default: every one", "targets", nargs="*",
                                       default=())
 
@@ -38,7 +38,7 @@ class Allocations:
 
     config: tuple[str, ...] = config_files()
     domain: str = option(None, choices=budget.DOMAINS)
-    out: str = option()
+    out: str = output()
 
 
 def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:

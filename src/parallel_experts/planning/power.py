@@ -29,7 +29,7 @@ from parallel_experts.analysis import calibration, comparison, depth_rules, soko
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError, PipelineError
-from parallel_experts.config.options import at_least, configfile, count, option
+from parallel_experts.config.options import at_least, configfile, count, option, output
 from parallel_experts.core import atomic, records
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
@@ -87,9 +87,9 @@ class Power:
                                      type=at_least(float, 0, "a finite number of device-hours above 0", above=True),
                                      default=None)
     json: bool = option("print the analysis as JSON", action="store_true", default=False)
-    out: str | None = option("also write the analysis as JSON to this file (the power page reads it)", default=None)
-    write: str | None = option("a folder for runnable configs: each decision's cheapest design at power 0.8, and "
-                               "with --gpu-hours the union of the chosen ones", default=None)
+    out: str | None = output("also write the analysis as JSON to this file (the power page reads it)", default=None)
+    write: str | None = output("a folder for runnable configs: each decision's cheapest design at power 0.8, and "
+                               "with --gpu-hours the union of the chosen ones", folder=True, default=None)
     draws: int | None = option(f"simulated studies per design (default: the config's power.draws, else "
                                f"{stats.DRAWS:,})", type=count, default=None)
     seed: int = option("the simulator's seed", type=at_least(int, 0, "a whole number, at least 0"), default=0)
@@ -665,11 +665,6 @@ def union_hours(config: Mapping, counters: costs.Counters, timed: Mapping[costs.
 
 
 def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
-    # Before the analysis, so that a bad output path costs nothing computed.
-    if options.out:
-        atomic.writable_file(options.out)
-    if options.write:
-        atomic.writable_file(Path(options.write) / "claims.yaml")  # a file where the folder should be
     analysis = cached(config, counters, options)
     if options.gpu_hours is not None:
         chosen, hours_on = within(analysis, options.gpu_hours)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parallel_experts.config.options import config_files, option
+from parallel_experts.config.options import config_files, option, output
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,7 +13,7 @@ class Rehearse:
     compile seconds, parameters, XLA's FLOPs and memory per device (JSON)"""
 
     config: tuple[str, ...] = config_files()
-    out: str = option()
+    out: str = output()
     only: tuple[str, ...] | None = option("compile only the programs with these keys", nargs="+", metavar="KEY",
                                           group="what", default=None)
     part: int | None = option("compile only part N of the programs (rehearsal.programs.parts)", type=int,
@@ -22,6 +22,6 @@ class Rehearse:
                                            "of the config", nargs="+", metavar="FILE", group="what", default=None)
     levels: str | None = option("the Sokoban training level set (sokoban-levels): also run training updates for real "
                                 "at the config's shapes (sokoban.rehearsal_updates)", default=None)
-    run_dir: str | None = option("where those runs checkpoint", default=None)
+    run_dir: str | None = output("where those runs checkpoint", folder=True, default=None)
     seeds: int | None = option("train this many of each run's seeds (default: all of them, or as many as fit this "
                                "machine)", type=int, default=None)

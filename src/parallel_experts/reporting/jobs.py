@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parallel_experts.config.options import config_files, option
+from parallel_experts.config.options import config_files, option, output
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -14,9 +14,9 @@ class Report:
 
     config: tuple[str, ...] = config_files()
     notebook: str = option()
-    html: str = option()
-    executed: str = option("where the executed notebook is kept")
-    meta: str = option("sidecar JSON read by the index")
+    html: str = output()
+    executed: str = output("where the executed notebook is kept")
+    meta: str = output("sidecar JSON read by the index")
     paper: str = option("the paper's figure or table this report reproduces", default="")
     config_files: tuple[str, ...] = option("the config files the workflow was given", nargs="*", default=())
     param: tuple[str, ...] = option("notebook parameters", "-p", "--param", nargs="*", action="extend",
@@ -28,5 +28,5 @@ class Index:
     """write reports/index.html from the reports' sidecar JSON"""
 
     config: tuple[str, ...] = config_files()
-    out: str = option()
+    out: str = output()
     meta: tuple[str, ...] = option(None, "meta", nargs="+")

@@ -13,7 +13,7 @@ import xarray as xr
 
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.config.files import digest
-from parallel_experts.config.options import option
+from parallel_experts.config.options import option, output
 from parallel_experts.core.atomic import atomic_open
 from parallel_experts.core.definitions import Definition
 
@@ -85,7 +85,7 @@ def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_pat
 class Sweep:
     """The options of a domain's `*-sweep` command: its runs' files, collected into one dataset."""
 
-    out: str = option()
+    out: str = output()
     curves: tuple[str, ...] = option("the runs' learning curves", nargs="+")
     evals: tuple[str, ...] = option("the runs' evaluations, in the same order", nargs="+")
     # A run may belong to several ablations, so their dataset names each one's runs.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from parallel_experts.config.options import RunCommand, Training, config_files, option
+from parallel_experts.config.options import RunCommand, Training, config_files, option, output
 from parallel_experts.core import budget
 from parallel_experts.results import store
 
@@ -32,7 +32,7 @@ class Levels:
 
     source: str = option('JSON: {"generate": {...}} or {"boxoban": split}')
     boxoban: str = option("JSON: where Boxoban splits come from (root, download)", default="{}")
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +47,7 @@ class Evaluate(RunCommand):
     """solve rate of a trained run on a level set"""
 
     levels: str = option("test level set from sokoban-levels")
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +57,7 @@ class ProbeData(RunCommand):
     seed: int = option("the training seed whose agent plays", type=int)
     levels: str = option("level set from sokoban-levels")
     count: int | None = option("play the first COUNT levels, or all", type=level_count, default=None)
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,14 +72,14 @@ class ProbeFit:
     seeds: str = option('JSON: {"run id": [its probed seeds]} of every --solved run')
     fit: str = option("JSON: the config's sokoban.probes.fit", default="{}")
     picture: str = option('JSON: {"level": test level, "steps": first steps} of Fig. 13', default="{}")
-    out: str = option()
+    out: str = output()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Probes:
     """collect every probed agent's scores into one dataset, by run and agent"""
 
-    out: str = option()
+    out: str = output()
     scores: tuple[str, ...] = option(None, "scores", nargs="+")
 
 
@@ -120,6 +120,6 @@ class Bench:
                                      "start peak)", type=int, default=3)
     env_steps: int = option("steps per env-only call (× num-envs env steps)", type=int, default=500)
     env_repeats: int = option(None, type=int, default=5)
-    json: str | None = option("write every number, the settings and the machine here", default=None)
+    json: str | None = output("write every number, the settings and the machine here", default=None)
     quick: bool = option("tiny sizes for tests: one small allocation, 4 envs × 5 steps, small matmul",
                          action="store_true", default=False)
