@@ -12,7 +12,7 @@ from scipy import stats
 from helpers import REPO, ablation_data, probe_recall
 
 from parallel_experts import study
-from parallel_experts.analysis import calibration, depth_rules, findings, scored_seeds, verdicts
+from parallel_experts.analysis import calibration, depth_rules, findings, scored_seeds, sokoban_scores, verdicts
 from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, UNTESTED, Finding
 from parallel_experts.config import files
@@ -511,6 +511,29 @@ def test_a_trained_seed_without_a_finite_score_decides_no_claim_that_reads_it(tm
     assert set(table.loc[reading, "verdict"]) == {UNTESTED}
     assert all(f"sokoban_sweep: {fault}" in measured for measured in table.loc[reading, "measured"])
     assert set(table.drop(reading)["verdict"]) == {NOT_RUN}  # the other claims read no broken result
+
+
+def test_the_report_pages_decide_nothing_from_a_seed_without_a_finite_score(tmp_path, monkeypatch):
+    """The sweep, depth and Tables 1/7 pages' depth tests and recurrence effect, and an ablation page's verdict, are
+    left undecided as the claims page leaves them (issue 44, class 3)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load("config.yaml")
+    sweep = sweep_of(cfg)
+    path = tmp_path / paths.SOKOBAN_SWEEP
+    assert scored_seeds.of_result(cfg, path, sweep) == []
+    per_seed = sokoban_scores.per_seed_scores(sweep)
+    scores = sokoban_scores.configuration_scores(per_seed)
+    sound = sokoban_scores.sweep_summary(scores, None, per_seed, [])
+    assert not any("not decided" in line for line in sound) and any(line.startswith("this run") for line in sound)
+
+    sweep["final_five"].loc[{"run": str(sweep["run"].values[1]), "seed": 1}] = np.nan
+    faults = scored_seeds.of_result(cfg, path, sweep)
+    assert faults == [f"run {sweep['run'].values[1]}, seed 1: no final-five return (NaN)"]
+    assert sokoban_scores.depth_findings(sokoban_scores.per_seed_scores(sweep), faults) == [
+        f"not decided, a result is missing or not finite: {faults[0]}"]
+    broken = sokoban_scores.sweep_summary(scores, None, per_seed, faults)
+    assert sum("not decided" in line for line in broken) == 1 and not any(line.startswith("this run") for line in broken)
+    assert findings.sokoban_ablation(cfg, "radius", sweep, faults).verdict == UNTESTED
 
 
 def test_a_seed_missing_by_design_is_no_fault_and_a_timing_out_of_memory_neither():

@@ -283,8 +283,17 @@ def sokoban_sqrt_sum(ablations: xr.Dataset, margin: float) -> Finding:
                           verdicts.MARGIN)
 
 
-def sokoban_ablation(config: Mapping, setting: str, ablations: xr.Dataset) -> Finding:
-    """The verdict of a Sokoban ablation, on the claims page and on the ablation's own report page."""
+def not_evidence(faults: Iterable[str]) -> Finding:
+    """The finding of a claim whose results hold `faults` (scored_seeds.faults): untested, saying why."""
+    return Finding(UNTESTED, verdicts.not_decided(list(faults)),
+                   "no test: a missing or non-finite result is no evidence", verdicts.UNTESTED)
+
+
+def sokoban_ablation(config: Mapping, setting: str, ablations: xr.Dataset, faults: Iterable[str] = ()) -> Finding:
+    """The verdict of a Sokoban ablation, on the claims page and on the ablation's own report page (`faults`: what in
+    `ablations` is no evidence, scored_seeds.faults; then none)."""
+    if faults:
+        return not_evidence(faults)
     if setting == "aggregation":
         return sokoban_sqrt_sum(ablations, verdicts.Margins.of(config).sokoban)
     return full_communication(ablations)
@@ -586,11 +595,7 @@ def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, 
     rows, faults = [], faults or {}
     for name, decision in DECISIONS.items():
         unsound = [f"{result}: {fault}" for result in decision.reads for fault in faults.get(result, ())]
-        if unsound:
-            found = Finding(UNTESTED, "not decided, a result is missing or not finite: " + "; ".join(unsound),
-                            "no test: a missing or non-finite result is no evidence", verdicts.UNTESTED)
-        else:
-            found = decision.decide(data, config)
+        found = not_evidence(unsound) if unsound else decision.decide(data, config)
         rows.append([name, found.measured, found.test, found.rule, found.verdict,
                      np.nan if found.no_effect is None else found.no_effect, found.decided_by])
     return pd.DataFrame(rows, columns=columns)

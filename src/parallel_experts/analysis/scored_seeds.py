@@ -9,6 +9,7 @@ tables must time every cell that is not out of memory.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -52,3 +53,15 @@ def faults(ds: xr.Dataset, trained: Mapping[str, set[int]] | None) -> list[str]:
                                                        for dim, i in zip(timed.dims, at))
                   for at in np.argwhere(~np.isfinite(timed.values))]
     return found
+
+
+def of_results(config: Mapping, paths: Mapping[str, str | Path], data: Mapping[str, xr.Dataset]) -> dict[str, list[str]]:
+    """`faults` of each result in `data` (by name; read from `paths[name]`), against the seeds the config trains the
+    runs of that file with (none where it is not one of the config's run datasets)."""
+    trained = {Path(path).resolve(): seeds for path, seeds in trained_seeds(config).items()}
+    return {name: faults(ds, trained.get(Path(paths[name]).resolve())) for name, ds in data.items()}
+
+
+def of_result(config: Mapping, path: str | Path, ds: xr.Dataset) -> list[str]:
+    """`faults` of one result, a report page's (see `of_results`)."""
+    return of_results(config, {"": path}, {"": ds})[""]

@@ -161,8 +161,11 @@ def depth_pattern(tests: pd.DataFrame, alpha: float = verdicts.ALPHA) -> str:
             f"included, p < {alpha}). {PAPER_DEPTH}")
 
 
-def depth_findings(per_seed: pd.DataFrame) -> list[str]:
-    """The depth tests of a report in words: each test, then whether the paper's depth pattern shows."""
+def depth_findings(per_seed: pd.DataFrame, faults: Sequence[str] = ()) -> list[str]:
+    """The depth tests of a report in words: each test, then whether the paper's depth pattern shows; none where the
+    scores hold `faults` (scored_seeds.faults), saying why."""
+    if faults:
+        return [verdicts.not_decided(faults)]
     tests = welch_depth_tests(per_seed)
     return [*depth_verdicts(tests), depth_pattern(tests)]
 
@@ -266,18 +269,20 @@ def recurrence_effect(scores: pd.DataFrame) -> str | None:
             f"(± {noise:.3f} standard error; {int(rec['seeds'])} and {int(non['seeds'])} seeds)")
 
 
-def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None) -> list[str]:
+def sweep_summary(scores: pd.DataFrame, paper: pd.DataFrame | None, per_seed: pd.DataFrame | None = None,
+                  faults: Sequence[str] = ()) -> list[str]:
     """The findings under a sweep's figure: each recurrence's best allocation (and the authors'), whether
-    recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding."""
+    recurrence wins, the depth tests of `per_seed` (where given) and the paper's finding; where the scores hold
+    `faults` (scored_seeds.faults), why nothing is tested instead of the tests."""
     lines = [f"best {definitions.family(r)} allocation: {best_allocation_text(rows)}"
              for r, rows in scores.groupby("recurrent", sort=False)]
     if paper is not None:
         lines.append(f"paper, recurrent: {best_allocation_text(paper)}")
-    effect = recurrence_effect(scores)
+    effect = None if faults else recurrence_effect(scores)
     if effect is not None:
         lines.append(effect)
-    if per_seed is not None:
-        lines += depth_findings(per_seed)
+    if per_seed is not None or faults:
+        lines += depth_findings(per_seed, faults)
     return [*lines, PAPER_FINDING]
 
 

@@ -16,7 +16,7 @@ Each rule has a name, which the claims page shows beside every verdict it decide
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +58,11 @@ AGENTS = (f"one-sided Welch t over probed agents (one per training seed) of the 
           f"each agent's score a mean over the test levels every probed agent solves, so that the test resamples "
           f"agents and carries each agent's level-to-level noise; {_OWN_NULL}")
 UNTESTED = "no test at this design"
+
+
+def not_decided(faults: Sequence[str]) -> str:
+    """Why a verdict was left undecided: what in the results it reads is no evidence (analysis.scored_seeds.faults)."""
+    return "not decided, a result is missing or not finite: " + "; ".join(faults)
 
 
 def welch(a: Iterable[float], b: Iterable[float]) -> tuple[float, float] | None:

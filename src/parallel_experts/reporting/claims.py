@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 from pandas.io.formats.style import Styler
@@ -123,9 +122,7 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], c
     parameters, the path of each result this config produces by name (targets.catalogue.CLAIM_INPUTS), "" where it
     produces none."""
     data = {name: store.open_dataset(path) for name, path in results.items() if path}
-    trained = {Path(path).resolve(): seeds for path, seeds in scored_seeds.trained_seeds(config).items()}
-    faults = {name: scored_seeds.faults(ds, trained.get(Path(results[name]).resolve())) for name, ds in data.items()}
-    judged = findings.judge(config, data, faults)
+    judged = findings.judge(config, data, scored_seeds.of_results(config, results, data))
     present = set(reports)
     budget, window = study.fig5_setting(config)  # names Fig. 5's page
     rows = []
