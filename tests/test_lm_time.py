@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
 from helpers import REPO
 
+from parallel_experts import cli
 from parallel_experts.config import files
 from parallel_experts.core.budget import allocation_id
 from parallel_experts.lm import experiment
@@ -116,21 +115,26 @@ def h200_check(paper) -> dict:
                          for (recurrent, *_), (_, seconds) in lm_time.H200_UPDATES.items()}}
 
 
-def test_lm_speed_refits_the_configs_speed_from_the_h200s_check(tmp_path, paper):
+def lm_speed(check: dict, folder) -> int:
+    """`lm-speed` on the paper config and `check`, written to a file in `folder` (in this process: the FLOP counts of
+    the worker's earlier tests are reused)."""
+    path = folder / "check.json"
+    path.write_text(json.dumps(check))
+    return cli.main(["lm-speed", "--configfile", str(REPO / "config/paper.yaml"), "--check", str(path)])
+
+
+def test_lm_speed_refits_the_configs_speed_from_the_h200s_check(tmp_path, paper, capsys):
     """The config's plan.lm_train came from these two timings: refitted from a check that holds them, each key
     prints its own value again."""
-    check = tmp_path / "check.json"
-    check.write_text(json.dumps(h200_check(paper)))
-    done = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile",
-                           str(REPO / "config/paper.yaml"), "--check", str(check)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    changed = dict(line.strip().split(": ") for line in done.stdout.splitlines() if " -> " in line)
+    assert lm_speed(h200_check(paper), tmp_path) == 0
+    printed = capsys.readouterr().out
+    changed = dict(line.strip().split(": ") for line in printed.splitlines() if " -> " in line)
     assert set(changed) == {"plan.lm_train.efficiency", "plan.lm_train.serial.step_ms",
                             "plan.lm_train.serial.per_sequence_us"}
     for key, values in changed.items():
         old, new = map(float, values.split(" -> "))
         assert new == pytest.approx(old, rel=5e-3), key
-    assert done.stdout.count("(×1.00)") == 4  # both timings, by both speeds
+    assert printed.count("(×1.00)") == 4  # both timings, by both speeds
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -141,12 +145,9 @@ def test_lm_speed_refits_the_configs_speed_from_the_h200s_check(tmp_path, paper)
                                                                                "seconds_per_update": 1.0}}),
      "not a run of this config"),
 ], ids=["one family", "no seconds", "no Table 6", "another config's run"])
-def test_lm_speed_refuses_a_check_it_cannot_refit_from_in_one_line(tmp_path, paper, damage, message):
+def test_lm_speed_refuses_a_check_it_cannot_refit_from_in_one_line(tmp_path, paper, capsys, damage, message):
     found = h200_check(paper)
     damage(found)
-    check = tmp_path / "check.json"
-    check.write_text(json.dumps(found))
-    done = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile",
-                           str(REPO / "config/paper.yaml"), "--check", str(check)], capture_output=True, text=True)
-    assert done.returncode in (1, 2) and message in done.stderr and str(check) in done.stderr, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
+    status = lm_speed(found, tmp_path)
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status in (1, 2) and len(error) == 1 and message in error[0] and str(tmp_path / "check.json") in error[0]
