@@ -21,6 +21,16 @@ def test_cli_reports_bad_input_in_one_line(tmp_path):
     assert run.stderr.startswith(f"error: {tmp_path}/unfiltered/test: no such folder") and run.stderr.count("\n") == 1
 
 
+def test_a_command_imports_only_its_own_options():
+    """Every job of the workflow starts through the CLI: building every command's options imported the planner and
+    the GPU check (scipy.optimize among them), 1.1 of `check-config`'s 2 seconds."""
+    code = ("import sys; from parallel_experts import cli; cli.main(['check-config', 'config/smoke.yaml']); "
+            "print(sorted(m for m in ('parallel_experts.planning.costs', 'parallel_experts.gpu_check') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_a_handler_and_its_own_help(name, capsys):
     assert callable(COMMANDS[name].get_default("handler"))

@@ -22,22 +22,17 @@ from typing import NamedTuple
 from parallel_experts import study
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import atomic
-from parallel_experts.gpu_check import GpuCheck
-from parallel_experts.lm import jobs as lm
-from parallel_experts.planning import costs
-from parallel_experts.planning.lm_speed import LmSpeed
-from parallel_experts.planning.plan import Allocations, Plan
-from parallel_experts.planning.power import Power
-from parallel_experts.rehearsal.jobs import Rehearse
-from parallel_experts.reporting.jobs import Index, Report
-from parallel_experts.sokoban import jobs as sokoban
 
 
 class Command(NamedTuple):
-    options: type  # the options dataclass
+    declared: str  # "module:Options", the options dataclass: imported for this command alone (the planner's take 1 s)
     run: str  # "module:function", imported once the config is checked (most of them import JAX)
     domain: str | None = None  # the family whose matmul precision the command computes at
     counters: bool = False  # the function also takes the domains' FLOP counters (planning never imports JAX)
+
+    @property
+    def options(self) -> type:
+        return pkgutil.resolve_name(self.declared)
 
     def __call__(self, args: argparse.Namespace) -> int:
         """The command's function on its options; with the validated config where the command reads one, and the
@@ -51,39 +46,41 @@ class Command(NamedTuple):
         counted = (flop_counters(),) if self.counters else ()
         return pkgutil.resolve_name(self.run)(options, config, *counted)
 
+SOKOBAN, LM, PLANNING = "parallel_experts.sokoban.jobs", "parallel_experts.lm.jobs", "parallel_experts.planning"
 COMMANDS = {
-    "check-config": Command(study.CheckConfig, "parallel_experts.study:check_config"),
-    "allocations": Command(Allocations, "parallel_experts.planning.plan:allocations", counters=True),
-    "report": Command(Report, "parallel_experts.reporting.render:report_job"),
-    "plan": Command(Plan, "parallel_experts.planning.plan:run", counters=True),
-    "power": Command(Power, "parallel_experts.planning.power:run", counters=True),
-    "rehearse": Command(Rehearse, "parallel_experts.rehearsal.programs:job"),
-    "index": Command(Index, "parallel_experts.reporting.render:index_job"),
-    "sokoban-levels": Command(sokoban.Levels, "parallel_experts.sokoban.experiment:levels_job"),
-    "sokoban-train": Command(sokoban.Train, "parallel_experts.sokoban.train:job", "sokoban"),
-    "sokoban-evaluate": Command(sokoban.Evaluate, "parallel_experts.sokoban.evaluate:job", "sokoban"),
-    "sokoban-probe-data": Command(sokoban.ProbeData, "parallel_experts.sokoban.probes:job", "sokoban"),
-    "sokoban-probe-fit": Command(sokoban.ProbeFit, "parallel_experts.sokoban.probe_scores:fit_job"),
-    "sokoban-probes": Command(sokoban.Probes, "parallel_experts.sokoban.probe_scores:collect_job"),
-    "lm-tokens": Command(lm.Tokens, "parallel_experts.lm.corpus:tokens_job"),
-    "lm-train": Command(lm.Train, "parallel_experts.lm.train:job", "lm"),
-    "lm-evaluate": Command(lm.Evaluate, "parallel_experts.lm.evaluate:job", "lm"),
-    "sokoban-sweep": Command(sokoban.Sweep, "parallel_experts.sokoban.experiment:sweep_job"),
-    "lm-sweep": Command(lm.Sweep, "parallel_experts.lm.experiment:sweep_job"),
-    "sokoban-bench": Command(sokoban.Bench, "parallel_experts.sokoban.bench:run", "sokoban"),
-    "lm-latency": Command(lm.Latency, "parallel_experts.benchmarks:latency_job", "lm"),
-    "lm-throughput": Command(lm.Throughput, "parallel_experts.benchmarks:throughput_job", "lm"),
-    "gpu-check": Command(GpuCheck, "parallel_experts.gpu_check:job"),
-    "lm-speed": Command(LmSpeed, "parallel_experts.planning.lm_speed:run", counters=True),
+    "check-config": Command("parallel_experts.study:CheckConfig", "parallel_experts.study:check_config"),
+    "allocations": Command(f"{PLANNING}.plan:Allocations", f"{PLANNING}.plan:allocations", counters=True),
+    "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job"),
+    "plan": Command(f"{PLANNING}.plan:Plan", f"{PLANNING}.plan:run", counters=True),
+    "power": Command(f"{PLANNING}.power:Power", f"{PLANNING}.power:run", counters=True),
+    "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job"),
+    "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job"),
+    "sokoban-levels": Command(f"{SOKOBAN}:Levels", "parallel_experts.sokoban.experiment:levels_job"),
+    "sokoban-train": Command(f"{SOKOBAN}:Train", "parallel_experts.sokoban.train:job", "sokoban"),
+    "sokoban-evaluate": Command(f"{SOKOBAN}:Evaluate", "parallel_experts.sokoban.evaluate:job", "sokoban"),
+    "sokoban-probe-data": Command(f"{SOKOBAN}:ProbeData", "parallel_experts.sokoban.probes:job", "sokoban"),
+    "sokoban-probe-fit": Command(f"{SOKOBAN}:ProbeFit", "parallel_experts.sokoban.probe_scores:fit_job"),
+    "sokoban-probes": Command(f"{SOKOBAN}:Probes", "parallel_experts.sokoban.probe_scores:collect_job"),
+    "lm-tokens": Command(f"{LM}:Tokens", "parallel_experts.lm.corpus:tokens_job"),
+    "lm-train": Command(f"{LM}:Train", "parallel_experts.lm.train:job", "lm"),
+    "lm-evaluate": Command(f"{LM}:Evaluate", "parallel_experts.lm.evaluate:job", "lm"),
+    "sokoban-sweep": Command(f"{SOKOBAN}:Sweep", "parallel_experts.sokoban.experiment:sweep_job"),
+    "lm-sweep": Command(f"{LM}:Sweep", "parallel_experts.lm.experiment:sweep_job"),
+    "sokoban-bench": Command(f"{SOKOBAN}:Bench", "parallel_experts.sokoban.bench:run", "sokoban"),
+    "lm-latency": Command(f"{LM}:Latency", "parallel_experts.benchmarks:latency_job", "lm"),
+    "lm-throughput": Command(f"{LM}:Throughput", "parallel_experts.benchmarks:throughput_job", "lm"),
+    "gpu-check": Command("parallel_experts.gpu_check:GpuCheck", "parallel_experts.gpu_check:job"),
+    "lm-speed": Command(f"{PLANNING}.lm_speed:LmSpeed", f"{PLANNING}.lm_speed:run", counters=True),
 }
 # Their help lists every option's default; the other commands' defaults are plain.
 DEFAULTS_IN_HELP = {"sokoban-bench"}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's, or with `only` that one command's (its options alone imported)."""
     parser = argparse.ArgumentParser(prog="parallel_experts", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, command in COMMANDS.items():
+    for name, command in COMMANDS.items() if only is None else [(only, COMMANDS[only])]:
         help = " ".join(command.options.__doc__.split())
         formatter = argparse.ArgumentDefaultsHelpFormatter if name in DEFAULTS_IN_HELP else argparse.HelpFormatter
         sub = commands.add_parser(name, help=help, description=help, formatter_class=formatter)
@@ -119,7 +116,8 @@ def add_options(parser: argparse.ArgumentParser, options: type) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         return args.handler(args)
     except ConfigError as error:
@@ -153,6 +151,7 @@ def parsed(value):
 def flop_counters():
     """The domains' FLOP counters: they lower the models, so they load JAX."""
     from parallel_experts.lm import flops as lm_flops
+    from parallel_experts.planning import costs
     from parallel_experts.sokoban import flops as sokoban_flops
 
     return costs.Counters(sokoban_flops, lm_flops)
