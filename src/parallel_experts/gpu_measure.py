@@ -71,7 +71,7 @@ def sokoban_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
     program = sokoban_programs.train_update(run.agent, run.train, len(run.seeds), len(levels), length)
     job = sokoban_programs.train_update(run.agent, run.train, len(run.seeds), len(levels), run.train.log_interval)
     yield {"program_key": program.key, "job_program_key": job.key, "seeds": len(run.seeds),
-           "updates_per_call": length, "levels": where}
+           "updates_per_call": length, "levels": where, "share_of_job_update": 1.0}
 
     def start(executable):
         trainer = SokobanTrainer(run.agent, run.train, levels)
