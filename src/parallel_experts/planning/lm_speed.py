@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.config.options import configfile, option
 from parallel_experts.core import records
 from parallel_experts.lm import experiment as lm_experiment
@@ -41,7 +41,7 @@ def run(options: LmSpeed, config: Mapping, counters: costs.Counters) -> int:
     try:
         refitted = lm_time.calibrate(authors, timed)
     except ValueError as error:
-        raise ConfigError(f"{options.check}: {error}") from None
+        raise PipelineError(f"{options.check}: {error}") from None
     print(printed(timed, assumed, refitted))
     return 0
 
