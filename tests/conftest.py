@@ -30,20 +30,19 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 # of the order below starts longest first, so that neither worker is left running a long test alone at the end. A
 # test missing here only starts later in its part; a renamed one is simply not moved up.
 LONG = {
-    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 687,
-    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 212,
-    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 160,  # its `written` fixture
-    "test_power.py::test_a_claim_config_validates_dry_runs_and_plans_its_target": 40,  # 144 beside the smoke DAG
-    "test_sokoban_train.py::test_seeds_in_groups_train": 162,  # both tests of the module's `four_seeds`
-    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 131,
-    "test_sokoban_train.py::test_cli_training_survives_a_kill": 59,
-    "test_gpu_check.py::test_the_check_measures_every_section": 50,
-    "test_lm_train.py::test_cli_training_survives_a_kill": 44,
-    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 42,
-    "test_compile_cache.py::test_a_second_process_loads_every_training_program_from_the_cache": 38,
-    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 38,
-    "test_costs.py::test_the_paper_plan_prices_every_figure": 31,
-    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 27,
+    "test_pipeline.py::test_smoke_dag_runs_locally_and_is_idempotent": 522,
+    "test_rehearsal.py::test_the_smoke_rehearsal_compiles_every_program": 215,
+    "test_gpu_check.py::test_the_check_measures_every_section": 119,
+    "test_sokoban_train.py::test_seeds_in_groups_train": 140,  # both tests of the module's `four_seeds`
+    "test_power.py::test_the_shipped_claim_configs_are_what_power_writes_today": 108,  # its `written` fixture
+    "test_sokoban_train.py::test_rematerialised_gradients_equal_the_stored_ones": 64,
+    "test_lm_train.py::test_cli_training_survives_a_kill": 34,
+    "test_sokoban_train.py::test_cli_training_survives_a_kill": 31,
+    "test_sokoban_train.py::test_a_rematerialised_rollout_step_keeps_only_its_inputs": 29,
+    "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 28,
+    "test_power.py::test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache": 27,
+    "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 21,
+    "test_compile_cache.py::test_a_second_process_loads_every_training_program_from_the_cache": 18,
 }
 
 
