@@ -94,6 +94,21 @@ def test_off_holds_in_a_process_that_imported_jax_first_whatever_the_config_says
     assert not (tmp_path / "xla").exists() or not any((tmp_path / "xla").iterdir())
 
 
+def test_off_holds_after_the_process_has_compiled_through_the_cache(tmp_path):
+    """As the GPU check's sections and the benchmarks are: their modules compile while they are imported, and JAX
+    keeps its first decision to use the cache; a second check read every update from it (0.2 s compiles)."""
+    env = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    script = ("import sys, pathlib, jax; from parallel_experts.core import compile_cache; "
+              "compile_cache.use(sys.argv[1]); jax.jit(lambda x: 2 * x + 1)(1.0).block_until_ready(); "
+              "entries = lambda: len(list(pathlib.Path(sys.argv[1]).glob('*-cache'))); before = entries(); "
+              "compile_cache.off(); jax.jit(lambda x: 3 * x - 1)(1.0).block_until_ready(); print(before, entries())")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "xla")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    before, after = map(int, run.stdout.split())
+    assert before >= 1 and after == before  # the program compiled after `off` was neither read nor written
+
+
 def test_a_second_process_loads_every_training_program_from_the_cache(tmp_path):
     cache = tmp_path / "xla"
     config = config_with(tmp_path, f"compile_cache: {cache}\n")
