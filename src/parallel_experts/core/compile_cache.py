@@ -24,6 +24,7 @@ mounts), so none is set.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -63,7 +64,6 @@ def off() -> None:
         jax.config.update("jax_enable_compilation_cache", False)
         # JAX decides once, at its first compile, whether the cache is used, and keeps that decision; importing the
         # benchmarks' modules compiles (the GPU check's sections read every update from the cache on a second run,
-        # reporting 0.2 s compiles). Resetting makes the next compile decide again, with the cache off.
-        from jax.experimental.compilation_cache import compilation_cache
-
-        compilation_cache.reset_cache()
+        # reporting 0.2 s compiles). Resetting makes the next compile decide again, with the cache off. Imported by
+        # name, as `jax` above: only a process that has loaded JAX gets here (the layers without JAX import this).
+        importlib.import_module("jax.experimental.compilation_cache.compilation_cache").reset_cache()
