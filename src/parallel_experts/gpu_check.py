@@ -48,8 +48,8 @@ from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
-from parallel_experts.planning import costs, memory, resources
-from parallel_experts.results import paper, paths, rehearsal_file
+from parallel_experts.planning import costs, lm_time, memory, resources
+from parallel_experts.results import paths, rehearsal_file
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
@@ -135,7 +135,9 @@ def table6_cells(config: Mapping, given: Sequence[str] = ()) -> list[tuple[tuple
     if "all" in given:
         return [(row, c) for row in rows for c in contexts]
     if not given:
-        longest = {row: max((c for c in contexts if _ran(row, c)), default=contexts[-1]) for row in rows}
+        oom = lm_time.authors_table6()["oom"]  # at another scale's contexts, no cell of theirs: none ran out
+        longest = {row: max((c for c in contexts if not oom.get((*row, c), False)), default=contexts[-1])
+                   for row in rows}
         deepest = systems.THROUGHPUT_ROWS[-1]  # the recurrent L8 E2
         wanted = [(systems.TRANSFORMER, "longest"), (systems.SHALLOWEST, contexts[0]), (systems.SHALLOWEST, "longest"),
                   (deepest, contexts[0])]
@@ -152,12 +154,6 @@ def table6_cells(config: Mapping, given: Sequence[str] = ()) -> list[tuple[tuple
 def _cell_name(row: tuple[bool, int, int], context: int) -> str:
     recurrent, depth, experts = row
     return f"{f'l{depth}-e{experts}' if recurrent else 'transformer'}@{context}"
-
-
-def _ran(row: tuple[bool, int, int], context: int) -> bool:
-    """Whether the authors' Table 6 has this cell running (or no such cell: another scale's context)."""
-    oom = paper.reference("table6_throughput").set_index(["recurrent", "depth", "experts", "context"])["oom"]
-    return not bool(oom.get((*row, context), False))
 
 
 def traces_folder(out: str | Path) -> Path:

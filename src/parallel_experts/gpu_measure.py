@@ -109,9 +109,7 @@ def table6_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
     update, the streams split over `resources.bench.gpus`; the carry donated), and where the cell is the authors'
     own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours."""
     row, context = tuple(spec["row"]), spec["context"]
-    settings = systems.throughput_settings(config)
-    model = systems.model_config(row, settings["width"], config["lm"])
-    job = systems.train_config(model, context, settings["batch_tokens"])
+    model, job = systems.throughput_cell(config, row, context)
     devices = lm_experiment.devices(config, "bench")
     train = one_device_share(job, devices)
     authors = lm_time.authors_per_gpu(row, context, model, job, devices)

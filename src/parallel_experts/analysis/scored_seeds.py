@@ -63,5 +63,5 @@ def of_results(config: Mapping, paths: Mapping[str, str | Path], data: Mapping[s
 
 
 def of_result(config: Mapping, path: str | Path, ds: xr.Dataset) -> list[str]:
-    """`faults` of one result, a report page's (see `of_results`)."""
-    return of_results(config, {"": path}, {"": ds})[""]
+    """`faults` of one result, as a report page reads it (see `of_results`)."""
+    return of_results(config, {path: path}, {path: ds})[path]

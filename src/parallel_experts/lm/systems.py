@@ -59,6 +59,14 @@ def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> 
                        train_tokens=batch_tokens * 1000)
 
 
+def throughput_cell(config: Mapping, row: tuple[bool, int, int], context: int) -> tuple[ModelConfig, TrainConfig]:
+    """The model and training settings of a cell of the config's Table 6 job (`lm.throughput`: its width and tokens
+    per update), for all of its devices."""
+    spec = throughput_settings(config)
+    model = model_config(row, spec["width"], config["lm"])
+    return model, train_config(model, context, spec["batch_tokens"])
+
+
 def dataset(rows: Sequence[tuple[bool, int, int]], variables: Mapping, coords: Mapping, config: Mapping,
             settings: Mapping, machine: Mapping) -> xr.Dataset:
     """One table's measurements over (allocation, ...), with the rows' L, E and family, the machine that ran

@@ -58,13 +58,9 @@ def timings(check: Mapping, config: Mapping, forward: lm_time.Forward, where: st
         run = runs[run_id]
         update = lm_time.training(run.model, run.train, entry["job_devices"], forward(run.model, run.window))
         found.append(lm_time.Timed(device, f"{run_id}, update", update, entry["seconds_per_update"]))
-    cells = _ended_well(check, "lm_table6", {"row": list, "context": int}, where)
-    settings = systems.throughput_settings(config) if cells else {}
-    for name, entry in cells:
-        row, context = tuple(entry["row"]), entry["context"]
-        model = systems.model_config(row, settings["width"], config["lm"])
-        train = systems.train_config(model, context, settings["batch_tokens"])
-        update = lm_time.training(model, train, entry["job_devices"], forward(model, context))
+    for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
+        model, train = systems.throughput_cell(config, tuple(entry["row"]), entry["context"])
+        update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
     latency = check.get("lm_latency") or {}
     if latency.get("ok"):

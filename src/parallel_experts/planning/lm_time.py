@@ -124,15 +124,21 @@ def cell_name(row: tuple[bool, int, int], context: int) -> str:
     return f"{systems.label(row)}, C = {context}, B = {paper.FINEWEB_RUN['batch_tokens'] // context}"
 
 
+def authors_table6() -> pd.DataFrame:
+    """The authors' Table 6 by cell, (recurrent, depth, experts, context): tokens/s of four H100s, and oom."""
+    return paper.reference("table6_throughput").set_index(["recurrent", "depth", "experts", "context"])
+
+
 def authors_per_gpu(row: tuple[bool, int, int], context: int, model: ModelConfig, train: TrainConfig,
                     gpus: int) -> float | None:
     """The authors' Table 6 tokens per second per H100 at a cell, where `model` and `train` over `gpus` are that
     cell of theirs (`table6_cell`); None where they are not, or it ran out of memory."""
     if (model, train, gpus) != (*table6_cell(row, context), PAPER_GPUS):
         return None
-    theirs = paper.reference("table6_throughput").query("not oom").set_index(["recurrent", "depth", "experts",
-                                                                              "context"])["tokens_per_s"]
-    return float(theirs[(*row, context)]) / PAPER_GPUS if (*row, context) in theirs.index else None
+    theirs = authors_table6()
+    if (*row, context) not in theirs.index or theirs.loc[(*row, context), "oom"]:
+        return None
+    return float(theirs.loc[(*row, context), "tokens_per_s"]) / PAPER_GPUS
 
 
 def table6(forward: Forward) -> list[Timed]:
