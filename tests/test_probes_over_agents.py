@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 import pytest
+from scipy import stats
 from helpers import REPO, STEPS, probe_recall, snakemake
 
 from parallel_experts.analysis import calibration, depth_rules, findings, verdicts
@@ -37,17 +38,37 @@ def test_deeper_agents_that_lead_at_first_and_are_caught_up_support_the_claim():
     found = plans(LEADING + AGENT_OFFSETS, CAUGHT_UP + AGENT_OFFSETS)
     assert found.verdict == SUPPORTED, found
     assert [name for name, _ in found.parts] == ["leads at first", "catches up"]
-    assert all(part.verdict == SUPPORTED and part.rule == verdicts.AGENTS for _, part in found.parts)
+    assert all(part.verdict == SUPPORTED for _, part in found.parts)
+    assert [part.rule for _, part in found.parts] == [verdicts.AGENTS, verdicts.AGENTS_MARGIN]
     assert "3 agents per run" in found.measured and "fewer than" not in found.measured
     assert "L = 4 [0.580, 0.600, 0.620], L = 2 [0.380, 0.400, 0.420]" in found.measured  # each agent's steps 0-2
     assert found.no_effect is not None and found.no_effect <= verdicts.ALPHA + 0.01
 
 
-def test_agents_that_lead_but_are_not_caught_up_support_only_the_first_part():
+def test_agents_that_lead_but_are_not_caught_up_contradict_the_second_part():
     found = plans(LEADING + WIGGLE, np.full(STEPS, 0.3) + WIGGLE)
-    assert found.verdict == INCONCLUSIVE
+    assert found.verdict == CONTRADICTED and found.decided_by == ("catches up",)
     verdicts_by_part = {name: part.verdict for name, part in found.parts}
-    assert verdicts_by_part == {"leads at first": SUPPORTED, "catches up": INCONCLUSIVE}  # the gap stays: t = 0
+    assert verdicts_by_part == {"leads at first": SUPPORTED, "catches up": CONTRADICTED}  # 0.3 below, not within 0.05
+
+
+def test_a_gap_that_narrows_but_stays_is_not_caught_up():
+    """App. F's L = 1 against L = 8: the gap narrows (0.3 at first, 0.15 late) but does not close. "Catches up" is
+    the paper's "both maintain similar recall": the late gap within the margin (0.05), not a narrowing (which the
+    rule before said "supported" here)."""
+    narrowed = np.where(np.arange(STEPS) < 3, 0.3, 0.45)
+    found = plans(LEADING + AGENT_OFFSETS, narrowed + AGENT_OFFSETS)
+    caught_up = dict(found.parts)["catches up"]
+    assert caught_up.verdict == CONTRADICTED and caught_up.rule == verdicts.AGENTS_MARGIN
+    assert caught_up.test.startswith("recall over steps 5-10: L = 2 more than 0.05 below L = 4 over agents")
+
+
+def test_caught_up_within_a_wider_margin():
+    """The margin is the config's (claims.margins.recall): a late gap of 0.1 is caught up within 0.2."""
+    late_gap = np.where(np.arange(STEPS) < 3, 0.3, 0.5)
+    found = findings.plans_earlier(probe_recall(LEADING + AGENT_OFFSETS, late_gap + AGENT_OFFSETS), "deep", "shallow",
+                                   margin=0.2)
+    assert dict(found.parts)["catches up"].verdict == SUPPORTED and found.verdict == SUPPORTED
 
 
 def test_shallower_agents_that_lead_at_first_contradict_the_claim():
@@ -56,9 +77,11 @@ def test_shallower_agents_that_lead_at_first_contradict_the_claim():
 
 
 def test_identical_agents_at_both_depths_are_inconclusive():
+    """Neither leads at first; late, the shallower agents are within the margin of the deeper ones (caught up)."""
     found = plans(CAUGHT_UP + WIGGLE, CAUGHT_UP + WIGGLE)
     assert found.verdict == INCONCLUSIVE
-    assert all(part.verdict == INCONCLUSIVE for _, part in found.parts)
+    assert {name: part.verdict for name, part in found.parts} == {"leads at first": INCONCLUSIVE,
+                                                                   "catches up": SUPPORTED}
 
 
 def test_one_agent_per_depth_stays_untested_and_says_so():
@@ -91,6 +114,15 @@ def test_the_verdicts_p_is_the_rules_own_p_on_the_agents_scores():
     assert found.evidence is not None and found.evidence.rule == rule
     assert found.evidence.p == pytest.approx(float(expected.p))
     assert found.test.startswith("recall over steps 0-2: L = 4 > L = 2 over agents")
+    # "catches up": the shallower agents' recall over steps 5-10, the margin added, against the deeper agents'
+    found = dict(plans(deep, shallow).parts)["catches up"]
+    late = np.stack([shallow[:, 5:11].mean(1), deep[:, 5:11].mean(1)])  # steps 5-10
+    rule = depth_rules.AgainstRival.of(np.array([True, False]), verdicts.RECALL_COMPARABLE)
+    expected = calibration.test(rule, {True: Arms.of_scores(late, [2, 4])})
+    assert found.evidence is not None and found.evidence.rule == rule
+    assert found.evidence.p == pytest.approx(float(expected.p))
+    t = stats.ttest_ind(late[0] + verdicts.RECALL_COMPARABLE, late[1], equal_var=False).statistic
+    assert float(expected.strength) == pytest.approx(abs(t))  # Welch's t with the margin added, by scipy
 
 
 def test_the_pages_show_the_mean_over_agents_with_their_range_as_the_band():

@@ -17,8 +17,14 @@ enjoys the winner's curse and the L = 2 side does not (0.22 "supported" at α = 
 allocation equal gives 0.05). Each rule names these least favourable configurations for each direction
 (`least_favourable`: arms sunk far below the rest), and a p-value is the largest over them and the all-equal one.
 
+A rule that sets one family's pick against the other's (`depth_rules.compares_families`) has a null that depends on
+one nuisance: the ratio of the two families' seed-to-seed SDs (the noisier family's best enjoys the larger winner's
+curse). Its p-value is Berger and Boos's (1994): the largest of the nulls over a 1 − GAMMA confidence interval of the
+ratio (the families' pooled variances, an F interval), plus GAMMA, which holds α whatever the ratio. The nulls are
+simulated on a grid of ratios (RATIO_STEP) and the interval widened to the grid, which only makes p larger.
+
 `no_effect` gives the chance of each verdict with no effect at given SDs (the observed ones on the claims page, the
-assumed ones in the power analysis) through the same p-values: α where the SDs are equal, and what it is where not.
+assumed ones in the power analysis) through the same p-values: within α whether the SDs are equal or not.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
+from scipy import stats
 
 from parallel_experts.analysis import verdicts
-from parallel_experts.analysis.depth_rules import Arms, Rule
+from parallel_experts.analysis.depth_rules import Arms, Rule, compares_families
 
 NULL_DRAWS = 50_000  # simulated null studies per design: p-values to about ± 0.001 at 0.05
 SEED = 2609  # the null's simulator seed: the same design gets the same p-values on every machine
@@ -39,13 +46,38 @@ Design = tuple[tuple[bool, tuple[int, ...], tuple[int, ...]], ...]
 # A configuration of no effect: per family, the arms sunk far below the others (never picked); the rest are equal.
 Sunk = tuple[tuple[bool, tuple[bool, ...]], ...]
 SUNK = -1e6  # a sunk arm's mean, in seed SDs
+GAMMA = 0.001  # the chance the SD ratio's confidence interval misses it, added to a p that maximises over it
+RATIO_STEP = 2**0.5  # the grid of non-recurrent over recurrent SD ratios the nulls are simulated at
+RATIO_STEPS = 8  # ... from RATIO_STEP**-8 to RATIO_STEP**8 (1/16 to 16): beyond, the other family is as good as
+# exact (its SE under a sixteenth of the one's), and the null hardly moves
 
 
-def pooled_sd(arms: Arms) -> float:
+def pooled_sd(arms: Arms) -> np.ndarray:
     """A family's seed-to-seed SD pooled over its allocations (one allocation's own SD from two or three seeds is too
-    noisy to say whether the SDs differ within a family); NaN where no allocation has two seeds."""
-    df = np.where(arms.seeds > 1, arms.seeds - 1, 0)
-    return float(np.sqrt(np.nansum(arms.variance * df) / df.sum())) if df.sum() else np.nan
+    noisy to say whether the SDs differ within a family), per study; NaN where no allocation has two seeds."""
+    df = _df(arms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(np.nansum(arms.variance * df, -1) / df.sum())
+
+
+def _df(arms: Arms) -> np.ndarray:
+    return np.where(arms.seeds > 1, arms.seeds - 1, 0)
+
+
+def ratio_steps(families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
+    """Per study, the grid steps (ratio RATIO_STEP**k) that cover a 1 − GAMMA confidence interval of the
+    non-recurrent over the recurrent seed-to-seed SD: the pooled variances' ratio over the F quantiles of their
+    degrees of freedom, widened outwards to the grid and clipped to ± RATIO_STEPS; (0, 0) where a family has no
+    variance (no test)."""
+    recurrent, nonrecurrent = families[True], families[False]
+    df = (_df(nonrecurrent).sum(), _df(recurrent).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        observed = np.log(pooled_sd(nonrecurrent) ** 2 / pooled_sd(recurrent) ** 2)
+        bounds = [observed - np.log(stats.f.ppf(q, *df)) if min(df) else np.nan for q in (1 - GAMMA / 2, GAMMA / 2)]
+    steps = [rounding(np.nan_to_num(bound / (2 * np.log(RATIO_STEP)), nan=0.0, posinf=RATIO_STEPS,
+                                    neginf=-RATIO_STEPS))
+             for bound, rounding in zip(bounds, (np.floor, np.ceil))]
+    return tuple(np.clip(k, -RATIO_STEPS, RATIO_STEPS).astype(int) for k in steps)
 
 
 def design(families: Mapping[bool, Arms]) -> Design:
@@ -93,28 +125,56 @@ def _null_studies(shape: Design) -> dict[bool, Arms]:
     return simulate(shape, None, NULL_DRAWS, np.random.default_rng(SEED))
 
 
+def scaled(families: Mapping[bool, Arms], step: int) -> dict[bool, Arms]:
+    """The same studies with the non-recurrent family's SD RATIO_STEP**step times the recurrent one's (the draws
+    are shared, so that p moves smoothly along the grid)."""
+    ratio = RATIO_STEP**step
+    return {family: arms if family or not step else replace(arms, mean=arms.mean * ratio,
+                                                            variance=arms.variance * ratio**2)
+            for family, arms in families.items()}
+
+
 @functools.lru_cache(maxsize=1024)
-def _null(rule: Rule, shape: Design, sunk: Sunk = ()) -> dict[int, np.ndarray]:
+def _null(rule: Rule, shape: Design, sunk: Sunk = (), step: int = 0) -> dict[int, np.ndarray]:
     """The strengths in each direction of a margin-free rule over NULL_DRAWS studies of the design with no effect
-    (the arms `sunk` far below the rest), sorted."""
-    direction, strength = rule(sink(_null_studies(shape), sunk))
+    (the arms `sunk` far below the rest; the SD ratio at grid `step`), sorted."""
+    direction, strength = rule(sink(scaled(_null_studies(shape), step), sunk))
     return {side: np.sort(strength[direction == side]) for side in (1, -1)}
 
 
-def p_value(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray) -> np.ndarray:
-    """The share of null studies pointing the same way at least as strongly ((count + 1) / (draws + 1), so never 0),
-    the largest over the configurations of no effect for that direction; NaN where there is no direction or no test.
-    A rule and its margin-free form share one null (`at_boundary`)."""
-    rule = at_boundary(rule)
-    direction, strength = np.asarray(direction), np.asarray(strength, float)
+def _p_at(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray, step: int) -> np.ndarray:
+    """The share of null studies at SD ratio `step` pointing the same way at least as strongly ((count + 1) /
+    (draws + 1), so never 0), the largest over the configurations of no effect for that direction."""
     count = np.zeros(direction.shape)
     for side in (1, -1):
+        here = direction == side
+        if not here.any():
+            continue
         for sunk in configurations(rule, shape, side):
-            values = _null(rule, shape, sunk)[side]
-            count = np.where(direction == side,
-                             np.maximum(count, len(values) - np.searchsorted(values, strength, side="left")), count)
+            values = _null(rule, shape, sunk, step)[side]
+            count[here] = np.maximum(count[here], len(values) - np.searchsorted(values, strength[here], side="left"))
+    return (count + 1) / (NULL_DRAWS + 1)
+
+
+def p_value(rule: Rule, shape: Design, direction: np.ndarray, strength: np.ndarray,
+            steps: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """The rule's p against its own null (`_p_at`); NaN where there is no direction or no test. A rule and its
+    margin-free form share one null (`at_boundary`). Where the rule compares the families, `steps` (`ratio_steps`
+    of the studies) bounds their SD ratio: p is the largest over those steps, plus GAMMA (Berger and Boos)."""
+    rule = at_boundary(rule)
+    direction, strength = np.asarray(direction), np.asarray(strength, float)
+    if steps is None:
+        p = _p_at(rule, shape, direction, strength, 0)
+    else:
+        low, high = (np.broadcast_to(bound, direction.shape) for bound in steps)
+        p = np.zeros(direction.shape)
+        for step in range(int(low.min()), int(high.max()) + 1):
+            inside = (low <= step) & (step <= high)
+            if inside.any():
+                p[inside] = np.maximum(p[inside], _p_at(rule, shape, direction[inside], strength[inside], step))
+        p = np.minimum(p + GAMMA, 1.0)
     untested = (direction == 0) | np.isnan(strength)
-    return np.where(untested, np.nan, (count + 1) / (NULL_DRAWS + 1))
+    return np.where(untested, np.nan, p)
 
 
 @dataclass(frozen=True)
@@ -136,7 +196,8 @@ class Tested:
 def test(rule: Rule, families: Mapping[bool, Arms]) -> Tested:
     """The rule on `families` (one study, or a leading axis of draws), with p-values against its own null."""
     direction, strength = rule(families)
-    return Tested(direction, strength, p_value(rule, design(families), direction, strength))
+    steps = ratio_steps(families) if compares_families(rule) else None
+    return Tested(direction, strength, p_value(rule, design(families), direction, strength, steps))
 
 
 @dataclass(frozen=True)

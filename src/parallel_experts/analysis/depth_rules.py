@@ -293,3 +293,10 @@ class TimeRatio:
 
 
 Rule = BestAgainst | FewerLayersRule | RecurrenceBetter | AgainstRival | MoreExperts | TimeRatio
+
+
+def compares_families(rule: Rule) -> bool:
+    """Whether the rule's null depends on the ratio of the two families' seed-to-seed SDs: where it sets one family's
+    pick against the other's (RecurrenceBetter). FewerLayersRule picks each family's best by its own means and tests
+    within one family, which neither family's scale changes; the other rules read one family."""
+    return isinstance(rule, RecurrenceBetter)

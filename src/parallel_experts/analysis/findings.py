@@ -325,20 +325,22 @@ def _within(gap: float, margin: float) -> str:
     return f"{'less' if gap <= margin else 'more'} than {margin}"
 
 
-def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
+def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str, margin: float = verdicts.RECALL_COMPARABLE
+                  ) -> Finding:
     """Fig. 4's pattern, on the test levels every probed agent solves (App. F), tested over agents: each probed
     agent's state recall over the early steps (probe_analysis.EARLY) is its score, the deeper run's agents against
     the shallower run's (a one-sided Welch t, depth_rules.AgainstRival against its own null): "leads at first". Then
-    "catches up": each agent's early minus late recall (LATE), the deeper run's against the shallower run's: the gap
-    narrows. Supported where both parts are (`combine`). Each agent's score is a mean over the scored levels, so the
-    test over agents carries their level-to-level noise too. First, every agent's state must read more than its
-    controls; with one agent per run there is no test over agents, and the pattern is untested whichever way it
-    leans."""
+    "catches up", the paper's "after which both maintain similar recall": over the late steps (LATE) the shallower
+    run's agents no more than `margin` of recall below the deeper run's (a non-inferiority test; a gap that narrows
+    but stays, as App. F's L = 1 against L = 8, is not caught up). Supported where both parts are (`combine`). Each
+    agent's score is a mean over the scored levels, so the test over agents carries their level-to-level noise too.
+    First, every agent's state must read more than its controls; with one agent per run there is no test over
+    agents, and the pattern is untested whichever way it leans."""
     test, rule = "the recall's intervals over test levels, early and late steps", verdicts.BOOTSTRAP
     if not probe_analysis.scored_levels(probes):
         return Finding(INCONCLUSIVE, "no test level is solved by every probed agent: no probe was scored", test, rule)
     view = probe_analysis.over_agents(probes)
-    found = probe_analysis.compare_pattern(view, deeper, shallower)
+    found = probe_analysis.compare_pattern(view, deeper, shallower, margin=margin)
     measured = (f"{probe_analysis.run_label(probes, deeper)} minus {probe_analysis.run_label(probes, shallower)} "
                 f"recall: {probe_analysis.gaps_words(found)}, "
                 f"{probe_analysis.scored_words(probes)}, {probe_analysis.agents_words(probes)}")
@@ -351,27 +353,37 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str) -> Finding:
                  "the shallower agent catches up" if found["catches_up"] else "the gap stays")
         return Finding(UNTESTED, f"{measured}; {leans}", f"{test}; one agent per depth: agents are not resampled",
                        verdicts.UNTESTED)
-    early = probe_analysis.agent_scores(probes, (deeper, shallower), probe_analysis.EARLY)
-    late = probe_analysis.agent_scores(probes, (deeper, shallower), probe_analysis.LATE)
+    early, late = (probe_analysis.agent_scores(probes, (deeper, shallower), window)
+                   for window in (probe_analysis.EARLY, probe_analysis.LATE))
     depths = [int(probes["depth"].sel(run=run)) for run in (deeper, shallower)]
+    deep, shallow = (f"L = {depth}" for depth in depths)
     (e0, e1), (l0, l1) = probe_analysis.EARLY, probe_analysis.LATE
-    found = combine({"leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}"),
-                     "catches up": _agents_test(early - late, depths, f"recall over steps {e0}-{e1} minus {l0}-{l1}")})
+    first = np.array([True, False])  # the first row's agents against the second's
+    found = combine({
+        "leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}", depth_rules.AgainstRival.of(
+            first), f"{deep} {'>' if _gap(early) >= 0 else '<'} {shallow} over agents", verdicts.AGENTS),
+        "catches up": _agents_test(late[::-1], depths[::-1], f"recall over steps {l0}-{l1}", depth_rules.AgainstRival.of(
+            first, margin), f"{shallow} {_within(_gap(late), margin)} below {deep} over agents",
+                                   verdicts.AGENTS_MARGIN)})
     return replace(found, measured=f"{measured}; {found.measured}")
 
 
-def _agents_test(scores: np.ndarray, depths: list[int], what: str) -> Finding:
-    """The deeper run's agents' scores (row 0 of `scores`, one column per agent) above the shallower run's (row 1):
-    a one-sided Welch t over agents against the rule's own null (depth_rules.AgainstRival of the deeper arm)."""
-    deep, shallow = (f"L = {depth}" for depth in depths)
+def _gap(scores: np.ndarray) -> float:
+    """The first row's mean score minus the second's (rows: runs, columns: agents)."""
     mean = np.nanmean(scores, axis=1)
-    measured = (f"{what} per agent: {deep} {_agent_values(scores[0])}, {shallow} {_agent_values(scores[1])} "
-                f"({mean[0] - mean[1]:+.3f})")
+    return float(mean[0] - mean[1])
+
+
+def _agents_test(scores: np.ndarray, depths: list[int], what: str, rule: depth_rules.AgainstRival, outcome: str,
+                 rule_text: str) -> Finding:
+    """`rule` on the probed agents' scores (one row per run, `depths` in its order; one column per agent): the first
+    row's agents against the second's, a one-sided Welch t over agents against the rule's own null."""
+    first, second = (f"L = {depth}" for depth in depths)
+    measured = (f"{what} per agent: {first} {_agent_values(scores[0])}, {second} {_agent_values(scores[1])} "
+                f"({_gap(scores):+.3f})")
     if np.isnan(scores).any():
         return Finding(INCONCLUSIVE, measured + "; an agent's scored episodes reach none of these steps")
-    return tested(depth_rules.AgainstRival.of(np.array([True, False])), {True: Arms.of_scores(scores, depths)},
-                  measured, f"{what}: {deep} {'>' if mean[0] >= mean[1] else '<'} {shallow} over agents",
-                  verdicts.AGENTS)
+    return tested(rule, {True: Arms.of_scores(scores, depths)}, measured, f"{what}: {outcome}", rule_text)
 
 
 def _agent_values(values: np.ndarray) -> str:
@@ -551,7 +563,8 @@ def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
     pair = config["sokoban"].get("probes", {}).get("compare")
     if "probes" not in data or not pair:
         return not_run("probes on two recurrent depths (sokoban.probes.compare)")
-    return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair))
+    return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair),
+                         verdicts.Margins.of(config).recall)
 
 
 def _aggregation(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:

@@ -22,6 +22,7 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
+from parallel_experts.analysis import verdicts
 from parallel_experts.core import definitions
 from parallel_experts.results import paper
 
@@ -159,11 +160,13 @@ def deeper_first(probes: xr.Dataset, runs) -> list[str]:
     return sorted(runs, key=lambda run: int(probes["depth"].sel(run=run)), reverse=True)
 
 
-def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> dict:
+def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto",
+                    margin: float = verdicts.RECALL_COMPARABLE) -> dict:
     """Fig. 4's pattern on a pair, from the recall and its 95 % bootstrap intervals over levels: whether both
     states beat their controls (`meaningful`), the deeper agent leads at first (its early lower bound above the
-    shallower one's upper bound; `shallower_leads` the reverse), and the shallower one catches up (its late gap
-    less than half the early gap); the gaps, and the control sentences (`controls`)."""
+    shallower one's upper bound; `shallower_leads` the reverse), and the shallower one catches up (late, the deeper
+    one leads by less than `margin` of recall: "both maintain similar recall"); the gaps, and the control sentences
+    (`controls`)."""
     checks = [beats_controls(probes, run, target) for run in (deeper, shallower)]
     early = {run: window_mean(probes, run, "state", EARLY, target) for run in (deeper, shallower)}
     late = {run: window_mean(probes, run, "state", LATE, target) for run in (deeper, shallower)}
@@ -174,7 +177,7 @@ def compare_pattern(probes: xr.Dataset, deeper: str, shallower: str, target: str
             "early_gap": early_gap, "late_gap": late_gap,
             "leads": early_gap > 0 and bound[deeper, "low"] > bound[shallower, "high"],
             "shallower_leads": early_gap < 0 and bound[shallower, "low"] > bound[deeper, "high"],
-            "catches_up": abs(late_gap) < abs(early_gap) / 2}
+            "catches_up": late_gap < margin}
 
 
 def gaps_words(found: Mapping) -> str:
@@ -184,12 +187,13 @@ def gaps_words(found: Mapping) -> str:
                      for gap, (first, last) in ((found["early_gap"], EARLY), (found["late_gap"], LATE)))
 
 
-def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto") -> list[str]:
+def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str = "agent_onto",
+                    margin: float = verdicts.RECALL_COMPARABLE) -> list[str]:
     """Fig. 4's verdict on a pair (compare_pattern) in words: controls first, the gaps, then the verdict."""
     if not scored_levels(probes):
         return ["this run cannot test the paper's pattern: no test level is solved by every probed agent, so no "
                 "probe was scored", PAPER_PATTERN]
-    found = compare_pattern(probes, deeper, shallower, target)
+    found = compare_pattern(probes, deeper, shallower, target, margin)
     lines = [*found["controls"], f"deeper minus shallower recall: {gaps_words(found)}, {scored_words(probes)}"]
     if not found["meaningful"]:
         verdict = ("cannot test the paper's pattern: the probes do not read more from the state than from the "
@@ -197,7 +201,8 @@ def compare_verdict(probes: xr.Dataset, deeper: str, shallower: str, target: str
     elif found["leads"] and found["catches_up"]:
         verdict = "shows the paper's pattern: the deeper agent leads at first and the shallower one catches up"
     elif found["leads"]:
-        verdict = "shows half the paper's pattern: the deeper agent leads at first, but the gap does not close"
+        verdict = (f"shows half the paper's pattern: the deeper agent leads at first, but its late lead stays at "
+                   f"{margin} of recall or more")
     else:
         verdict = "does not show the paper's pattern: the deeper agent does not lead at first"
     if found["meaningful"] and agents(probes) > 1:  # the curves are means over agents: the claims page tests them

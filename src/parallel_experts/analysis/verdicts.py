@@ -29,6 +29,7 @@ NOISE = 2  # standard errors of a difference
 NOISE_TEXT = "two standard errors"  # NOISE in words
 COMPARABLE = paper.KV_SHARING_COST  # the default margin of "comparable" in FineWeb, nats (claims.margins.lm)
 SOKOBAN_COMPARABLE = 0.2  # the default margin of "competitive" in Sokoban, final-five return (claims.margins.sokoban)
+RECALL_COMPARABLE = 0.05  # the default margin of "catches up" in Fig. 4, probe recall (claims.margins.recall)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Margins:
 
     sokoban: float = SOKOBAN_COMPARABLE
     lm: float = COMPARABLE
+    recall: float = RECALL_COMPARABLE
 
     @classmethod
     def of(cls, config: Mapping) -> Margins:
@@ -54,9 +56,12 @@ MARGIN = f"non-inferiority over seeds: Welch t with the margin added, {_OWN_NULL
 MAX_OVER_GROUPS = f"the strongest Welch t over the (L, d) groups, {_OWN_NULL} (a max-statistic over groups)"
 ROUNDS = (f"paired t over rounds of the log time ratio to the Transformer, the rows in a new random order each round, "
           f"{_OWN_NULL}")
+_OVER_AGENTS = ("each agent's score a mean over the test levels every probed agent solves, so that the test resamples "
+                "agents and carries each agent's level-to-level noise")
 AGENTS = (f"one-sided Welch t over probed agents (one per training seed) of the deeper run against the shallower run, "
-          f"each agent's score a mean over the test levels every probed agent solves, so that the test resamples "
-          f"agents and carries each agent's level-to-level noise; {_OWN_NULL}")
+          f"{_OVER_AGENTS}; {_OWN_NULL}")
+AGENTS_MARGIN = (f"non-inferiority over probed agents (one per training seed): Welch t of the shallower run, the margin "
+                 f"added, against the deeper run, {_OVER_AGENTS}; {_OWN_NULL} at the margin")
 UNTESTED = "no test at this design"
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from parallel_experts import study
-from parallel_experts.analysis import findings, scored_seeds
+from parallel_experts.analysis import calibration, findings, scored_seeds
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
@@ -160,8 +160,11 @@ def rules(margins: verdicts.Margins) -> str:
             "whose chance exceeds alpha there, or that has no test (one seed, one probed agent per depth, one timing "
             "round), says untested, whichever way the measurement leans. Where the paper says comparable or "
             f"competitive, the test is non-inferiority within a margin ({margins.lm} nats in FineWeb, "
-            f"{margins.sokoban} of return in Sokoban: the config's claims.margins), and its no-effect chance is taken "
-            "at that margin. A claim with "
+            f"{margins.sokoban} of return in Sokoban, {margins.recall} of recall where a shallower agent catches up: "
+            "the config's claims.margins), and its no-effect chance is taken at that margin. Where a rule sets one "
+            "family's best against the other's, its null also depends on the ratio of the families' seed-to-seed "
+            f"spreads: its p-value is the largest over a {1 - calibration.GAMMA:.1%} confidence interval of that ratio, "
+            f"plus {calibration.GAMMA} (Berger and Boos), which holds alpha whatever the ratio. A claim with "
             "parts (budgets, domains, families, contexts) is supported where every part that ran is (each at alpha), "
             "and contradicted where a tested part is at alpha over the number of tested parts (Bonferroni); the parts "
             "that decided are named. A part that did not run is listed and does not count. Sokoban agents that solve no"
