@@ -71,13 +71,15 @@ def ratio_steps(families: Mapping[bool, Arms]) -> tuple[np.ndarray, np.ndarray]:
     variance (no test)."""
     recurrent, nonrecurrent = families[True], families[False]
     df = (_df(nonrecurrent).sum(), _df(recurrent).sum())
+    shape = np.shape(recurrent.mean)[:-1]
+    if not min(df):
+        return np.zeros(shape, int), np.zeros(shape, int)
+    in_steps = 2 * np.log(RATIO_STEP)  # a variance ratio's log over this is its SD ratio's in grid steps
     with np.errstate(divide="ignore", invalid="ignore"):
-        observed = np.log(pooled_sd(nonrecurrent) ** 2 / pooled_sd(recurrent) ** 2)
-        bounds = [observed - np.log(stats.f.ppf(q, *df)) if min(df) else np.nan for q in (1 - GAMMA / 2, GAMMA / 2)]
-    steps = [rounding(np.nan_to_num(bound / (2 * np.log(RATIO_STEP)), nan=0.0, posinf=RATIO_STEPS,
-                                    neginf=-RATIO_STEPS))
-             for bound, rounding in zip(bounds, (np.floor, np.ceil))]
-    return tuple(np.clip(k, -RATIO_STEPS, RATIO_STEPS).astype(int) for k in steps)
+        observed = np.log(pooled_sd(nonrecurrent) ** 2 / pooled_sd(recurrent) ** 2) / in_steps
+    low = np.floor(observed - np.log(stats.f.ppf(1 - GAMMA / 2, *df)) / in_steps)
+    high = np.ceil(observed - np.log(stats.f.ppf(GAMMA / 2, *df)) / in_steps)
+    return tuple(np.clip(np.nan_to_num(k, nan=0.0), -RATIO_STEPS, RATIO_STEPS).astype(int) for k in (low, high))
 
 
 def design(families: Mapping[bool, Arms]) -> Design:

@@ -359,11 +359,14 @@ def plans_earlier(probes: xr.Dataset, deeper: str, shallower: str, margin: float
     deep, shallow = (f"L = {depth}" for depth in depths)
     (e0, e1), (l0, l1) = probe_analysis.EARLY, probe_analysis.LATE
     first = np.array([True, False])  # the first row's agents against the second's
+    leads = depth_rules.AgainstRival.of(first)
+    caught_up = depth_rules.AgainstRival.of(first, margin)  # the shallower run's agents first
     found = combine({
-        "leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}", depth_rules.AgainstRival.of(
-            first), f"{deep} {'>' if _gap(early) >= 0 else '<'} {shallow} over agents", verdicts.AGENTS),
-        "catches up": _agents_test(late[::-1], depths[::-1], f"recall over steps {l0}-{l1}", depth_rules.AgainstRival.of(
-            first, margin), f"{shallow} {_within(_gap(late), margin)} below {deep} over agents",
+        "leads at first": _agents_test(early, depths, f"recall over steps {e0}-{e1}", leads,
+                                       f"{deep} {'>' if _gap(early) >= 0 else '<'} {shallow} over agents",
+                                       verdicts.AGENTS),
+        "catches up": _agents_test(late[::-1], depths[::-1], f"recall over steps {l0}-{l1}", caught_up,
+                                   f"{shallow} {_within(_gap(late), margin)} below {deep} over agents",
                                    verdicts.AGENTS_MARGIN)})
     return replace(found, measured=f"{measured}; {found.measured}")
 

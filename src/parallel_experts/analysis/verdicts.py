@@ -60,8 +60,8 @@ _OVER_AGENTS = ("each agent's score a mean over the test levels every probed age
                 "agents and carries each agent's level-to-level noise")
 AGENTS = (f"one-sided Welch t over probed agents (one per training seed) of the deeper run against the shallower run, "
           f"{_OVER_AGENTS}; {_OWN_NULL}")
-AGENTS_MARGIN = (f"non-inferiority over probed agents (one per training seed): Welch t of the shallower run, the margin "
-                 f"added, against the deeper run, {_OVER_AGENTS}; {_OWN_NULL} at the margin")
+AGENTS_MARGIN = (f"non-inferiority over probed agents (one per training seed): Welch t of the shallower run, the "
+                 f"margin added, against the deeper run, {_OVER_AGENTS}; {_OWN_NULL} at the margin")
 UNTESTED = "no test at this design"
 
 
