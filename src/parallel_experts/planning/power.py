@@ -53,9 +53,10 @@ ABLATIONS = {"radius": ("full_communication", "full", False, verdicts.PICKS),
 _TIMING = ("not a question of seeds: a timing benchmark tested over its rounds (lm.latency.rounds, "
            "lm.throughput.rounds; the plan prices rule bench)")
 NOT_MODELLED = {
-    "plans_earlier": "not modelled: a Welch t over probed agents (sokoban.probes.seeds) of their early recall, whose "
-                     "agent-to-agent spread nobody has published (the paper probes one agent per depth); more probed "
-                     "agents, and more test levels that all of them solve, decide it",
+    "plans_earlier": "not modelled: Welch t tests over probed agents (sokoban.probes.seeds) of their early recall and, "
+                     "within claims.margins.recall, their late recall, whose agent-to-agent spread nobody has "
+                     "published (the paper probes one agent per depth); more probed agents, and more test levels that "
+                     "all of them solve, decide it",
     "decode_faster": _TIMING,
     "training_slower": _TIMING,
 }
