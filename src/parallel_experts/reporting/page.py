@@ -14,7 +14,7 @@ from pandas.io.formats.style import Styler
 
 from parallel_experts.analysis import lm_losses
 from parallel_experts.config import files
-from parallel_experts.reporting import markup
+from parallel_experts.reporting import figure_check, markup
 from parallel_experts.results import snapshot
 
 # The allocation report's section titles, one per domain.
@@ -27,6 +27,7 @@ def begin(scale: str, description: str, config_path: str | None = None, precisio
     `config_path` (the workflow's snapshot, results/config.json), if given."""
     pd.set_option("display.precision", precision)
     plt.rcParams["text.parse_math"] = False  # a `$` in a name from a config or results file is text, not mathtext
+    figure_check.watch()
     display(Markdown(markup.scale_banner(scale, description)))
     if not config_path:
         return None

@@ -27,7 +27,7 @@ from papermill.exceptions import PapermillExecutionError
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic, records
-from parallel_experts.reporting import jobs, markup
+from parallel_experts.reporting import figure_check, jobs, markup
 from parallel_experts.targets import catalogue
 
 SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
@@ -54,9 +54,9 @@ def render(
     for path in (html_path, executed_path, meta_path):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # Executed into a temporary file: a notebook that fails leaves the last good executed copy as it was.
-    with atomic.atomic_path(executed_path) as executing:
+    with atomic.atomic_path(executed_path) as executing, tempfile.TemporaryDirectory() as checks:
         try:
-            with kernel_log():
+            with kernel_log(), figure_checks(Path(checks) / "figures.jsonl") as figures:
                 # papermill formats both paths with the parameters: braces in a folder's name are literal
                 papermill.execute_notebook(
                     _literal(notebook), _literal(executing), parameters=dict(parameters), kernel_name="python3",
@@ -66,13 +66,32 @@ def render(
             raise PipelineError(f"{notebook}: raised {error.ename}: {reason(Exception(error.evalue))} (cell "
                                 f"[{error.exec_count}] of the executed notebook, its parameters first)") from None
         executed = safe_outputs(nbformat.read(executing, as_version=4))
+        figure_defects = figure_check.read(figures)
+    for found in figure_defects:  # the page is written all the same: the defects are the reader's to see, and ours
+        print(f"{html_path}: figure {found['figure']} {found['title']!r}: {'; '.join(found['defects'])}",
+              file=sys.stderr)
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(executed)
     atomic.write_text(html_path, offline(body))
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
-            "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **provenance}
+            "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "figure_defects": figure_defects,
+            **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
+
+
+@contextlib.contextmanager
+def figure_checks(path: Path) -> Iterator[Path]:
+    """The page's kernel checks each figure it shows (figure_check.watch) and writes what it finds to `path`."""
+    before = os.environ.get(figure_check.ENV)
+    os.environ[figure_check.ENV] = str(path)
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop(figure_check.ENV)
+        else:
+            os.environ[figure_check.ENV] = before
 
 
 def _literal(path: str | Path) -> str:
