@@ -131,6 +131,7 @@ def watch() -> None:
     shell = get_ipython()
     if not path or shell is None:
         return
+    plt.close(plt.figure())  # the inline backend registers its printer of figures with the first figure made
     formatter = shell.display_formatter.formatters["image/png"]
     try:
         shown = formatter.lookup_by_type(plt.Figure)
