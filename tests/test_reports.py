@@ -53,3 +53,30 @@ def test_render_executes_with_parameters_and_hides_code(tmp_path):
     assert "missing: reports/claims.html was not rendered" in index  # in the catalogue, not rendered
     assert "missing: it needs a ConvLSTM sweep at a budget named medium in the config" in index  # Fig. 16
     assert index.index("The paper&#x27;s claims") < index.index("Sec. 4, App. J") < index.index("Fig. 16")
+
+
+def test_every_figure_a_page_shows_is_checked_and_its_defects_reach_the_sidecar_and_the_log(tmp_path, capsys):
+    """page.begin watches the figures (reporting.figure_check): a log axis with matplotlib's own labels and no axis
+    labels is found, the sound figure after it is not, and the page is written all the same."""
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Two figures"),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\n"
+            "from IPython.display import display\n"
+            "from parallel_experts.reporting import page\n"
+            "page.begin('test', 'a page')\n"
+            "fig, ax = plt.subplots(); ax.plot([1, 100], [1, 2]); ax.set_xscale('log'); fig.suptitle('raw')\n"
+            "display(fig)\n"
+            "fig, ax = plt.subplots(); ax.plot([1, 2], [1, 2]); ax.set(xlabel='depth L', ylabel='return')\n"
+            "display(fig); plt.close('all')"),
+    ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(notebook, tmp_path / "figures.ipynb")
+    out = tmp_path / "out"
+    reports.render(tmp_path / "figures.ipynb", out / "figures.html", out / "figures.executed.ipynb",
+                   out / "figures.json", parameters={}, provenance={})
+    found = json.loads((out / "figures.json").read_text())["figure_defects"]
+    assert [(figure["figure"], figure["title"]) for figure in found] == [(1, "raw")]
+    assert "markup shown as text: '$\\\\mathdefault{10^{0}}$'" in found[0]["defects"]
+    assert {"x axis without a label: 'an axes'", "y axis without a label: 'an axes'"} <= set(found[0]["defects"])
+    assert f"{out / 'figures.html'}: figure 1 'raw': markup shown as text" in capsys.readouterr().err
+    assert (out / "figures.html").exists()
