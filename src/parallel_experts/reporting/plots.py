@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib import ticker
@@ -53,14 +54,21 @@ def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | N
     return fig
 
 
-def _sweep_closed(fig, ax, palette, widths, ylabel: str, title: str, notes=()) -> plt.Figure:
+def _marker_area(experts):
+    """A sweep point's area in points², growing with its experts E (capped at 40, where the paper's grids end)."""
+    return 25 + 4 * np.minimum(experts, 40)
+
+
+def _sweep_closed(fig, ax, palette, widths, experts, ylabel: str, title: str) -> plt.Figure:
     """A sweep figure finished: the axes' labels, and a legend beside the plot of the families' lines, a marker per
-    width (`palette`'s colour) and `notes` (legend lines without a marker), then the title."""
+    width (`palette`'s colour) and a size key of `experts` (the smallest, middle and largest E), then the title."""
     ax.set_xlabel("within-step depth L")
     ax.set_ylabel(ylabel)
     handles, _ = ax.get_legend_handles_labels()
     handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
-    handles += [plt.Line2D([], [], ls="", label=note) for note in notes]
+    sizes = sorted(set(experts))
+    handles += [plt.Line2D([], [], marker="o", ls="", color="0.6", markersize=np.sqrt(_marker_area(e)), label=f"E={e}")
+                for e in dict.fromkeys([sizes[0], sizes[len(sizes) // 2], sizes[-1]])]
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
@@ -78,7 +86,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
     for recurrent, rows in scores.groupby("recurrent"):
         x = rows["depth"] * (1 + offsets[recurrent])
         ax.errorbar(x, rows["mean"], yerr=rows["stderr"].fillna(0), fmt="none", ecolor="0.6", lw=0.8, zorder=1)
-        ax.scatter(x, rows["mean"], s=25 + 4 * rows["experts"].clip(upper=40), zorder=2,
+        ax.scatter(x, rows["mean"], s=_marker_area(rows["experts"]), zorder=2,
                    c=[palette[w] if recurrent else "white" for w in rows["width"]],
                    edgecolors=[palette[w] for w in rows["width"]], linewidths=1.5,
                    marker="o" if recurrent else "s")
@@ -94,7 +102,7 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
     depths = sorted(set(scores["depth"]) | (set(paper["depth"]) if paper is not None else set()))
     log_axis(ax, base=2)
     ax.set_xticks(depths, [str(d) for d in depths])
-    return _sweep_closed(fig, ax, palette, widths, "mean return (final five logs)", title)
+    return _sweep_closed(fig, ax, palette, widths, scores["experts"], "mean return (final five logs)", title)
 
 
 def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
@@ -184,7 +192,7 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
         if rows["stderr"].notna().any():
             ax.errorbar(x, rows["validation_loss"], yerr=rows["stderr"].fillna(0), fmt="none", ecolor="0.6", lw=0.8,
                         zorder=1)
-        ax.scatter(x, rows["validation_loss"], s=25 + 4 * rows["experts"].clip(upper=40), zorder=2,
+        ax.scatter(x, rows["validation_loss"], s=_marker_area(rows["experts"]), zorder=2,
                    c=[palette[w] if family == "recurrent" else "white" for w in rows["width"]],
                    edgecolors=[palette[w] for w in rows["width"]], linewidths=1.5,
                    marker=FAMILY_STYLE[family]["marker"])
@@ -199,8 +207,8 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
     _paper_losses(ax, paper)
     paper_depths = [] if paper is None else [*paper["depth"].dropna(), *paper["max_depth"].dropna()]
     _depth_axis(ax, [*runs["depth"], *paper_depths])
-    return _sweep_closed(fig, ax, palette, widths, "validation loss (nats/token, lower is better)", title,
-                         notes=["marker area grows\nwith experts E"])
+    return _sweep_closed(fig, ax, palette, widths, runs["experts"], "validation loss (nats/token, lower is better)",
+                         title)
 
 
 def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
@@ -466,6 +474,7 @@ def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title
         ax.axhline(row["solve rate"], color=color, ls=ls, lw=1,
                    label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
     ax.set_xticks(list(x), labels, fontsize="small")
+    ax.set_xlabel("budget and family of the best agent")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("solve rate on the test levels")
     levels = prior["levels"].iloc[0] if len(prior) else ""

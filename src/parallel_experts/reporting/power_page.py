@@ -46,7 +46,7 @@ def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
         ax.set(xlabel="seeds per allocation", title=f"{DOMAINS[where[0]]}, {name}", ylim=(0, 1.02))
         ax.set_xticks(SEED_TICKS, [str(n) for n in SEED_TICKS])
         ax.minorticks_off()
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=8)
     for ax in axes.flat[len(settings):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
