@@ -29,7 +29,7 @@ ENV = "PARALLEL_EXPERTS_FIGURE_DEFECTS"  # a file that each figure a page shows 
 # subscript in a drawn string is markup shown as text ($\mathdefault{10^{1}}$ from a log axis's default labels).
 MARKUP = re.compile(r"\\[A-Za-z]+|[\^_]\{")
 SMALLEST_LEGEND_POINTS = 8.0
-OVERLAP_PIXELS = 2.0  # two texts whose drawn boxes share more than this in both directions overlap
+OVERLAP_PIXELS = 0.5  # two texts whose drawn boxes share more than this in both directions overlap
 _NO_LINE = {"None", "none", "", " "}
 
 

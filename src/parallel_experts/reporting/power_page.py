@@ -26,7 +26,7 @@ def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
     settings = list(dict.fromkeys((entry["domain"], entry["setting"]) for entry in analysis["tests"]))
     rows = -(-len(settings) // columns)
     fig, axes = plt.subplots(rows, min(columns, len(settings)), figsize=(5 * min(columns, len(settings)), 4 * rows),
-                             sharey=True, squeeze=False)
+                             sharey=True, squeeze=False, layout="constrained")  # room for the figure's title too
     for ax, where in zip(axes.flat, settings):
         entries = [e for e in analysis["tests"] if (e["domain"], e["setting"]) == where]
         name = min((e["part"] for e in entries), key=len)  # the setting in words: "small budget, W = 128"
@@ -52,7 +52,6 @@ def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
     for ax in axes[:, 0]:
         ax.set_ylabel("power (± 2 Monte Carlo SE)")
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
