@@ -16,6 +16,10 @@ from parallel_experts.core import definitions
 from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
 
 
+# Counts on an axis in SI prefixes (160k, 1.3G): six-digit step counts ran into each other as tick labels.
+COUNT = ticker.EngFormatter(sep="")
+
+
 def log_axis(ax: plt.Axes, base: int = 10) -> None:
     """A log x axis labelled in plain numbers: pages read no mathtext (page.begin), and matplotlib's default log
     labels are mathtext ($\\mathdefault{10^{1}}$ shown as typed)."""
@@ -116,6 +120,7 @@ def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
                      legend=ax is axes[0][-1], lw=1)
         ax.set_title(definitions.family(recurrent))
         ax.set_xlabel("environment steps")
+        ax.xaxis.set_major_formatter(COUNT)
     axes[0][0].set_ylabel("episodic return")
     if axes[0][-1].get_legend():
         sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
@@ -225,6 +230,7 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
                      errorbar="se", legend=ax is axes[0][-1], lw=1)  # the mean over seeds, ± one standard error
         ax.set_title(family)
         ax.set_xlabel("training tokens")
+        ax.xaxis.set_major_formatter(COUNT)
     axes[0][0].set_ylabel("training cross-entropy (nats/token)")
     if axes[0][-1].get_legend():
         sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small",
