@@ -16,8 +16,10 @@ from parallel_experts.core import definitions
 from parallel_experts.sokoban.levels import AGENT, BOX, FIXED, MOVES, TARGET, VARIABLE, WALL
 
 
-# Counts on an axis in SI prefixes (160k, 1.3G): six-digit step counts ran into each other as tick labels.
-COUNT = ticker.EngFormatter(sep="")
+def count_axis(axis) -> None:
+    """Counts on an axis in SI prefixes (160k, 1.3G): six-digit step counts ran into each other as tick labels. A
+    formatter of its own per axis: matplotlib ties a formatter to one axis."""
+    axis.set_major_formatter(ticker.EngFormatter(sep=""))
 
 
 def log_axis(ax: plt.Axes, base: int = 10) -> None:
@@ -120,7 +122,7 @@ def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
                      legend=ax is axes[0][-1], lw=1)
         ax.set_title(definitions.family(recurrent))
         ax.set_xlabel("environment steps")
-        ax.xaxis.set_major_formatter(COUNT)
+        count_axis(ax.xaxis)
     axes[0][0].set_ylabel("episodic return")
     if axes[0][-1].get_legend():
         sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
@@ -230,7 +232,7 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
                      errorbar="se", legend=ax is axes[0][-1], lw=1)  # the mean over seeds, ± one standard error
         ax.set_title(family)
         ax.set_xlabel("training tokens")
-        ax.xaxis.set_major_formatter(COUNT)
+        count_axis(ax.xaxis)
     axes[0][0].set_ylabel("training cross-entropy (nats/token)")
     if axes[0][-1].get_legend():
         sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small",
