@@ -75,8 +75,8 @@ def render(
     body, _ = exporter.from_notebook_node(executed)
     atomic.write_text(html_path, offline(body))
     meta = {"notebook": str(notebook), "html": str(html_path), "title": title_of(executed),
-            "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "figure_defects": figure_defects,
-            **provenance}
+            "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "figure_defects": figure_defects, **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
 
 
