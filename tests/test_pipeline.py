@@ -91,6 +91,13 @@ def with_markup(workdir):
     return workdir / "markup.yaml"
 
 
+def check_figures(workdir):
+    """Every figure every page showed passed the figure check (reporting.figure_check), as its sidecar says."""
+    sidecars = {path.name: json.loads(path.read_text()) for path in (workdir / "results/reports").glob("*.json")}
+    assert len(sidecars) >= 16 and all("figure_defects" in meta for meta in sidecars.values())
+    assert {name: meta["figure_defects"] for name, meta in sidecars.items() if meta["figure_defects"]} == {}
+
+
 def check_no_markup_from_config_strings(workdir):
     """Every page shows the markup of the config's strings as typed, none runs it."""
     config = json.loads((workdir / "markup.json").read_text())
@@ -120,6 +127,7 @@ def test_smoke_dag_runs_locally_and_is_idempotent(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     check_outputs(tmp_path, config)
     check_no_markup_from_config_strings(tmp_path)
+    check_figures(tmp_path)
     logs = list((tmp_path / "results/logs").rglob("*.log"))
     assert len(logs) == sum(jobs.values()) - jobs["all"], jobs  # every job that runs a command has a log
     benchmarks = list((tmp_path / "results/benchmarks").rglob("*.tsv"))
