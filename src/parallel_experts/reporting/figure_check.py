@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
+from IPython import get_ipython
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -125,10 +126,7 @@ def _visible_mark(handle) -> bool:
 def watch() -> None:
     """In a report notebook's kernel, where ENV names a file: check each figure as the page shows it, and append
     its defects there (one JSON object per figure: its number on the page and its defects)."""
-    path = os.environ.get(ENV)
-    from IPython import get_ipython  # only a kernel has a shell to watch
-
-    shell = get_ipython()
+    path, shell = os.environ.get(ENV), get_ipython()  # a shell only in a kernel
     if not path or shell is None:
         return
     plt.close(plt.figure())  # the inline backend registers its printer of figures with the first figure made
