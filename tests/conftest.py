@@ -42,6 +42,7 @@ LONG = {
     "test_lm_train.py::test_data_parallel_on_two_host_devices_matches_one_device": 28,
     "test_power.py::test_power_runs_on_the_smoke_config_and_a_rerun_reads_its_cache": 27,
     "test_lm_systems.py::test_table6_splits_each_update_over_the_bench_devices": 21,
+    "test_lm_commits.py::test_two_commits_are_timed_side_by_side": 21,
     # 22 s alone; 108 s when it ran last, beside the SLURM test
     "test_compile_cache.py::test_a_second_process_loads_every_training_program_from_the_cache": 22,
 }
