@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from unittest import mock
 
 import nbformat
 import papermill
@@ -56,7 +57,8 @@ def render(
     # Executed into a temporary file: a notebook that fails leaves the last good executed copy as it was.
     with atomic.atomic_path(executed_path) as executing, tempfile.TemporaryDirectory() as checks:
         try:
-            with kernel_log(), figure_checks(Path(checks) / "figures.jsonl") as figures:
+            figures = Path(checks) / "figures.jsonl"  # where the kernel's figure check writes (figure_check.watch)
+            with kernel_log(), mock.patch.dict(os.environ, {figure_check.ENV: str(figures)}):
                 # papermill formats both paths with the parameters: braces in a folder's name are literal
                 papermill.execute_notebook(
                     _literal(notebook), _literal(executing), parameters=dict(parameters), kernel_name="python3",
@@ -78,20 +80,6 @@ def render(
             "rendered": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "figure_defects": figure_defects, **provenance}
     atomic.write_text(meta_path, json.dumps(meta, indent=2))
-
-
-@contextlib.contextmanager
-def figure_checks(path: Path) -> Iterator[Path]:
-    """The page's kernel checks each figure it shows (figure_check.watch) and writes what it finds to `path`."""
-    before = os.environ.get(figure_check.ENV)
-    os.environ[figure_check.ENV] = str(path)
-    try:
-        yield path
-    finally:
-        if before is None:
-            os.environ.pop(figure_check.ENV)
-        else:
-            os.environ[figure_check.ENV] = before
 
 
 def _literal(path: str | Path) -> str:
