@@ -78,3 +78,62 @@ def test_legend_entries_without_a_mark_named_twice_or_too_small():
     assert "legend entry named twice: 'recurrent'" in found
     assert "legend entry with no visible mark: 'a note'" in found
     assert "legend text under 8 points (6.0): 'non-recurrent'" in found
+
+
+def test_neighbouring_tick_labels_that_touch_run_together():
+    """The LM grid's depth ticks 13 and 16 read as "1316" on the allocations page (issue 43)."""
+    fig, ax = plt.subplots(figsize=(3.4, 3))
+    depths = [1, 2, 4, 7, 8, 13, 16, 32]
+    ax.scatter(depths, [1] * len(depths))
+    plots.log_axis(ax, base=2)
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.set(xlabel="depth L", ylabel="work")
+    found = defects(fig)
+    assert "tick labels run together: '7' and '8'" in found, found
+    ax.set_xticks([1, 2, 4, 8, 16, 32], ["1", "2", "4", "8", "16", "32"])
+    assert defects(fig) == []
+
+
+def test_a_legend_entry_for_a_family_with_no_data_or_a_style_not_drawn():
+    """The expert-count figure keyed "non-recurrent" (open squares, dotted) with only recurrent families drawn, and
+    "best per depth" was drawn dashed and keyed solid (issue 43)."""
+    fig, ax = sound()
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, plt.Line2D([], [], marker="s", ls=":", color="0.3", label="absent family")])
+    assert defects(fig) == ["legend entry keys a marker no plot draws ('s'): 'absent family'",
+                            "legend entry keys a line style no plot draws (':'): 'absent family'"], defects(fig)
+    ax.scatter([1, 2], [1, 2], marker="s")  # a scatter's square backs the marker, not the dotted line
+    assert defects(fig) == ["legend entry keys a line style no plot draws (':'): 'absent family'"]
+
+
+def test_bands_and_error_bars_need_a_name_and_a_keyed_error_bar_needs_a_length():
+    fig, ax = sound()
+    ax.fill_between([1, 2, 3], [1, 0, 1], [3, 2, 2], alpha=0.2)
+    assert defects(fig) == ["a shaded band that no legend entry names: 'a sound figure'"]
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, plt.Rectangle((0, 0), 1, 1, alpha=0.2, label="± 1 s.e. over seeds")])
+    assert defects(fig) == []
+
+    fig, ax = sound()
+    ax.errorbar([1, 2, 3], [2, 2, 2], yerr=[0.1, 0.2, 0.1], fmt="none")
+    assert defects(fig) == ["error bars that no legend entry or axis label (±) names: 'a sound figure'"]
+    ax.set_ylabel("return (mean ± 1 s.e.)")
+    assert defects(fig) == []
+
+    fig, ax = sound()  # one seed: no standard error, yet the legend shows the error-bar glyph
+    ax.errorbar([1, 2], [1, 2], yerr=[0, 0], marker="o", label="ours")
+    ax.legend()
+    assert defects(fig) == ["error bars keyed in a legend where none is drawn (no bar has a length)"]
+
+
+def test_a_panel_of_flat_lines_needs_words():
+    """All-zero probe recalls lay flat on the axis with no word in the plot (issue 43)."""
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([0, 1, 2], [0, 0, 0], label="final state")
+    ax.plot([0, 1, 2], [0, 0, 0], ls="--", label="control")
+    ax.axhline(1, color="0.5")  # a reference line is not data
+    ax.set(xlabel="step", ylabel="recall", title="C_A")
+    ax.legend()
+    assert defects(fig) == ["every line flat at 0 and no word in the panel: 'C_A'"]
+    ax.text(1, 0.5, "recall 0 at every step: no probe reads a plan", ha="center")
+    assert defects(fig) == []

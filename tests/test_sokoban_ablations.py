@@ -16,6 +16,7 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import definitions
 from parallel_experts.reporting import plots
+from parallel_experts.reporting.figure_check import defects
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.settings import AgentConfig
 from parallel_experts.targets import catalogue, items
@@ -265,14 +266,18 @@ def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():
     table = rows("radius", {0: 13.1, 1: 13.4, 3: 13.9}, stderr=0.03)
     fig = plots.radius_ablation(table, 13.866, "test")
     ax = fig.axes[0]
-    line = ax.lines[0]
-    np.testing.assert_allclose(np.asarray(line.get_xdata(), float), [0, 1, 3])
-    np.testing.assert_allclose(np.asarray(line.get_ydata(), float), [13.1, 13.4, 13.9])
+    [line] = [line for line in ax.lines if line.get_linestyle() != "None"]  # not the caps: 0-1 joined, not 1-3
+    np.testing.assert_allclose(np.asarray(line.get_xdata(), float), [0, 1])
+    np.testing.assert_allclose(np.asarray(line.get_ydata(), float), [13.1, 13.4])
     [errors] = [c for c in ax.collections if hasattr(c, "get_segments") and len(c.get_segments())]
     np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in errors.get_segments()], 2 * table["stderr"])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "full\n(r=3)"]
-    paper = [c for c in ax.collections if not hasattr(c, "get_segments")]
-    np.testing.assert_allclose(paper[0].get_offsets(), [[3, 13.866]])
+    ours, paper = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    np.testing.assert_allclose(ours.get_offsets(), [[0, 13.1], [1, 13.4], [3, 13.9]])
+    np.testing.assert_allclose(paper.get_offsets(), [[3, 13.866]])
+    assert defects(fig) == []
+    fig = plots.radius_ablation(table.assign(stderr=np.nan, seeds=1), None, "one seed")
+    assert not fig.axes[0].containers and defects(fig) == []  # no error bars, and none keyed
     matplotlib.pyplot.close("all")
 
 

@@ -340,6 +340,16 @@ def reference_losses() -> pd.DataFrame:
     return table
 
 
+def corpus_name(config: Mapping) -> str:
+    """What a figure calls the language model's corpus: FineWeb only where the config reads FineWeb."""
+    corpus = config["lm"]["corpus"]
+    if "pretokenized" in corpus or ("hf" in corpus and "fineweb" in corpus["hf"]["name"].lower()):
+        return "FineWeb"
+    if "hf" in corpus:
+        return corpus["hf"]["name"]
+    return "demo corpus" if "demo" in corpus else "local text"
+
+
 def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
     """What this sweep reduced or changed relative to the paper's FineWeb runs (empty at paper scale)."""
     lm = config["lm"]

@@ -129,7 +129,14 @@ def recall_curves(probes: xr.Dataset, target: str = "agent_onto", steps: int = 3
     table["depth"] = table["run"].map(lambda run: int(probes["depth"].sel(run=run)))
     table["recurrent"] = table["run"].map(lambda run: bool(probes["recurrent"].sel(run=run)))
     running = ds["episodes"].to_dataframe().reset_index()[["run", "step", "episodes"]]
-    return table.merge(running, on=["run", "step"])
+    table = table.merge(running, on=["run", "step"])
+    last = table.loc[table["episodes"] > 0, "step"].max()  # past it no scored episode runs: nothing to read
+    return table[table["step"] <= (last + 1 if pd.notna(last) else 0)]
+
+
+def band_words(probes: xr.Dataset) -> str:
+    """What the band around a page's recall curve spans (`over_agents`)."""
+    return "95 % interval over levels" if agents(probes) == 1 else "lowest to highest agent"
 
 
 def window_mean(probes: xr.Dataset, run: str, representation: str, window: tuple[int, int],

@@ -314,11 +314,16 @@ def describe_levels(source: Mapping) -> str:
     return f"{g['count']} generated {g['room_size']}×{g['room_size']} rooms with {g['boxes']} box{'es' * (g['boxes'] > 1)}"
 
 
+def same_levels_as_prior_work(config: Mapping) -> bool:
+    """Whether the config tests on the levels of the published solve rates (Boxoban unfiltered/test)."""
+    return config["sokoban"]["levels"]["test"].get("boxoban") == others.LEVELS["boxoban"]
+
+
 def prior_work_comparison(config: Mapping) -> str:
     """Whether the config's solve rates compare like for like with the published ones: the same test levels, and
     which published rows were trained for as many environment steps as this config."""
     test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
-    if test.get("boxoban") != others.LEVELS["boxoban"]:
+    if not same_levels_as_prior_work(config):
         return (f"Not like for like: the published solve rates are on {describe_levels(others.LEVELS)}, this "
                 f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
     matched = [f"{row.agent} at {steps_text(row.env_steps)}" for row in others.SOKOBAN_SOLVE_RATES

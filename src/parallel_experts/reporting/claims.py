@@ -3,14 +3,16 @@ that analysis.findings decides from this reproduction's results.
 
 A `Claim` holds the paper's statement and number with its section and the reports that show our evidence; the
 rule that decides it is analysis.findings' decision of the same name. The page is one table, a tally of the
-verdicts and the rules in words, each report linked.
+verdicts and the rules in words, a chart of the verdicts at a glance, each report linked.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import pandas as pd
 from pandas.io.formats.style import Styler
 
@@ -174,6 +176,42 @@ def rules(margins: verdicts.Margins) -> str:
 def summary(table: pd.DataFrame, config: Mapping) -> str:
     """The page's first line, in Markdown: the tally of verdicts, then the rules that decided them."""
     return f"**{tally(table)}.** {rules(verdicts.Margins.of(config))}"
+
+
+VERDICT_COLOURS = {findings.SUPPORTED: "tab:green", findings.CONTRADICTED: "tab:red",
+                   findings.INCONCLUSIVE: "0.45", findings.UNTESTED: "white", findings.NOT_RUN: "white"}
+
+
+def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
+    """The claims table as a chart: each claim's verdict in its column (open marks: no test decided it), and beside
+    it, for a verdict a test gave, its chance with no effect at this design against alpha."""
+    names = [f"{section}: {textwrap.shorten(claim, 52, placeholder='…')}"
+             for claim, section in zip(table["claim"], table["section"])]
+    y = range(len(table))
+    fig, (ax, chance) = plt.subplots(1, 2, figsize=(11, 0.42 * len(table) + 1.6), sharey=True, width_ratios=[1.1, 1],
+                                     layout="constrained")
+    column = {verdict: i for i, verdict in enumerate(findings.VERDICTS)}
+    ax.scatter([column[v] for v in table["verdict"]], y, s=90, c=[VERDICT_COLOURS[v] for v in table["verdict"]],
+               edgecolors="k", linewidths=0.8, zorder=2)
+    ax.set_xticks(range(len(column)), [v.replace(" at this scale", "") for v in column], fontsize="small",
+                  rotation=90)
+    ax.set_xlim(-0.5, len(column) - 0.5)
+    ax.set_yticks(list(y), names, fontsize="small")
+    ax.set_ylabel("claim (section: statement)")
+    ax.invert_yaxis()
+    ax.grid(axis="y", color="0.9", zorder=0)
+    ax.set_xlabel("verdict from this reproduction")
+    rates = pd.to_numeric(table[NO_EFFECT], errors="coerce")
+    chance.barh([i for i in y if pd.notna(rates[i])], rates.dropna(), color="0.6", height=0.5)
+    for i in (i for i in y if pd.isna(rates[i])):
+        chance.text(0.002, i, "no test decided it", va="center", fontsize="small", color="0.4")
+    chance.axvline(verdicts.ALPHA, color="k", ls="--", lw=1,
+                   label=f"alpha = {verdicts.ALPHA} (a rate within 3 Monte\nCarlo s.e. of it holds: calibration.Rates)")
+    chance.set_xlim(0, max(2 * verdicts.ALPHA, rates.max() * 1.2 if rates.notna().any() else 0))
+    chance.set_xlabel("chance of this verdict with no effect")
+    fig.legend(frameon=False, fontsize="small", loc="outside lower right")
+    fig.suptitle(title)
+    return fig
 
 
 def styled(table: pd.DataFrame) -> Styler:

@@ -1,7 +1,8 @@
-"""What a reader would trip over in a figure, found by drawing it: text that shows markup instead of rendering it,
-text drawn over text, an axis with tick labels and no label, a legend entry with no visible mark or named twice,
-and legend text under 8 points (issue 43). `defects` draws a figure once and lists what it found, in words that
-name the text or the entry.
+"""What a reader would trip over in a figure, found by drawing it (issue 43): text that shows markup instead of
+rendering it, text drawn over text or tick labels run together, an axis with tick labels and no label, a legend
+entry with no visible mark, named twice, in text under 8 points or keying a mark the plot does not draw, a band or
+error bars that nothing names, and a plot whose every line is flat with no word in it. `defects` draws a figure once
+and lists what it found, in words that name the text, the entry or the panel.
 
 Only what is drawn counts: a tick label outside the view, an invisible artist or an empty string is nothing a
 reader sees. `watch` checks every figure a report notebook shows, where `render` asks for it (ENV).
@@ -17,9 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import matplotlib.pyplot as plt
+import numpy as np
 from IPython import get_ipython
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
@@ -31,6 +36,7 @@ ENV = "PARALLEL_EXPERTS_FIGURE_DEFECTS"  # a file that each figure a page shows 
 MARKUP = re.compile(r"\\[A-Za-z]+|[\^_]\{")
 SMALLEST_LEGEND_POINTS = 8.0
 OVERLAP_PIXELS = 0.5  # two texts whose drawn boxes share more than this in both directions overlap
+TICK_GAP_EM = 0.25  # neighbouring tick labels closer than this (in their font's size) read as one: "13" "16" → 1316
 _NO_LINE = {"None", "none", "", " "}
 
 
@@ -64,9 +70,13 @@ def defects(fig: plt.Figure) -> list[str]:
     drawn = drawn_texts(fig)
     found = [f"markup shown as text: {text.get_text()!r}" for text, _ in drawn if MARKUP.search(text.get_text())]
     found += _overlaps(drawn)
+    found += _crowded_ticks(fig, dict((id(text), box) for text, box in drawn))
     found += _unlabelled_axes(fig, {id(text) for text, _ in drawn})
     for legend in _legends(fig):
         found += _legend_defects(legend)
+    found += _unbacked_keys(fig)
+    found += _unnamed_marks(fig)
+    found += _flat_without_words(fig)
     return found
 
 
@@ -77,6 +87,20 @@ def _overlaps(drawn: list[tuple[Text, Bbox]]) -> list[str]:
         height = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
         if width > OVERLAP_PIXELS and height > OVERLAP_PIXELS:
             found.append(f"text on text: {a.get_text()!r} and {b.get_text()!r}")
+    return found
+
+
+def _crowded_ticks(fig: plt.Figure, drawn: dict[int, Bbox]) -> list[str]:
+    """Neighbouring tick labels of one axis with less than TICK_GAP_EM of their font between them."""
+    found = []
+    for ax in fig.axes:
+        for axis, lo, hi in ((ax.xaxis, "x0", "x1"), (ax.yaxis, "y0", "y1")):
+            shown = sorted(((label, drawn[id(label)]) for label in axis.get_ticklabels() if id(label) in drawn),
+                           key=lambda pair: getattr(pair[1], lo))
+            for (a, box_a), (b, box_b) in itertools.pairwise(shown):
+                em = a.get_fontsize() * fig.dpi / 72
+                if -OVERLAP_PIXELS <= getattr(box_b, lo) - getattr(box_a, hi) < TICK_GAP_EM * em:  # more: on text
+                    found.append(f"tick labels run together: {a.get_text()!r} and {b.get_text()!r}")
     return found
 
 
@@ -112,15 +136,104 @@ def _legend_defects(legend: Legend) -> list[str]:
 
 
 def _visible_mark(handle) -> bool:
-    """Whether a legend handle draws anything: a line or a marker, a patch with a visible face or edge."""
+    """Whether a legend handle draws anything: a line or a marker, a patch with a visible face, edge or hatch."""
     if handle is None or not handle.get_visible():
         return False
     if isinstance(handle, Line2D):
         has_line = handle.get_linestyle() not in _NO_LINE and handle.get_linewidth() > 0
         return has_line or handle.get_marker() not in (*_NO_LINE, None)
     if isinstance(handle, Patch):
-        return handle.get_facecolor()[3] > 0 or (handle.get_edgecolor()[3] > 0 and handle.get_linewidth() > 0)
+        edge = handle.get_edgecolor()[3] > 0
+        return handle.get_facecolor()[3] > 0 or (edge and (handle.get_linewidth() > 0 or bool(handle.get_hatch())))
     return True
+
+
+def _drawn(line: Line2D) -> bool:
+    return line.get_visible() and np.isfinite(np.asarray(line.get_ydata(), float)).any()
+
+
+def _is_data(line: Line2D, ax: plt.Axes) -> bool:
+    """A line drawn in data coordinates (not a reference line across the axes, axhline's) with a finite point."""
+    return _drawn(line) and line.get_transform() == ax.transData
+
+
+def _marker_path(marker) -> np.ndarray:
+    style = MarkerStyle(marker)
+    return style.get_path().transformed(style.get_transform()).vertices
+
+
+def _drawn_marks(fig: plt.Figure) -> tuple[set, set, list[np.ndarray]]:
+    """What the plots of `fig` draw: the markers and line styles of their data lines, and their scatters' marks."""
+    markers, styles, scattered = set(), set(), []
+    for ax in fig.axes:
+        for line in filter(_drawn, ax.lines):
+            markers.add(line.get_marker())
+            styles.add(line.get_linestyle())  # a reference line too (axhline): a key may name it
+        scattered += [c.get_paths()[0].vertices for c in ax.collections
+                      if isinstance(c, PathCollection) and c.get_visible() and len(c.get_offsets()) and c.get_paths()]
+    return markers, styles, scattered
+
+
+def _unbacked_keys(fig: plt.Figure) -> list[str]:
+    """Legend entries that key a marker or a line style no plot of the figure draws (a family with no data, "best
+    per depth" keyed solid and drawn dashed). Colour is not compared: keys of size or style are drawn grey."""
+    markers, styles, scattered = _drawn_marks(fig)
+    found = []
+    for legend in _legends(fig):
+        for handle, text in zip(legend.legend_handles, legend.texts):
+            if not isinstance(handle, Line2D) or not _visible_mark(handle):
+                continue
+            marker, style = handle.get_marker(), handle.get_linestyle()
+            if marker not in (*_NO_LINE, None) and marker not in markers and not any(
+                    path.shape == _marker_path(marker).shape and np.allclose(path, _marker_path(marker))
+                    for path in scattered):
+                found.append(f"legend entry keys a marker no plot draws ({marker!r}): {text.get_text()!r}")
+            if style not in _NO_LINE and handle.get_linewidth() > 0 and style not in styles:
+                found.append(f"legend entry keys a line style no plot draws ({style!r}): {text.get_text()!r}")
+    return found
+
+
+def _unnamed_marks(fig: plt.Figure) -> list[str]:
+    """A shaded band or span, or error bars, that no legend entry keys (nor, for error bars, an axis label with ±);
+    and error bars keyed where none is drawn (one seed: bars of no length)."""
+    bars = {container.get_label() for ax in fig.axes for container in ax.containers
+            if isinstance(container, BarContainer)}
+    keyed_band = keyed_error = False
+    for legend in _legends(fig):
+        for handle, text in zip(legend.legend_handles, legend.texts):
+            keyed_band |= isinstance(handle, Patch | PolyCollection) and text.get_text() not in bars
+        keyed_error |= any(isinstance(artist, LineCollection) for artist in legend.findobj())
+    found, drawn_error = [], False
+    for ax in fig.axes:
+        where = ax.get_title() or fig.get_suptitle() or "a panel"
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_visible()
+                 and any(len(path.vertices) for path in c.get_paths())]  # seaborn's band of one seed is empty
+        bands += [p for p in ax.patches if p.get_visible() and p.get_data_transform() != ax.transData]  # axhspan's
+        if bands and not keyed_band:
+            found.append(f"a shaded band that no legend entry names: {where!r}")
+        collections = [lines for c in ax.containers if isinstance(c, ErrorbarContainer) for lines in c.lines[2]]
+        drawn = any(np.ptp(segment, axis=0).max() > 0 for lines in collections for segment in lines.get_segments())
+        drawn_error |= drawn
+        named = keyed_error or "±" in ax.get_ylabel() + ax.get_xlabel()
+        if drawn and not named:
+            found.append(f"error bars that no legend entry or axis label (±) names: {where!r}")
+    if keyed_error and not drawn_error:
+        found.append("error bars keyed in a legend where none is drawn (no bar has a length)")
+    return found
+
+
+def _flat_without_words(fig: plt.Figure) -> list[str]:
+    """A panel whose every data line lies flat at one value (all recalls zero) reads as a broken plot unless words
+    in the panel say so."""
+    found = []
+    for ax in fig.axes:
+        values = [np.asarray(line.get_ydata(), float) for line in ax.lines
+                  if _is_data(line, ax) and len(line.get_xdata()) > 1]
+        values = np.concatenate([v[np.isfinite(v)] for v in values]) if values else np.array([])
+        if len(values) and np.ptp(values) == 0 and not any(t.get_visible() and t.get_text() for t in ax.texts):
+            found.append(f"every line flat at {values[0]:g} and no word in the panel: "
+                         f"{ax.get_title() or fig.get_suptitle() or 'a panel'!r}")
+    return found
 
 
 def watch() -> None:

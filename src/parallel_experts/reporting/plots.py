@@ -31,38 +31,54 @@ def log_axis(ax: plt.Axes, base: int = 10) -> None:
 
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
-    """Work of each allocation relative to its budget's anchor, against depth L (one panel per budget)."""
+    """Work of each allocation relative to its budget's anchor, against depth L (one panel per budget): colour is
+    width d, area experts E, shape the attention window where there are several; shaded, the budget's tolerance."""
     ratio_columns = [c for c in table.columns if c.startswith("work ratio")]
     budgets = list(dict.fromkeys(table["budget"]))
     fig, axes = plt.subplots(1, len(budgets), figsize=(4.2 * len(budgets), 3.4), squeeze=False, sharey=True,
                              layout="constrained")
     palette = dict(zip(sorted(table["width"].unique()), sns.color_palette("viridis", table["width"].nunique())))
     markers = dict(zip(ratio_columns, "os^"))
+    handles = []
     for ax, name in zip(axes[0], budgets):
         rows = table[table["budget"] == name]
         if tolerance and name in tolerance:
-            ax.axhspan(1 - tolerance[name], 1 + tolerance[name], color="0.92", zorder=0, label="tolerance")
+            ax.axhspan(1 - tolerance[name], 1 + tolerance[name], color="0.92", zorder=0)
+            handles.append(plt.Rectangle((0, 0), 1, 1, color="0.92", label=f"{name} budget's tolerance "
+                                                                             f"(± {tolerance[name]:g})"))
         ax.axhline(1.0, color="0.5", lw=0.8)
         for column in ratio_columns:
             ax.scatter(rows["depth"], rows[column], c=[palette[w] for w in rows["width"]], marker=markers[column],
-                       s=22 + 3 * rows["experts"].clip(upper=30), edgecolor="k", linewidth=0.4, alpha=0.85)
-        log_axis(ax, base=2)
-        ax.set_xticks(sorted(rows["depth"].unique()), [str(d) for d in sorted(rows["depth"].unique())])
+                       s=_marker_area(rows["experts"]), edgecolor="k", linewidth=0.4, alpha=0.85)
+        _depth_axis(ax, rows["depth"])
         ax.set_title(f"{name} budget")
         ax.set_xlabel("depth L")
     axes[0][0].set_ylabel("work / anchor work")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=color, label=f"d={width}") for width, color in palette.items()]
+    handles += [plt.Line2D([], [], marker="o", ls="", color=colour, label=f"d={width}")
+                for width, colour in palette.items()]
+    handles += _size_key(table["experts"])
     if len(ratio_columns) > 1:
         handles += [plt.Line2D([], [], marker=markers[c], ls="", color="0.4", label=c[len("work ratio "):])
                     for c in ratio_columns]
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
-    fig.suptitle(title + " (marker area grows with experts E)")
+    fig.suptitle(title)
     return fig
 
 
+MOST_EXPERTS_DRAWN = 40  # a point's area stops growing here (the paper's LM grids end at 32, Sokoban's reach 208)
+
+
 def _marker_area(experts):
-    """A sweep point's area in points², growing with its experts E (capped at 40, where the paper's grids end)."""
-    return 25 + 4 * np.minimum(experts, 40)
+    """A point's area in points², growing with its experts E up to MOST_EXPERTS_DRAWN."""
+    return 25 + 4 * np.minimum(experts, MOST_EXPERTS_DRAWN)
+
+
+def _size_key(experts) -> list[plt.Line2D]:
+    """Legend entries for `_marker_area`: the smallest, middle and largest E drawn."""
+    sizes = sorted(set(experts))
+    return [plt.Line2D([], [], marker="o", ls="", color="0.6", markersize=np.sqrt(_marker_area(e)),
+                       label=f"E={e}" if e < MOST_EXPERTS_DRAWN else f"E ≥ {MOST_EXPERTS_DRAWN}")
+            for e in dict.fromkeys([sizes[0], sizes[len(sizes) // 2], sizes[-1]])]
 
 
 def _sweep_closed(fig, ax, palette, widths, experts, ylabel: str, title: str) -> plt.Figure:
@@ -72,9 +88,7 @@ def _sweep_closed(fig, ax, palette, widths, experts, ylabel: str, title: str) ->
     ax.set_ylabel(ylabel)
     handles, _ = ax.get_legend_handles_labels()
     handles += [plt.Line2D([], [], marker="o", ls="", color=palette[w], label=f"d={w}") for w in widths]
-    sizes = sorted(set(experts))
-    handles += [plt.Line2D([], [], marker="o", ls="", color="0.6", markersize=np.sqrt(_marker_area(e)), label=f"E={e}")
-                for e in dict.fromkeys([sizes[0], sizes[len(sizes) // 2], sizes[-1]])]
+    handles += _size_key(experts)
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
     ax.set_title(title)
     return fig
@@ -108,24 +122,42 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
     depths = sorted(set(scores["depth"]) | (set(paper["depth"]) if paper is not None else set()))
     log_axis(ax, base=2)
     ax.set_xticks(depths, [str(d) for d in depths])
-    return _sweep_closed(fig, ax, palette, widths, scores["experts"], "mean return (final five logs)", title)
+    return _sweep_closed(fig, ax, palette, widths, scores["experts"], "mean return (final five logs) ± 1 s.e.", title)
+
+
+def _band_key(label: str) -> plt.Rectangle:
+    return plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.25, lw=0, label=label)
+
+
+def _curves_legend(fig, axes, extra: list) -> None:
+    """The hue legend seaborn drew on the last panel, moved beside the panels with `extra` entries after it."""
+    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[-1].get_legend().remove()
+    fig.legend(handles=[*handles, *extra], labels=[*labels, *(h.get_label() for h in extra)],
+               loc="outside right center", frameon=False, fontsize="small", ncol=-(-len(handles) // 12))
+
+
+SCORE_WINDOW = dict(facecolor="none", edgecolor="0.75", hatch="//", lw=0, zorder=0)  # unlike a band of any colour
 
 
 def sokoban_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
-    """Episodic return (mean of the last completed episodes) against environment steps, per allocation."""
+    """Episodic return (mean of the last completed episodes) against environment steps, per allocation: the mean
+    over seeds, shaded ± one standard error, and the window of the final five logs that the score averages."""
     panels = sorted(curves["recurrent"].unique(), reverse=True)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.4), sharey=True, squeeze=False,
                              layout="constrained")
+    logged = sorted(curves["env_steps"].unique())
     for ax, recurrent in zip(axes[0], panels):
         rows = curves[curves["recurrent"] == recurrent]
+        ax.axvspan(logged[-min(5, len(logged))], logged[-1], **SCORE_WINDOW)
         sns.lineplot(rows, x="env_steps", y="episodic_return", hue="allocation", ax=ax, errorbar="se",
                      legend=ax is axes[0][-1], lw=1)
         ax.set_title(definitions.family(recurrent))
         ax.set_xlabel("environment steps")
         count_axis(ax.xaxis)
     axes[0][0].set_ylabel("episodic return")
-    if axes[0][-1].get_legend():
-        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    _curves_legend(fig, axes[0], [_band_key("± 1 s.e. over seeds"),
+                                  plt.Rectangle((0, 0), 1, 1, **SCORE_WINDOW, label="final five logs (the score)")])
     fig.suptitle(title)
     return fig
 
@@ -137,7 +169,8 @@ def sokoban_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, tit
                              layout="constrained")
     for ax, budget in zip(axes[0], budgets):
         for recurrent, rows in ours[ours["budget"] == budget].groupby("recurrent"):
-            ax.errorbar(rows["max_depth"], rows["best_mean"], yerr=rows["best_stderr"].fillna(0), marker="o",
+            errors = rows["best_stderr"].fillna(0)
+            ax.errorbar(rows["max_depth"], rows["best_mean"], yerr=errors if errors.any() else None, marker="o",
                         ls="-" if recurrent else "--", color="k" if recurrent else "0.5", capsize=2,
                         label=definitions.family(recurrent))
         if paper is not None:
@@ -172,6 +205,19 @@ def _paper_losses(ax, paper: pd.DataFrame | None) -> None:
         ax.scatter(float(row["depth"]), row["loss"], marker="*", s=110, color="tab:red", zorder=4,
                    label=f"paper: {row['family']} L={row['depth']}, {'≈' if row['approximate'] else ''}"
                          f"{row['loss']:.2f} ({row['source']})")
+
+
+ONE_RUN_SPAN = 0.1  # nats: the least y-range of a loss panel whose runs have one seed each (below, run-to-run noise)
+
+
+def _one_run_range(ax, losses) -> None:
+    """A loss panel whose allocations ran once each: at least ONE_RUN_SPAN of y-range, so that a difference of a few
+    hundredths of a nat (one seed's noise) does not fill the panel, and the words that say so."""
+    low, high = np.nanmin(losses), np.nanmax(losses)
+    middle, span = (low + high) / 2, max(high - low, ONE_RUN_SPAN) * 1.15
+    ax.set_ylim(middle - span / 2, middle + span / 2)
+    ax.text(0.02, 0.03, "one run each: a few hundredths\nof a nat may be one seed's noise", transform=ax.transAxes,
+            fontsize="small", color="0.35", va="bottom")
 
 
 def _depth_axis(ax, depths) -> None:
@@ -212,10 +258,13 @@ def lm_sweep(runs: pd.DataFrame, paper: pd.DataFrame | None, title: str) -> plt.
                 mfc=style["color"] if family == "recurrent" else "white",
                 label=f"{family} (best: {best['allocation']}, {best['validation_loss']:.3f})")
     _paper_losses(ax, paper)
+    if runs["stderr"].isna().all() and (paper is None or not len(paper)):
+        _one_run_range(ax, runs["validation_loss"])
     paper_depths = [] if paper is None else [*paper["depth"].dropna(), *paper["max_depth"].dropna()]
     _depth_axis(ax, [*runs["depth"], *paper_depths])
-    return _sweep_closed(fig, ax, palette, widths, runs["experts"], "validation loss (nats/token, lower is better)",
-                         title)
+    errors = " ± 1 s.e." if runs["stderr"].notna().any() else ""
+    return _sweep_closed(fig, ax, palette, widths, runs["experts"],
+                         f"validation loss{errors} (nats/token, lower is better)", title)
 
 
 def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
@@ -234,9 +283,8 @@ def lm_learning_curves(curves: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_xlabel("training tokens")
         count_axis(ax.xaxis)
     axes[0][0].set_ylabel("training cross-entropy (nats/token)")
-    if axes[0][-1].get_legend():
-        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small",
-                        ncol=-(-len(order) // 12))
+    several = curves.groupby(["allocation", "family", "tokens"]).size().max() > 1
+    _curves_legend(fig, axes[0], [_band_key("± 1 s.e. over seeds")] if several else [])
     fig.suptitle(title)
     return fig
 
@@ -264,6 +312,8 @@ def lm_best_up_to_depth(ours: pd.DataFrame, paper: pd.DataFrame | None, title: s
         if paper is not None:
             shown = paper[(paper["budget"] == budget) & (paper["window"] == window)]
             _paper_losses(ax, shown)
+        if here["best_stderr"].isna().all() and (shown is None or not len(shown)):
+            _one_run_range(ax, here["best_loss"])
         paper_depths = [] if shown is None else [*shown["depth"].dropna(), *shown["max_depth"].dropna()]
         _depth_axis(ax, [*here["max_depth"], *paper_depths])
         ax.tick_params(axis="x", labelsize="small")
@@ -319,7 +369,14 @@ def radius_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> pl
     last tick is the full radius); the authors' full-radius value, where comparable, as a red cross."""
     fig, ax = plt.subplots(figsize=(5.5, 3.6), layout="constrained")
     errors = scores["stderr"].fillna(0)
-    ax.errorbar(scores["radius"], scores["mean"], yerr=errors, marker="o", color="k", capsize=4, label="ours")
+    if errors.any():
+        ax.errorbar(scores["radius"], scores["mean"], yerr=errors, fmt="none", ecolor="k", capsize=4,
+                    label="± 1 s.e. over seeds")
+    ax.scatter(scores["radius"], scores["mean"], color="k", zorder=3, label="ours")
+    radii = scores["radius"].to_numpy()
+    for run in np.split(np.arange(len(radii)), np.flatnonzero(np.diff(radii) != 1) + 1):  # only radii one apart:
+        if len(run) > 1:  # no line across a radius never run
+            ax.plot(radii[run], scores["mean"].to_numpy()[run], color="k", lw=1)
     ticks = [f"full\n(r={r})" if full else str(r) for r, full in zip(scores["radius"], scores["full"])]
     ax.set_xticks(scores["radius"], ticks)
     if paper is not None:
@@ -372,27 +429,39 @@ def _recall_lines(ax, curves: pd.DataFrame, label: str, color, ls: str = "-",
                 label=f"{label}: {name}")
 
 
-def probe_recall(curves: pd.DataFrame, labels: list[str], title: str) -> plt.Figure:
-    """Fig. 4: probe recall by step of the compared agents with 95 % intervals, precision dashed, the controls
-    dotted; below, the test episodes still running."""
+def _flat_recall_note(ax, curves: pd.DataFrame) -> None:
+    """Words in a panel whose every state recall is zero, which would otherwise read as a broken plot."""
+    recall = curves.loc[curves["representation"] == "state", "recall"]
+    if len(recall) and not recall.fillna(0).any():
+        ax.text(0.5, 0.5, "recall 0 at every step:\nthe probe reads no plan here", transform=ax.transAxes,
+                ha="center", va="center", color="0.3")
+
+
+def probe_recall(curves: pd.DataFrame, labels: list[str], band: str, title: str) -> plt.Figure:
+    """Fig. 4: probe recall by step of the compared agents, shaded `band` (`probes.band_words`), precision dashed
+    where the probe predicted anything, the controls dotted; below, the test episodes still running."""
     fig, (ax, below) = plt.subplots(2, 1, figsize=(7.5, 5.2), sharex=True, height_ratios=[3, 1], layout="constrained")
     for label, color in zip(labels, sns.color_palette("deep", len(labels))):
         _recall_lines(ax, curves, label, color)
         rows = curves[(curves["label"] == label) & (curves["representation"] == "state")]
-        ax.plot(rows["step"], rows["precision"], color=color, ls="--", lw=0.9, label=f"{label}: precision")
+        if rows["precision"].notna().any():  # none where the probe never predicts a move
+            ax.plot(rows["step"], rows["precision"], color=color, ls="--", lw=0.9, label=f"{label}: precision")
         below.plot(rows["step"], rows["episodes"], color=color, lw=1)
+    _flat_recall_note(ax, curves)
     ax.set_ylabel("recall (precision dashed)")
     ax.set_ylim(0, 1)
-    ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, _band_key(f"band: {band}")], loc="center left", bbox_to_anchor=(1, 0.5),
+              frameon=False, fontsize="small")
     below.set_ylabel("episodes\nrunning")
     below.set_xlabel("environment step")
     fig.suptitle(title)
     return fig
 
 
-def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+def probe_depth(curves: dict[str, pd.DataFrame], band: str, title: str) -> plt.Figure:
     """Fig. 12: state recall by step of every probed run, one panel per target; colour = depth, dashed =
-    non-recurrent; the untrained control of each run dotted."""
+    non-recurrent, shaded `band`; the untrained control of each run dotted."""
     fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), sharey=True, squeeze=False,
                              layout="constrained")
     for ax, (target, table) in zip(axes[0], curves.items()):
@@ -402,11 +471,14 @@ def probe_depth(curves: dict[str, pd.DataFrame], title: str) -> plt.Figure:
         for _, run in runs.iterrows():
             _recall_lines(ax, table, run["label"], colors[run["depth"]], ls="-" if run["recurrent"] else "--",
                           controls=("control",))
+        _flat_recall_note(ax, table)
         ax.set_title(target)
         ax.set_xlabel("environment step")
         ax.set_ylim(0, 1)
     axes[0][0].set_ylabel("recall (dotted: untrained control)")
-    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1, 0.5), frameon=False, fontsize="small")
+    handles, _ = axes[0][-1].get_legend_handles_labels()
+    axes[0][-1].legend(handles=[*handles, _band_key(f"band: {band}")], loc="center left", bbox_to_anchor=(1, 0.5),
+                       frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig
 
@@ -458,35 +530,169 @@ def expert_count(families: pd.DataFrame, title: str) -> plt.Figure:
         ax.set_xticks(experts, [str(e) for e in experts])
         ax.minorticks_off()
         ax.set_xlabel("experts per level E")
-        ax.set_ylabel("mean return (final five logs)" if here["sign"].iloc[0] > 0
-                      else "validation loss (lower is better)")
+        ax.set_ylabel("mean return (final five logs) ± 1 s.e." if here["sign"].iloc[0] > 0
+                      else "validation loss ± 1 s.e. (lower is better)")
         ax.set_title(f"{panel}, d={here['width'].iloc[0]}")
     handles = [plt.Line2D([], [], color=palette[d], lw=2, label=f"L={d}") for d in depths]
+    drawn = {definitions.family(recurrent) for recurrent in families["recurrent"].unique()}
     handles += [plt.Line2D([], [], color="0.3", ls=FAMILY_STYLE[f]["ls"], marker=FAMILY_STYLE[f]["marker"],
-                           mfc="0.3" if f == definitions.family(True) else "white", label=f) for f in FAMILY_STYLE]
+                           mfc="0.3" if f == definitions.family(True) else "white", label=f)
+                for f in FAMILY_STYLE if f in drawn]
     fig.legend(handles=handles, loc="outside right center", frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig
 
 
-def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, title: str) -> plt.Figure:
-    """Table 2 as bars: greedy and sampled solve rate of each budget's best agents, the earlier agents' published
-    rates as horizontal lines."""
+def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, random_rate: float | None,
+                                  same_levels: bool, title: str) -> plt.Figure:
+    """Table 2 as bars: greedy and sampled solve rate of each budget's best agents, and a uniformly random policy's
+    rate on the same levels as a line. The earlier agents' published rates are lines on the same axis only where
+    `same_levels`; on other levels they are bars in a panel of their own, which a reader cannot read across."""
     labels = [f"{row['budget']}\n{row['family']}" for _, row in ours.iterrows()]
-    fig, ax = plt.subplots(figsize=(max(7.5, 1.3 * len(labels) + 5.5), 3.6), layout="constrained")
+    width = max(7.5, 1.3 * len(labels) + 5.5)
+    fig, axes = plt.subplots(1, 1 if same_levels else 2, figsize=(width if same_levels else width + 4, 3.6),
+                             squeeze=False, layout="constrained", width_ratios=None if same_levels else [1, 1.2])
+    ax = axes[0][0]
     x = range(len(labels))
     for offset, mode, color in ((-0.2, "greedy", "tab:blue"), (0.2, "sampled", "tab:orange")):
         ax.bar([i + offset for i in x], ours[mode], width=0.4, color=color, label=f"ours, {mode}")
-    styles = itertools.product(["0.3", "tab:green"], ["--", ":", "-."])  # a colour per source, a line per row
-    for (_, row), (color, ls) in zip(prior.iterrows(), styles):
-        ax.axhline(row["solve rate"], color=color, ls=ls, lw=1,
-                   label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
+    if random_rate is not None:
+        ax.axhline(random_rate, color="k", lw=1, ls=(0, (1, 3)), zorder=3,
+                   label=f"uniformly random policy: {random_rate:.3f}")
     ax.set_xticks(list(x), labels, fontsize="small")
     ax.set_xlabel("budget and family of the best agent")
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("solve rate on the test levels")
     levels = prior["levels"].iloc[0] if len(prior) else ""
-    fig.legend(loc="outside right center", frameon=False, fontsize="small", title=f"published ({levels}) and ours",
-               title_fontsize="small")
-    ax.set_title(title)
+    if same_levels:
+        styles = itertools.product(["0.3", "tab:green"], ["--", ":", "-."])  # a colour per source, a line per row
+        for (_, row), (color, ls) in zip(prior.iterrows(), styles):
+            ax.axhline(row["solve rate"], color=color, ls=ls, lw=1,
+                       label=f"{row['agent']}, {row['trained']} steps: {row['solve rate']:.3f}")
+        ax.set_title(title)
+        fig.legend(loc="outside right center", frameon=False, fontsize="small", title=f"published ({levels}) and ours",
+                   title_fontsize="small")
+        return fig
+    ax.set_title("ours, on this config's test levels", fontsize="medium")
+    ax.legend(frameon=False, fontsize="small", loc="upper left")
+    published = axes[0][1]
+    names = [f"{row['agent']}, {row['trained']}" for _, row in prior.iterrows()]
+    bars = published.barh(range(len(prior)), prior["solve rate"], color="0.6")
+    published.bar_label(bars, fmt="%.3f", fontsize="small", padding=2)
+    published.set_yticks(range(len(prior)), names, fontsize="small")
+    published.invert_yaxis()
+    published.set_ylabel("agent, environment steps")
+    published.set_xlim(0, 1.12)
+    published.set_xlabel(f"published solve rate on {levels}")
+    published.set_title("earlier agents, on other levels: not comparable", fontsize="medium")
+    fig.suptitle(title)
+    return fig
+
+
+def plan_costs(targets: pd.DataFrame, jobs: pd.DataFrame, unit: str, title: str) -> plt.Figure:
+    """The plan at a glance: per target (`planning.tables.per_target`), the device-hours of the jobs whose runs its
+    reports show beside those of every job its DAG runs; per group of jobs (`jobs`: the plan's job table), its
+    device-hours coloured by device, with its jobs and those past their time limit written on the bar."""
+    distinct = jobs.drop_duplicates(["rule", "wildcards"])
+    groups = (distinct.groupby(["group", "device"], as_index=False)
+              .agg(hours=("device_hours", "sum"), jobs=("rule", "size"),
+                   past=("attempts", lambda attempts: int((attempts > 1).sum())))
+              .sort_values("hours"))
+    shown = targets.drop(index=[name for name in targets.index if name.startswith("total")])
+    shown = shown[shown["device_hours"] > 0].iloc[::-1]
+    fig, (per_target, per_group) = plt.subplots(1, 2, figsize=(12, 0.22 * max(len(shown), len(groups)) + 2.2),
+                                                layout="constrained")
+    y = range(len(shown))
+    per_target.barh(y, shown["device_hours"], color="0.85", label="every job its DAG runs")
+    per_target.barh(y, shown["shown_hours"].where(shown["shown_hours"] > 0), color="tab:blue", height=0.5,
+                    label="the jobs whose runs its report shows")
+    per_target.set_yticks(list(y), shown.index, fontsize="small")
+    per_target.set_ylabel("target")
+    per_target.set_xlabel(unit)
+    per_target.legend(frameon=False, fontsize="small", loc="lower right")
+    devices = dict(zip(dict.fromkeys(groups["device"]), sns.color_palette("deep")))
+    y = range(len(groups))
+    for device, colour in devices.items():
+        here = groups["device"] == device
+        per_group.barh([i for i, h in zip(y, here) if h], groups.loc[here, "hours"], color=colour,
+                       label=device.removeprefix("assumed on "))
+    for i, row in zip(y, groups.itertuples()):
+        past = f", {row.past} past the time limit" if row.past else ""
+        per_group.text(row.hours, i, f" {row.jobs} jobs{past}", va="center", fontsize="small")
+    per_group.set_yticks(list(y), groups["group"], fontsize="small")
+    per_group.set_ylabel("group of jobs")
+    per_group.set_xlabel(f"{unit} (distinct jobs)")
+    per_group.margins(x=0.35)
+    per_group.legend(frameon=False, fontsize="small", loc="lower right")
+    for ax in (per_target, per_group):
+        log_axis(ax)  # from minutes of a probe fit to thousands of hours of training
+    fig.suptitle(title)
+    return fig
+
+
+def ratios_beside_paper(table: pd.DataFrame, ours: str, paper: str, cell: list[str], ylabel: str,
+                        title: str) -> plt.Figure:
+    """Tables 5 and 6 as bars: each recurrent allocation's ratio to the Transformer L16 E1 of the same cell (the
+    columns `cell`: context C and batch B), ours (column `ours`) beside the paper's (`paper`), each bar drawn from 1
+    (the Transformer) on a log axis; a cell that ran out of memory (`oom`, `paper_oom`) or has no value is said in
+    words."""
+    rows = table[~table["allocation"].str.startswith("Transformer")]
+    cells = rows.groupby(cell, sort=False)
+    fig, axes = plt.subplots(1, cells.ngroups, figsize=(3.2 * cells.ngroups + 2.5, 3.6), squeeze=False, sharey=True,
+                             layout="constrained")
+    for ax, (key, here) in zip(axes[0], cells):
+        x = np.arange(len(here))
+        for offset, column, colour, name in ((-0.2, ours, "tab:blue", "ours"), (0.2, paper, "0.65", "the paper's")):
+            ax.bar(x + offset, here[column] - 1, bottom=1, width=0.4, color=colour, label=name)  # a bar from 1
+        for i, row in zip(x, here.itertuples()):
+            for offset, whose, column, oom in ((-0.2, "ours", ours, "oom"), (0.2, "paper", paper, "paper_oom")):
+                if pd.isna(getattr(row, column)):
+                    missing = "OOM" if getattr(row, oom, False) else "not run" if whose == "ours" else "not published"
+                    ax.text(i + offset, 1, f"{whose}: {missing}", rotation=90, ha="center", va="center",
+                            fontsize="small")
+        ax.axhline(1, color="k", lw=0.8, ls="--", label="the Transformer L16 E1")
+        ax.set_xticks(x, [name.removeprefix("recurrent ") for name in here["allocation"]], fontsize="small")
+        ax.set_title(", ".join(f"{'C' if name == 'context' else 'B'} = {value:,}" for name, value in zip(cell, key)))
+        ax.set_xlabel("recurrent allocation")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    axes[0][0].set_ylabel(ylabel)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", frameon=False, fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+P_FLOOR = 1e-5  # smaller p-values are drawn at the floor: the published ones are given as "< 0.0001"
+
+
+def depth_tests(ours: pd.DataFrame, paper: pd.DataFrame, alpha: float, title: str) -> plt.Figure:
+    """Tables 1 and 7's depth tests at a glance: each test's one-sided p (deeper better) on a log axis, ours as the
+    authors compute it (filled) and with the picking of the best per depth inside the test (open), the authors' on
+    their per-seed scores (red crosses), and alpha dashed: a mark left of it says the deeper best is better."""
+    def label(row) -> str:
+        return f"{row['sweep']} {definitions.family(row['recurrent'])}, {row['budget']}: {row['test']}"
+
+    rows = list(dict.fromkeys([*map(label, ours.to_dict("records")), *map(label, paper.to_dict("records"))]))
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.6), layout="constrained")
+    y = {name: i for i, name in enumerate(rows)}
+    for table, column, style in ((ours, "p", dict(color="tab:blue", label="ours (the authors' test)")),
+                                 (ours, "p_picked", dict(facecolor="white", edgecolor="tab:blue",
+                                                         label="ours, the picking of the best per depth included")),
+                                 (paper, "p", dict(color="tab:red", marker="x", label="the authors' sweeps"))):
+        if len(table):
+            ax.scatter(table[column].clip(lower=P_FLOOR), [y[label(r)] for r in table.to_dict("records")], s=40,
+                       zorder=3, **style)
+    ax.axvline(alpha, color="k", ls="--", lw=1, label=f"alpha = {alpha}")
+    log_axis(ax)
+    ax.set_xlim(P_FLOOR / 2, 1.5)
+    ax.set_yticks(range(len(rows)), rows, fontsize="small")
+    ax.invert_yaxis()
+    ax.grid(axis="y", color="0.92", zorder=0)
+    ax.set_xlabel(f"one-sided Welch p, deeper best better (at most {P_FLOOR:g} drawn at {P_FLOOR:g})")
+    ax.set_ylabel("sweep, family, budget: test")
+    fig.legend(loc="outside right center", frameon=False, fontsize="small")
+    fig.suptitle(title)
     return fig
