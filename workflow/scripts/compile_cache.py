@@ -5,7 +5,7 @@ side by side.
     python workflow/scripts/compile_cache.py WORKDIR --sokoban convlstm/recurrent/small/L1-E4-d8 --lm none
 
 WORKDIR holds the jobs' inputs as the workflow builds them, once:
-`snakemake --directory WORKDIR --cores 1 results/sokoban/levels/train.npz results/lm/tokens`.
+`snakemake --directory WORKDIR --configfile config/config.yaml --cores 1 results/sokoban/levels/train.npz results/lm/tokens`.
 Each job is the workflow's own command (`python -m parallel_experts sokoban-train` or `lm-train` on the config's
 run), run twice in fresh processes and fresh run folders: first with an empty cache, then with the cache that the
 first run wrote, which is what a resubmitted job or a second run of the same shapes finds. Per run: the seconds
