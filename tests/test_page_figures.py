@@ -100,7 +100,7 @@ def test_the_plan_figure_sums_each_group_once_and_counts_jobs_past_their_limit()
     fig = plots.plan_costs(targets, jobs, "GPU-hours", "test")
     per_target, per_group = fig.axes
     assert sorted(patch.get_width() for patch in per_group.patches) == [0.5, 150.0]  # the shared job once
-    assert sorted(t.get_text() for t in per_group.texts) == [" 1 jobs", " 2 jobs, 1 past the time limit"]
+    assert sorted(t.get_text() for t in per_group.texts) == [" 1 job", " 2 jobs, 1 past the time limit"]
     assert [t.get_text() for t in per_target.get_yticklabels()] == ["fig2", "claims"]
     assert defects(fig) == []
 

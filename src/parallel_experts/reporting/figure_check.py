@@ -70,7 +70,7 @@ def defects(fig: plt.Figure) -> list[str]:
     drawn = drawn_texts(fig)
     found = [f"markup shown as text: {text.get_text()!r}" for text, _ in drawn if MARKUP.search(text.get_text())]
     found += _overlaps(drawn)
-    found += _crowded_ticks(fig, dict((id(text), box) for text, box in drawn))
+    found += _crowded_ticks(fig, {id(text): box for text, box in drawn})
     found += _unlabelled_axes(fig, {id(text) for text, _ in drawn})
     for legend in _legends(fig):
         found += _legend_defects(legend)
@@ -148,6 +148,11 @@ def _visible_mark(handle) -> bool:
     return True
 
 
+def _panel(ax: plt.Axes, fig: plt.Figure) -> str:
+    """A panel as a defect names it: its title, else the figure's."""
+    return ax.get_title() or fig.get_suptitle() or "a panel"
+
+
 def _drawn(line: Line2D) -> bool:
     return line.get_visible() and np.isfinite(np.asarray(line.get_ydata(), float)).any()
 
@@ -174,6 +179,12 @@ def _drawn_marks(fig: plt.Figure) -> tuple[set, set, list[np.ndarray]]:
     return markers, styles, scattered
 
 
+def _scattered(marker, scattered: list[np.ndarray]) -> bool:
+    """Whether a scatter drew `marker` (a scatter keeps its marker as a path)."""
+    path = _marker_path(marker)
+    return any(drawn.shape == path.shape and np.allclose(drawn, path) for drawn in scattered)
+
+
 def _unbacked_keys(fig: plt.Figure) -> list[str]:
     """Legend entries that key a marker or a line style no plot of the figure draws (a family with no data, "best
     per depth" keyed solid and drawn dashed). Colour is not compared: keys of size or style are drawn grey."""
@@ -184,9 +195,7 @@ def _unbacked_keys(fig: plt.Figure) -> list[str]:
             if not isinstance(handle, Line2D) or not _visible_mark(handle):
                 continue
             marker, style = handle.get_marker(), handle.get_linestyle()
-            if marker not in (*_NO_LINE, None) and marker not in markers and not any(
-                    path.shape == _marker_path(marker).shape and np.allclose(path, _marker_path(marker))
-                    for path in scattered):
+            if marker not in (*_NO_LINE, None) and marker not in markers and not _scattered(marker, scattered):
                 found.append(f"legend entry keys a marker no plot draws ({marker!r}): {text.get_text()!r}")
             if style not in _NO_LINE and handle.get_linewidth() > 0 and style not in styles:
                 found.append(f"legend entry keys a line style no plot draws ({style!r}): {text.get_text()!r}")
@@ -196,16 +205,16 @@ def _unbacked_keys(fig: plt.Figure) -> list[str]:
 def _unnamed_marks(fig: plt.Figure) -> list[str]:
     """A shaded band or span, or error bars, that no legend entry keys (nor, for error bars, an axis label with ±);
     and error bars keyed where none is drawn (one seed: bars of no length)."""
-    bars = {container.get_label() for ax in fig.axes for container in ax.containers
-            if isinstance(container, BarContainer)}
+    bar_labels = {container.get_label() for ax in fig.axes for container in ax.containers
+                  if isinstance(container, BarContainer)}
     keyed_band = keyed_error = False
     for legend in _legends(fig):
         for handle, text in zip(legend.legend_handles, legend.texts):
-            keyed_band |= isinstance(handle, Patch | PolyCollection) and text.get_text() not in bars
+            keyed_band |= isinstance(handle, Patch | PolyCollection) and text.get_text() not in bar_labels
         keyed_error |= any(isinstance(artist, LineCollection) for artist in legend.findobj())
     found, drawn_error = [], False
     for ax in fig.axes:
-        where = ax.get_title() or fig.get_suptitle() or "a panel"
+        where = _panel(ax, fig)
         bands = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_visible()
                  and any(len(path.vertices) for path in c.get_paths())]  # seaborn's band of one seed is empty
         bands += [p for p in ax.patches if p.get_visible() and p.get_data_transform() != ax.transData]  # axhspan's
@@ -231,8 +240,7 @@ def _flat_without_words(fig: plt.Figure) -> list[str]:
                   if _is_data(line, ax) and len(line.get_xdata()) > 1]
         values = np.concatenate([v[np.isfinite(v)] for v in values]) if values else np.array([])
         if len(values) and np.ptp(values) == 0 and not any(t.get_visible() and t.get_text() for t in ax.texts):
-            found.append(f"every line flat at {values[0]:g} and no word in the panel: "
-                         f"{ax.get_title() or fig.get_suptitle() or 'a panel'!r}")
+            found.append(f"every line flat at {values[0]:g} and no word in the panel: {_panel(ax, fig)!r}")
     return found
 
 

@@ -609,7 +609,8 @@ def plan_costs(targets: pd.DataFrame, jobs: pd.DataFrame, unit: str, title: str)
     per_target.set_yticks(list(y), shown.index, fontsize="small")
     per_target.set_ylabel("target")
     per_target.set_xlabel(unit)
-    per_target.legend(frameon=False, fontsize="small", loc="lower right")
+    fig.legend(handles=per_target.get_legend_handles_labels()[0], frameon=False, fontsize="small",
+               loc="outside lower left")
     devices = dict(zip(dict.fromkeys(groups["device"]), sns.color_palette("deep")))
     y = range(len(groups))
     for device, colour in devices.items():
@@ -618,12 +619,13 @@ def plan_costs(targets: pd.DataFrame, jobs: pd.DataFrame, unit: str, title: str)
                        label=device.removeprefix("assumed on "))
     for i, row in zip(y, groups.itertuples()):
         past = f", {row.past} past the time limit" if row.past else ""
-        per_group.text(row.hours, i, f" {row.jobs} jobs{past}", va="center", fontsize="small")
+        per_group.text(row.hours, i, f" {row.jobs} job{'s' * (row.jobs > 1)}{past}", va="center", fontsize="small")
     per_group.set_yticks(list(y), groups["group"], fontsize="small")
     per_group.set_ylabel("group of jobs")
     per_group.set_xlabel(f"{unit} (distinct jobs)")
     per_group.margins(x=0.35)
-    per_group.legend(frameon=False, fontsize="small", loc="lower right")
+    fig.legend(handles=per_group.get_legend_handles_labels()[0], frameon=False, fontsize="small",
+               loc="outside lower right")
     for ax in (per_target, per_group):
         log_axis(ax)  # from minutes of a probe fit to thousands of hours of training
     fig.suptitle(title)
@@ -676,7 +678,7 @@ def depth_tests(ours: pd.DataFrame, paper: pd.DataFrame, alpha: float, title: st
         return f"{row['sweep']} {definitions.family(row['recurrent'])}, {row['budget']}: {row['test']}"
 
     rows = list(dict.fromkeys([*map(label, ours.to_dict("records")), *map(label, paper.to_dict("records"))]))
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 2.2), layout="constrained")
     y = {name: i for i, name in enumerate(rows)}
     for table, column, style in ((ours, "p", dict(color="tab:blue", label="ours (the authors' test)")),
                                  (ours, "p_picked", dict(facecolor="white", edgecolor="tab:blue",
@@ -693,6 +695,6 @@ def depth_tests(ours: pd.DataFrame, paper: pd.DataFrame, alpha: float, title: st
     ax.grid(axis="y", color="0.92", zorder=0)
     ax.set_xlabel(f"one-sided Welch p, deeper best better (at most {P_FLOOR:g} drawn at {P_FLOOR:g})")
     ax.set_ylabel("sweep, family, budget: test")
-    fig.legend(loc="outside right center", frameon=False, fontsize="small")
+    fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize="small")
     fig.suptitle(title)
     return fig

@@ -21,32 +21,48 @@ DOMAINS = {"sokoban": "Sokoban", "ablation": "Sokoban", "experts": "Sokoban", "l
 
 def power_curves(analysis: Mapping, title: str, columns: int = 3) -> plt.Figure:
     """Power against seeds per allocation, one panel per domain and setting (a budget, and a window in FineWeb), a
-    line per decision and design, the targets dotted; a black cross where a design reaches a target with a rule that
-    says a verdict more often than alpha with no effect (never chosen)."""
+    line per decision and design, the targets dotted and labelled at the right; a black cross where a design reaches
+    a target with a rule that says a verdict more often than alpha with no effect (never chosen); a panel with a
+    curve of one point says why."""
     settings = list(dict.fromkeys((entry["domain"], entry["setting"]) for entry in analysis["tests"]))
     rows = -(-len(settings) // columns)
-    fig, axes = plt.subplots(rows, min(columns, len(settings)), figsize=(5 * min(columns, len(settings)), 4 * rows),
+    fig, axes = plt.subplots(rows, min(columns, len(settings)), figsize=(5 * min(columns, len(settings)), 5.5 * rows),
                              sharey=True, squeeze=False, layout="constrained")  # room for the figure's title too
+    top = max(analysis["targets"])
     for ax, where in zip(axes.flat, settings):
         entries = [e for e in analysis["tests"] if (e["domain"], e["setting"]) == where]
         name = min((e["part"] for e in entries), key=len)  # the setting in words: "small budget, W = 128"
+        single = False
         for i, entry in enumerate(entries):
             for design, curve in entry["curves"].items():
                 points = pd.DataFrame(curve)
+                single |= len(points) == 1 and points["power"].iloc[0] >= top
                 test = entry["part"].removeprefix(name).lstrip(", ")
                 label = entry["claim"].replace("_", " ") + (f" {test}" if test else "")
                 ax.errorbar(points["seeds"], points["power"], yerr=2 * points["stderr"], color=f"C{i}",
                             ls=DESIGN_STYLE[design], marker="o", ms=3, label=f"{label} ({design})")
                 if "holds_alpha" in points:  # designs that would reach a target but whose rule does not hold alpha
                     above = points[points["holds_alpha"].eq(False)]
-                    ax.scatter(above["seeds"], above["power"], marker="x", s=30, color="k", zorder=3)
+                    if len(above):
+                        ax.scatter(above["seeds"], above["power"], marker="x", s=30, color="k", zorder=3,
+                                   label="its rule does not hold alpha (never chosen)")
         for target in analysis["targets"]:
             ax.axhline(target, color="grey", lw=0.8, ls=":")
+            ax.text(1.0, target, f" {target:g}", transform=ax.get_yaxis_transform(), va="center", fontsize=8,
+                    color="grey")
+        if single:  # a curve stops at the target it reaches: at the fewest seeds, one point
+            ax.text(0.98, 0.04, f"a lone point: power ≥ {top:g} at the fewest seeds tried", transform=ax.transAxes,
+                    ha="right", fontsize=8, color="0.35")
         plots.log_axis(ax)
-        ax.set(xlabel="seeds per allocation", title=f"{DOMAINS[where[0]]}, {name}", ylim=(0, 1.02))
+        domain = DOMAINS[where[0]]
+        ax.set(xlabel="seeds per allocation", title=name if name.startswith(domain) else f"{domain}, {name}",
+               ylim=(0, 1.02), xlim=(SEED_TICKS[0] * 0.9, SEED_TICKS[-1] * 1.1))
         ax.set_xticks(SEED_TICKS, [str(n) for n in SEED_TICKS])
         ax.minorticks_off()
-        ax.legend(fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))  # the cross once, however many curves have one
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  frameon=False)  # below the panel: the curves fill it
     for ax in axes.flat[len(settings):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
