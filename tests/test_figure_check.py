@@ -137,3 +137,13 @@ def test_a_panel_of_flat_lines_needs_words():
     assert defects(fig) == ["every line flat at 0 and no word in the panel: 'C_A'"]
     ax.text(1, 0.5, "recall 0 at every step: no probe reads a plan", ha="center")
     assert defects(fig) == []
+
+
+def test_a_legend_over_the_data_is_found():
+    """The aggregation ablation's legend sat on a rule's point."""
+    fig, ax = sound()
+    ax.scatter([2.9], [2.9], color="k")
+    ax.legend(loc="upper right", fontsize=9)
+    assert defects(fig) == ["a legend over the data it keys: 'a sound figure'"]
+    ax.legend(loc="lower left", fontsize=9)
+    assert defects(fig) == []

@@ -206,11 +206,13 @@ def test_the_papers_value_only_at_the_papers_configuration(dataset):
 def test_the_plot_draws_every_rule_and_the_papers_point(dataset):
     table = ablations.scores(dataset, "aggregation")
     fig = plots.lm_ablation(table, "aggregation", "sqrt_sum", 3.51, "title")
-    ours, paper = fig.axes[0].collections
-    assert [round(y, 2) for _, y in ours.get_offsets()] == list(LOSSES.values()) and paper.get_offsets()[0][1] == 3.51
-    assert tuple(ours.get_facecolors()[0][:3]) == (0, 0, 0) and tuple(ours.get_facecolors()[1][:3]) != (0, 0, 0)
+    default, others, paper = fig.axes[0].collections  # the default black, the other rules grey, each keyed
+    drawn = [*default.get_offsets(), *others.get_offsets()]
+    assert sorted(round(y, 2) for _, y in drawn) == sorted(LOSSES.values()) and paper.get_offsets()[0][1] == 3.51
+    assert tuple(default.get_facecolors()[0][:3]) == (0, 0, 0) and tuple(others.get_facecolors()[0][:3]) != (0, 0, 0)
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["ours, sqrt_sum (default)", "ours, the others"]
     assert not fig.axes[0].patches  # points, not bars: the y-axis does not start at 0
-    assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].collections) == 1
+    assert len(plots.lm_ablation(table, "aggregation", "sqrt_sum", None, "title").axes[0].collections) == 2
 
 
 def test_kv_sharing_verdict_and_page(dataset):

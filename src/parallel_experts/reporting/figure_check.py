@@ -1,7 +1,7 @@
 """What a reader would trip over in a figure, found by drawing it (issue 43): text that shows markup instead of
 rendering it, text drawn over text or tick labels run together, an axis with tick labels and no label, a legend
-entry with no visible mark, named twice, in text under 8 points or keying a mark the plot does not draw, a band or
-error bars that nothing names, and a plot whose every line is flat with no word in it. `defects` draws a figure once
+entry with no visible mark, named twice, in text under 8 points or keying a mark the plot does not draw, a legend
+over the data, a band or error bars that nothing names, and a plot whose every line is flat with no word in it. `defects` draws a figure once
 and lists what it found, in words that name the text, the entry or the panel.
 
 Only what is drawn counts: a tick label outside the view, an invisible artist or an empty string is nothing a
@@ -74,6 +74,7 @@ def defects(fig: plt.Figure) -> list[str]:
     found += _unlabelled_axes(fig, {id(text) for text, _ in drawn})
     for legend in _legends(fig):
         found += _legend_defects(legend)
+    found += _legends_over_data(fig)
     found += _unbacked_keys(fig)
     found += _unnamed_marks(fig)
     found += _flat_without_words(fig)
@@ -151,6 +152,23 @@ def _visible_mark(handle) -> bool:
 def _panel(ax: plt.Axes, fig: plt.Figure) -> str:
     """A panel as a defect names it: its title, else the figure's."""
     return ax.get_title() or fig.get_suptitle() or "a panel"
+
+
+def _legends_over_data(fig: plt.Figure) -> list[str]:
+    """A legend inside a panel whose box covers a point the panel plots (a line's vertex, a scatter's mark)."""
+    found = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent()
+        points = [line.get_transform().transform(line.get_xydata()) for line in ax.lines if _drawn(line)]
+        points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections
+                   if isinstance(c, PathCollection) and c.get_visible() and len(c.get_offsets())]
+        xy = np.concatenate([np.asarray(p, float).reshape(-1, 2) for p in points]) if points else np.empty((0, 2))
+        if ((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)).any():
+            found.append(f"a legend over the data it keys: {_panel(ax, fig)!r}")
+    return found
 
 
 def _drawn(line: Line2D) -> bool:

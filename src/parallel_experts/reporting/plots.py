@@ -342,9 +342,17 @@ def _ablation_closed(fig, ax, means, errors, paper: float | None, xlabel: str, y
     ax.set_ylim(low - pad, high + pad)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(frameon=False, fontsize="small")
+    fig.legend(frameon=False, fontsize="small", loc="outside right center")  # beside: the points fill the panel
     ax.set_title(title)
     return fig
+
+
+def _default_apart(ax, settings: pd.Series, values: pd.Series, default: str) -> None:
+    """An ablation's points, the default (the sweep's setting) black and the others grey, each keyed."""
+    is_default = (settings == default).to_numpy()
+    ax.scatter(settings[is_default], values[is_default], color="k", s=40, zorder=3, label=f"ours, {default} (default)")
+    if (~is_default).any():
+        ax.scatter(settings[~is_default], values[~is_default], color="0.6", s=40, zorder=3, label="ours, the others")
 
 
 def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) -> plt.Figure:
@@ -352,9 +360,8 @@ def aggregation_ablation(scores: pd.DataFrame, paper: float | None, title: str) 
     default (sqrt-sum) black; the authors' sqrt-sum value, where comparable, as a red cross beside them."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     errors = scores["stderr"].fillna(0)
-    colours = ["k" if rule == "sqrt_sum" else "0.6" for rule in scores["aggregation"]]
     ax.errorbar(scores["aggregation"], scores["mean"], yerr=errors, fmt="none", ecolor="k", capsize=4)
-    ax.scatter(scores["aggregation"], scores["mean"], c=colours, s=40, zorder=3, label="ours")
+    _default_apart(ax, scores["aggregation"], scores["mean"], "sqrt_sum")
     if paper is not None:
         ax.scatter(["paper:\nsqrt_sum"], [paper], marker="x", s=60, color="tab:red", zorder=3,
                    label=f"paper, sqrt-sum ({paper:.3f})")
@@ -394,10 +401,9 @@ def lm_ablation(scores: pd.DataFrame, setting: str, default: str, paper: float |
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     losses = scores["validation_loss"]
     errors = scores["stderr"].fillna(0) if "stderr" in scores else 0 * losses  # with several seeds only
-    colours = ["k" if value == default else "0.6" for value in scores[setting]]
     if "stderr" in scores:
         ax.errorbar(scores[setting].astype(str), losses, yerr=errors, fmt="none", ecolor="0.6", capsize=4, zorder=2)
-    ax.scatter(scores[setting].astype(str), losses, c=colours, s=40, zorder=3, label="ours")
+    _default_apart(ax, scores[setting].astype(str), losses, default)
     if paper is not None:
         ax.scatter([f"paper:\n{default}"], [paper], marker="x", s=60, color="tab:red", zorder=3,
                    label=f"paper, {default} (≈ {paper:.2f})")
@@ -503,6 +509,9 @@ def plan_pictures(picture, plan, steps, title: str) -> plt.Figure:
         ax.set_title(f"t = {step}")
         ax.set_xticks([])
         ax.set_yticks([])
+    if not np.asarray(plan).any():  # else the title promises a plan and nothing is drawn
+        fig.supxlabel("the probe marks no square at any pictured step: no plan is read here", color="0.3",
+                      fontsize="medium")
     fig.suptitle(title)
     return fig
 
