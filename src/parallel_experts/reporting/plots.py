@@ -126,13 +126,15 @@ def sokoban_sweep(scores: pd.DataFrame, paper: pd.DataFrame | None, title: str) 
 
 
 def _band_key(label: str) -> plt.Rectangle:
+    """A legend entry for the shaded bands around curves of any colour."""
     return plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.25, lw=0, label=label)
 
 
 def _curves_legend(fig, axes, extra: list) -> None:
     """The hue legend seaborn drew on the last panel, moved beside the panels with `extra` entries after it."""
     handles, labels = axes[-1].get_legend_handles_labels()
-    axes[-1].get_legend().remove()
+    if axes[-1].get_legend():
+        axes[-1].get_legend().remove()
     fig.legend(handles=[*handles, *extra], labels=[*labels, *(h.get_label() for h in extra)],
                loc="outside right center", frameon=False, fontsize="small", ncol=-(-len(handles) // 12))
 
