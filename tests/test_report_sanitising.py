@@ -146,12 +146,13 @@ def test_every_kind_of_output_reaches_the_page_sanitised_and_the_page_has_no_scr
 
 def write_plan(config, folder, wildcards):
     """A plan of one training job priced at the config's assumption, with its memory check, as `plan` writes it:
-    the device name reaches the throughput's source, the paper calibration and the memory table."""
+    the device name reaches the throughput's source, the plan's chart, the paper calibration and the memory table."""
     job = costs.Job("sokoban_train", wildcards, 1e15, "benchmark.tsv")
     rate = costs.assumed_rate(config, job)
     seconds = job.flops / rate.flops_per_s
     table = pd.DataFrame([{"target": "fig2", "rule": job.rule, "wildcards": job.wildcards, "group": job.group,
                            "shown": True, "flops": job.flops, "flops_per_s": rate.flops_per_s, "source": rate.source,
+                           "device": rate.device,
                            "seconds": seconds, "devices": 1, "measured_seconds": float("nan"), "seeds": 1,
                            "budget": "small", "remat": False, "runtime_s": 600, "resubmissions": 0, "device_hours": seconds / 3600,
                            "attempts": 2, "finishes": False}])
