@@ -182,6 +182,10 @@ VERDICT_COLOURS = {findings.SUPPORTED: "tab:green", findings.CONTRADICTED: "tab:
                    findings.INCONCLUSIVE: "0.45", findings.UNTESTED: "white", findings.NOT_RUN: "white"}
 
 
+UNDECIDED = {findings.INCONCLUSIVE: "tested: neither verdict at alpha", findings.UNTESTED: "no test at this design",
+             findings.NOT_RUN: "not run at this scale"}
+
+
 def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
     """The claims table as a chart: each claim's verdict in its column (open marks: no test decided it), and beside
     it, for a verdict a test gave, its chance with no effect at this design against alpha."""
@@ -204,7 +208,7 @@ def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
     rates = pd.to_numeric(table[NO_EFFECT], errors="coerce")
     chance.barh([i for i in y if pd.notna(rates[i])], rates.dropna(), color="0.6", height=0.5)
     for i in (i for i in y if pd.isna(rates[i])):
-        chance.text(0.002, i, "no test decided it", va="center", fontsize="small", color="0.4")
+        chance.text(0.002, i, UNDECIDED.get(table["verdict"].iloc[i], ""), va="center", fontsize="small", color="0.4")
     chance.axvline(verdicts.ALPHA, color="k", ls="--", lw=1,
                    label=f"alpha = {verdicts.ALPHA} (a rate within 3 Monte\nCarlo s.e. of it holds: calibration.Rates)")
     chance.set_xlim(0, max(2 * verdicts.ALPHA, rates.max() * 1.2 if rates.notna().any() else 0))
