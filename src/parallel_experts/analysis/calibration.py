@@ -47,6 +47,7 @@ Design = tuple[tuple[bool, tuple[int, ...], tuple[int, ...]], ...]
 Sunk = tuple[tuple[bool, tuple[bool, ...]], ...]
 SUNK = -1e6  # a sunk arm's mean, in seed SDs
 GAMMA = 0.001  # the chance the SD ratio's confidence interval misses it, added to a p that maximises over it
+HELD_WITHIN = 3  # Monte Carlo standard errors above alpha that a simulated no-effect rate may be and hold it
 RATIO_STEP = 2**0.5  # the grid of non-recurrent over recurrent SD ratios the nulls are simulated at
 RATIO_STEPS = 8  # ... from RATIO_STEP**-8 to RATIO_STEP**8 (1/16 to 16): beyond, the other family is as good as
 # exact (its SE under a sixteenth of the one's), and the null hardly moves
@@ -221,9 +222,9 @@ class Rates:
         return float(np.sqrt(own + verdicts.ALPHA * (1 - verdicts.ALPHA) / NULL_DRAWS))
 
     def holds(self, side: int) -> bool:
-        """Whether the rule says this verdict no more often than alpha with no effect (plus three Monte Carlo
+        """Whether the rule says this verdict no more often than alpha with no effect (plus HELD_WITHIN Monte Carlo
         standard errors): a verdict of a rule that does not is no verdict."""
-        return self.of(side) <= verdicts.ALPHA + 3 * self.stderr(side)
+        return self.of(side) <= verdicts.ALPHA + HELD_WITHIN * self.stderr(side)
 
     @property
     def holds_alpha(self) -> bool:

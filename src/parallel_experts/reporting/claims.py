@@ -180,8 +180,6 @@ def summary(table: pd.DataFrame, config: Mapping) -> str:
 
 VERDICT_COLOURS = {findings.SUPPORTED: "tab:green", findings.CONTRADICTED: "tab:red",
                    findings.INCONCLUSIVE: "0.45", findings.UNTESTED: "white", findings.NOT_RUN: "white"}
-
-
 UNDECIDED = {findings.INCONCLUSIVE: "tested: neither verdict at alpha", findings.UNTESTED: "no test at this design",
              findings.NOT_RUN: "not run at this scale"}
 
@@ -210,7 +208,8 @@ def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
     for i in (i for i in y if pd.isna(rates[i])):
         chance.text(0.002, i, UNDECIDED.get(table["verdict"].iloc[i], ""), va="center", fontsize="small", color="0.4")
     chance.axvline(verdicts.ALPHA, color="k", ls="--", lw=1,
-                   label=f"alpha = {verdicts.ALPHA} (a rate within 3 Monte\nCarlo s.e. of it holds: calibration.Rates)")
+                   label=f"alpha = {verdicts.ALPHA} (a rate within {calibration.HELD_WITHIN} Monte\nCarlo s.e. of it "
+                         "holds: calibration.Rates)")
     chance.set_xlim(0, max(2 * verdicts.ALPHA, rates.max() * 1.2 if rates.notna().any() else 0))
     chance.set_xlabel("chance of this verdict with no effect")
     fig.legend(frameon=False, fontsize="small", loc="outside lower right")
