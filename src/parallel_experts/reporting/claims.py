@@ -206,7 +206,8 @@ def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
     rates = pd.to_numeric(table[NO_EFFECT], errors="coerce")
     chance.barh([i for i in y if pd.notna(rates[i])], rates.dropna(), color="0.6", height=0.5)
     for i in (i for i in y if pd.isna(rates[i])):
-        chance.text(0.002, i, UNDECIDED.get(table["verdict"].iloc[i], ""), va="center", fontsize="small", color="0.4")
+        chance.text(0.002, i, UNDECIDED.get(table["verdict"].iloc[i], ""), va="center", fontsize="small", color="0.4",
+                    bbox=dict(facecolor="white", edgecolor="none", pad=1), zorder=3)  # over the alpha line
     chance.axvline(verdicts.ALPHA, color="k", ls="--", lw=1,
                    label=f"alpha = {verdicts.ALPHA} (a rate within {calibration.HELD_WITHIN} Monte\nCarlo s.e. of it "
                          "holds: calibration.Rates)")
