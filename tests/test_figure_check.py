@@ -102,7 +102,7 @@ def test_a_legend_entry_for_a_family_with_no_data_or_a_style_not_drawn():
     ax.legend(handles=[*handles, plt.Line2D([], [], marker="s", ls=":", color="0.3", label="absent family")])
     assert defects(fig) == ["legend entry keys a marker no plot draws ('s'): 'absent family'",
                             "legend entry keys a line style no plot draws (':'): 'absent family'"], defects(fig)
-    ax.scatter([1, 2], [1, 2], marker="s")  # a scatter's square backs the marker, not the dotted line
+    ax.scatter([1, 2], [1, 2], marker="s", color="0.3")  # a scatter's square backs the marker, not the dotted line
     assert defects(fig) == ["legend entry keys a line style no plot draws (':'): 'absent family'"]
 
 
@@ -142,8 +142,19 @@ def test_a_panel_of_flat_lines_needs_words():
 def test_a_legend_over_the_data_is_found():
     """The aggregation ablation's legend sat on a rule's point."""
     fig, ax = sound()
-    ax.scatter([2.9], [2.9], color="k")
+    ax.scatter([2.9], [2.9], color="C0")  # a point of the family keyed "recurrent"
     ax.legend(loc="upper right", fontsize=9)
     assert defects(fig) == ["a legend over the data it keys: 'a sound figure'"]
     ax.legend(loc="lower left", fontsize=9)
+    assert defects(fig) == []
+
+
+def test_marks_in_a_colour_no_key_shows():
+    """The ablations keyed their default black as "ours" and drew the other settings grey, keyed by nothing."""
+    fig, ax = sound()
+    ax.scatter([1, 2], [2.5, 2.5], color=["k", "0.6"], label="ours")
+    ax.legend(fontsize=9, loc="lower left")
+    assert defects(fig) == ["marks in a colour no legend entry shows: 'a sound figure'"]
+    ax.scatter([3], [2.5], color="0.6", label="ours, the other settings")
+    ax.legend(fontsize=9, loc="lower left")
     assert defects(fig) == []

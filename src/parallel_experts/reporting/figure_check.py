@@ -1,7 +1,7 @@
 """What a reader would trip over in a figure, found by drawing it (issue 43): text that shows markup instead of
 rendering it, text drawn over text or tick labels run together, an axis with tick labels and no label, a legend
 entry with no visible mark, named twice, in text under 8 points or keying a mark the plot does not draw, a legend
-over the data, a band or error bars that nothing names, and a plot whose every line is flat with no word in it. `defects` draws a figure once
+over the data, a band or error bars that nothing names, marks in a colour no key shows, and a plot whose every line is flat with no word in it. `defects` draws a figure once
 and lists what it found, in words that name the text, the entry or the panel.
 
 Only what is drawn counts: a tick label outside the view, an invisible artist or an empty string is nothing a
@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython import get_ipython
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
@@ -77,6 +78,7 @@ def defects(fig: plt.Figure) -> list[str]:
     found += _legends_over_data(fig)
     found += _unbacked_keys(fig)
     found += _unnamed_marks(fig)
+    found += _unkeyed_colours(fig)
     found += _flat_without_words(fig)
     return found
 
@@ -246,6 +248,49 @@ def _unnamed_marks(fig: plt.Figure) -> list[str]:
             found.append(f"error bars that no legend entry or axis label (±) names: {where!r}")
     if keyed_error and not drawn_error:
         found.append("error bars keyed in a legend where none is drawn (no bar has a length)")
+    return found
+
+
+def _colour(rgba) -> tuple[float, ...] | None:
+    """A mark's colour as a reader sees it, to 2 decimals; None where it shows none (transparent, or white: an open
+    mark, whose edge then carries its colour)."""
+    rgba = np.asarray(to_rgba(rgba), float)
+    if rgba[3] == 0 or (rgba[:3] > 0.99).all():
+        return None
+    return tuple(np.round(rgba[:3], 2))
+
+
+def _scatter_colours(collection: PathCollection) -> set:
+    """The colours of a scatter's marks: each face, or its edge where the face is open."""
+    faces, edges = collection.get_facecolors(), collection.get_edgecolors()
+    found = set()
+    for i in range(len(collection.get_offsets())):
+        face = _colour(faces[i % len(faces)]) if len(faces) else None
+        edge = _colour(edges[i % len(edges)]) if len(edges) else None
+        found.add(face if face is not None else edge)
+    return found - {None}
+
+
+def _unkeyed_colours(fig: plt.Figure) -> list[str]:
+    """Scatter marks whose colour no legend entry's mark shows, in a figure whose legends key marks at all (grey
+    points beside a black default keyed "ours"). A figure that keys no mark says what its colours are otherwise: an
+    axis of verdicts, a title."""
+    keyed = set()
+    for legend in _legends(fig):
+        for handle in legend.legend_handles:
+            if isinstance(handle, Line2D) and handle.get_marker() not in (*_NO_LINE, None):
+                keyed |= {_colour(handle.get_markerfacecolor()), _colour(handle.get_markeredgecolor())}
+            elif isinstance(handle, PathCollection):
+                keyed |= _scatter_colours(handle)
+    keyed.discard(None)
+    if not keyed:
+        return []
+    found = []
+    for ax in fig.axes:
+        drawn = set().union(*(_scatter_colours(c) for c in ax.collections if isinstance(c, PathCollection)
+                              and c.get_visible() and len(c.get_offsets())))
+        if drawn - keyed:
+            found.append(f"marks in a colour no legend entry shows: {_panel(ax, fig)!r}")
     return found
 
 
