@@ -1,8 +1,9 @@
 """What a reader would trip over in a figure, found by drawing it (issue 43): text that shows markup instead of
 rendering it, text drawn over text or tick labels run together, an axis with tick labels and no label, a legend
 entry with no visible mark, named twice, in text under 8 points or keying a mark the plot does not draw, a legend
-over the data, a band or error bars that nothing names, marks in a colour no key shows, and a plot whose every line is flat with no word in it. `defects` draws a figure once
-and lists what it found, in words that name the text, the entry or the panel.
+over the data, a band or error bars that nothing names, marks in a colour no key shows, and a plot whose every line
+is flat with no word in it. `defects` draws a figure once and lists what it found, in words that name the text, the
+entry or the panel.
 
 Only what is drawn counts: a tick label outside the view, an invisible artist or an empty string is nothing a
 reader sees. `watch` checks every figure a report notebook shows, where `render` asks for it (ENV).
