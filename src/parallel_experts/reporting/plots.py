@@ -651,7 +651,7 @@ def ratios_beside_paper(table: pd.DataFrame, ours: str, paper: str, cell: list[s
     words."""
     rows = table[~table["allocation"].str.startswith("Transformer")]
     cells = rows.groupby(cell, sort=False)
-    fig, axes = plt.subplots(1, cells.ngroups, figsize=(3.2 * cells.ngroups + 2.5, 3.6), squeeze=False, sharey=True,
+    fig, axes = plt.subplots(1, cells.ngroups, figsize=(3.2 * cells.ngroups + 2.5, 4), squeeze=False, sharey=True,
                              layout="constrained")
     for ax, (key, here) in zip(axes[0], cells):
         x = np.arange(len(here))
