@@ -15,6 +15,7 @@ from helpers import REPO, probe_recall  # noqa: E402
 from parallel_experts.analysis import findings, sokoban_scores  # noqa: E402
 from parallel_experts.analysis import probes as probe_analysis  # noqa: E402
 from parallel_experts.config import files  # noqa: E402
+from parallel_experts.planning import tables as planner  # noqa: E402
 from parallel_experts.reporting import claims, plots  # noqa: E402
 from parallel_experts.reporting.figure_check import defects  # noqa: E402
 from parallel_experts.results import grids  # noqa: E402
@@ -98,7 +99,7 @@ def test_the_plan_figure_sums_each_group_once_and_counts_jobs_past_their_limit()
     targets = pd.DataFrame({"jobs": [3, 2, 2], "device_hours": [150.5, 150.0, 150.5],
                             "shown_jobs": [3, 1, 2], "shown_hours": [150.5, 100.0, 150.5]},
                            index=["claims", "fig2", "total (distinct jobs)"])
-    fig = plots.plan_costs(targets, jobs, "GPU-hours", "test")
+    fig = plots.plan_costs(targets, planner.per_group(jobs), "GPU-hours", "test")
     per_target, per_group = fig.axes
     assert sorted(patch.get_width() for patch in per_group.patches) == [0.5, 150.0]  # the shared job once
     assert sorted(t.get_text() for t in per_group.texts) == [" 1 job", " 2 jobs, 1 past the time limit"]
@@ -121,7 +122,7 @@ def test_the_claims_chart_puts_each_verdict_in_its_column():
     table = pd.DataFrame({"claim": ["A long statement of a claim that the paper makes about depth"] * 3,
                           "section": ["§5.1", "§5.2", "App. H"],
                           "verdict": [findings.SUPPORTED, findings.UNTESTED, findings.NOT_RUN],
-                          claims.NO_EFFECT: ["0.041", "", ""]})
+                          claims.NO_EFFECT: [0.041, None, None]})
     fig = claims.at_a_glance(table, "test")
     verdict, chance = fig.axes
     columns = verdict.collections[0].get_offsets()[:, 0]

@@ -48,6 +48,16 @@ def assumptions(table: pd.DataFrame) -> pd.DataFrame:
             [["group", "flops_per_s", "source"]])
 
 
+def per_group(table: pd.DataFrame) -> pd.DataFrame:
+    """Per group of jobs (a rule, and its family where that matters) and device: the device-hours of its distinct
+    jobs, how many, and how many outlive their time limit (`attempts` > 1), cheapest first."""
+    distinct = table.drop_duplicates(["rule", "wildcards"])
+    return (distinct.groupby(["group", "device"], as_index=False)
+            .agg(hours=("device_hours", "sum"), jobs=("rule", "size"),
+                 past=("attempts", lambda attempts: int((attempts > 1).sum())))
+            .sort_values("hours"))
+
+
 def over_time_limit(table: pd.DataFrame) -> pd.DataFrame:
     """Per rule, the jobs predicted to outlive their time limit: how many, the longest, the attempts it needs
     (`costs.attempts_needed`), the resubmissions the config allows, and how many jobs would still not finish."""

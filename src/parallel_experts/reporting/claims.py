@@ -134,7 +134,7 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], c
         decided = found.verdict in (findings.SUPPORTED, findings.CONTRADICTED)
         rows.append({"claim": claim.statement, "section": claim.section, "paper": claim.paper,
                      "measured": found.measured, "test": found.test, "rule": found.rule, "verdict": found.verdict,
-                     NO_EFFECT: f"{found.no_effect:.3f}" if decided else "",
+                     NO_EFFECT: found.no_effect if decided else None,
                      "decided by": "; ".join(found.decided_by),
                      "report": next((name for name in names if name in present), ""),
                      COST: "" if decided else costs[found.claim]})
@@ -203,7 +203,7 @@ def at_a_glance(table: pd.DataFrame, title: str) -> plt.Figure:
     ax.invert_yaxis()
     ax.grid(axis="y", color="0.9", zorder=0)
     ax.set_xlabel("verdict from this reproduction")
-    rates = pd.to_numeric(table[NO_EFFECT], errors="coerce")
+    rates = table[NO_EFFECT].astype(float)
     chance.barh([i for i in y if pd.notna(rates[i])], rates.dropna(), color="0.6", height=0.5)
     for i in (i for i in y if pd.isna(rates[i])):
         chance.text(0.002, i, UNDECIDED.get(table["verdict"].iloc[i], ""), va="center", fontsize="small", color="0.4",
@@ -227,7 +227,7 @@ def styled(table: pd.DataFrame) -> Styler:
     def bold(verdict: str) -> str:
         return "font-weight: bold" if verdict in (findings.SUPPORTED, findings.CONTRADICTED) else ""
 
-    return (markup.table(table, {"report": link})
+    return (markup.table(table, {"report": link, NO_EFFECT: "{:.3f}"}, na_rep="")
             .set_properties(**{"text-align": "left", "vertical-align": "top"})
             .map(bold, subset=["verdict"])
             .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}]))

@@ -22,12 +22,13 @@ def count_axis(axis) -> None:
     axis.set_major_formatter(ticker.EngFormatter(sep=""))
 
 
-def log_axis(ax: plt.Axes, base: int = 10) -> None:
-    """A log x axis labelled in plain numbers: pages read no mathtext (page.begin), and matplotlib's default log
-    labels are mathtext ($\\mathdefault{10^{1}}$ shown as typed)."""
-    ax.set_xscale("log", base=base)
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+def log_axis(ax: plt.Axes, base: int = 10, which: str = "x") -> None:
+    """A log axis (x, or y with `which`) labelled in plain numbers: pages read no mathtext (page.begin), and
+    matplotlib's default log labels are mathtext ($\\mathdefault{10^{1}}$ shown as typed)."""
+    getattr(ax, f"set_{which}scale")("log", base=base)
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def work_ratios(table: pd.DataFrame, title: str, tolerance: dict[str, float] | None = None) -> plt.Figure:
@@ -600,15 +601,10 @@ def solve_rates_beside_prior_work(ours: pd.DataFrame, prior: pd.DataFrame, rando
     return fig
 
 
-def plan_costs(targets: pd.DataFrame, jobs: pd.DataFrame, unit: str, title: str) -> plt.Figure:
+def plan_costs(targets: pd.DataFrame, groups: pd.DataFrame, unit: str, title: str) -> plt.Figure:
     """The plan at a glance: per target (`planning.tables.per_target`), the device-hours of the jobs whose runs its
-    reports show beside those of every job its DAG runs; per group of jobs (`jobs`: the plan's job table), its
+    reports show beside those of every job its DAG runs; per group of jobs (`planning.tables.per_group`), its
     device-hours coloured by device, with its jobs and those past their time limit written on the bar."""
-    distinct = jobs.drop_duplicates(["rule", "wildcards"])
-    groups = (distinct.groupby(["group", "device"], as_index=False)
-              .agg(hours=("device_hours", "sum"), jobs=("rule", "size"),
-                   past=("attempts", lambda attempts: int((attempts > 1).sum())))
-              .sort_values("hours"))
     shown = targets.drop(index=[name for name in targets.index if name.startswith("total")])
     shown = shown[shown["device_hours"] > 0].iloc[::-1]
     fig, (per_target, per_group) = plt.subplots(1, 2, figsize=(12, 0.22 * max(len(shown), len(groups)) + 2.2),
@@ -667,10 +663,8 @@ def ratios_beside_paper(table: pd.DataFrame, ours: str, paper: str, cell: list[s
         ax.set_xticks(x, [name.removeprefix("recurrent ") for name in here["allocation"]], fontsize="small")
         ax.set_title(", ".join(f"{'C' if name == 'context' else 'B'} = {value:,}" for name, value in zip(cell, key)))
         ax.set_xlabel("recurrent allocation")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        log_axis(ax, which="y")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5)))  # ratios span under a decade: 0.2, 0.5, 1, 2
     axes[0][0].set_ylabel(ylabel)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", frameon=False, fontsize="small")
