@@ -88,6 +88,10 @@ def test_tables_5_and_6_draw_each_ratio_from_one_and_say_where_a_cell_ran_out_of
     bars = [(bar.get_y(), bar.get_y() + bar.get_height()) for bar in ax.patches if np.isfinite(bar.get_height())]
     np.testing.assert_allclose(sorted(bars), sorted([(1, 0.5), (1, 0.05)]))
     assert sorted(t.get_text() for t in ax.texts) == ["ours: OOM", "paper: OOM"]
+    fig.canvas.draw()
+    inside = ax.get_window_extent()
+    assert all(inside.x0 <= t.get_window_extent().x0 and t.get_window_extent().x1 <= inside.x1
+               and inside.y0 <= t.get_window_extent().y0 and t.get_window_extent().y1 <= inside.y1 for t in ax.texts)
     assert ax.get_title() == "C = 1,024, B = 128"
     assert defects(fig) == []
 

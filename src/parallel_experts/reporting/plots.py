@@ -657,9 +657,10 @@ def ratios_beside_paper(table: pd.DataFrame, ours: str, paper: str, cell: list[s
             for offset, whose, column, oom in ((-0.2, "ours", ours, "oom"), (0.2, "paper", paper, "paper_oom")):
                 if pd.isna(getattr(row, column)):
                     missing = "OOM" if getattr(row, oom, False) else "not run" if whose == "ours" else "not published"
-                    ax.text(i + offset, 1, f"{whose}: {missing}", rotation=90, ha="center", va="center",
-                            fontsize="small")
+                    ax.text(i + offset, 0.5, f"{whose}: {missing}", rotation=90, ha="center", va="center",
+                            fontsize="small", transform=ax.get_xaxis_transform())  # mid-panel, whatever the ratios
         ax.axhline(1, color="k", lw=0.8, ls="--", label="the Transformer L16 E1")
+        ax.set_xlim(-0.7, len(here) - 0.3)  # room inside the panel for the words of an outer bar's missing value
         ax.set_xticks(x, [name.removeprefix("recurrent ") for name in here["allocation"]], fontsize="small")
         ax.set_title(", ".join(f"{'C' if name == 'context' else 'B'} = {value:,}" for name, value in zip(cell, key)))
         ax.set_xlabel("recurrent allocation")
