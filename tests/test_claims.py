@@ -469,7 +469,7 @@ def test_ablations_of_agents_at_chance_decide_nothing():
 
 def sweep_of(config, seed_scores=lambda run, seed: 10.0 + run.agent.depth + 0.3 * seed):
     """The Sokoban sweep dataset of `config`'s runs, each at the seeds the config trains it with (NaN elsewhere)."""
-    runs = study.runs(config).sokoban.sweeps
+    runs = study.Study.of(config).sokoban.sweeps
     seeds = sorted({seed for run in runs for seed in run.seeds})
     scores = [[seed_scores(run, seed) if seed in run.seeds else np.nan for seed in seeds] for run in runs]
     return xr.Dataset(
@@ -558,7 +558,7 @@ def test_a_seed_missing_by_design_is_no_fault_and_a_timing_out_of_memory_neither
 def test_the_trained_seeds_are_the_configs_by_dataset_and_run():
     cfg = load("config.yaml")
     trained = scored_seeds.trained_seeds(cfg)
-    runs = study.runs(cfg)
+    runs = study.Study.of(cfg)
     assert trained[paths.SOKOBAN_SWEEP] == {run.id: set(run.seeds) for run in runs.sokoban.sweeps}
     lm = trained[paths.LM_SWEEP]  # an LM dataset's run is a configuration, holding each of its seeds' runs
     assert sum(map(len, lm.values())) == len(runs.lm.sweeps) and set(lm) == {run.configuration

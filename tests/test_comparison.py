@@ -3,6 +3,7 @@
 import pandas as pd
 
 from parallel_experts.analysis import comparison
+from parallel_experts.core import budget
 
 
 def test_in_this_config_matches_budget_and_allocation():
@@ -17,9 +18,10 @@ def test_in_this_config_matches_budget_and_allocation():
 def test_budget_differences_check_the_window_only_where_the_domain_has_one():
     config = {"sokoban": {"encoder_channels": 32, "budgets": {
         "small": {"anchor": [1, 1, 128], "tolerance": 0.1, "allocations": [[1, 1, 128]]}}}}
-    assert comparison.budget_differences(config, "sokoban", "small") == []
-    assert comparison.budget_differences(config, "sokoban", "small", window=64) == []  # Sokoban has no window
-    assert comparison.budget_differences(config, "sokoban", "tiny") == ["the paper has no 'tiny' budget"]
-    assert comparison.budget_differences(config, "sokoban", "medium") == [
+    ours = budget.budgets(config, "sokoban")
+    assert comparison.budget_differences(ours, "sokoban", "small") == []
+    assert comparison.budget_differences(ours, "sokoban", "small", window=64) == []  # Sokoban has no window
+    assert comparison.budget_differences(ours, "sokoban", "tiny") == ["the paper has no 'tiny' budget"]
+    assert comparison.budget_differences(ours, "sokoban", "medium") == [
         "this config's medium budget is anchored at nothing, the paper's at L1 E1 d256"]
-    assert comparison.anchor(config, "sokoban", "small") == comparison.paper_anchor("sokoban", "small")
+    assert comparison.anchor(ours, "small") == comparison.paper_anchor("sokoban", "small")

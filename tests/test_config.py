@@ -160,7 +160,7 @@ def test_a_number_reads_alike_through_check_config_and_the_workflow(repo, tmp_pa
         if not accepted:
             assert "sokoban.training.learning_rate: expected number" in run.stdout + run.stderr, route
     if accepted:
-        assert study.given([str(path)], {})["sokoban"]["training"]["learning_rate"] == float(text)
+        assert study.given([str(path)], {}).config["sokoban"]["training"]["learning_rate"] == float(text)
 
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path):

@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import REPO, snakemake
 
-from parallel_experts import study
+from parallel_experts.study import Study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core.run_folder import ATTEMPTS, run_lock
@@ -24,9 +24,8 @@ COUNTERS = costs.Counters(sokoban_flops, lm_flops)
 
 
 def load(path):
-    loaded = files.load([path])
-    study.check(loaded)
-    return loaded
+    """The study of one config file (its mapping: `.config`, to derive others from)."""
+    return Study.of(files.load([path]))
 
 
 def job(rule="sokoban_train", flops=3.6e15, name="a", kind="recurrent"):
@@ -38,21 +37,23 @@ def with_plan(config, **spec):
 
 
 def test_an_assumed_job_costs_its_flops_over_the_stated_fraction_of_the_peak():
-    config = with_plan(load(SMOKE))
+    config = with_plan(load(SMOKE).config)
     config["resources"] = config["resources"] | {"train": {"cpus": 4, "mem_mb": 1000, "runtime": 60, "gpus": 2}}
+    config = Study.of(config)
     rate = costs.assumed_rate(config, job())
     # 0.5 × 1 TFLOP/s × 2 GPUs = 1e12 FLOP/s: 3.6e15 FLOPs take one hour, i.e. 2 GPU-hours.
     assert rate.flops_per_s == pytest.approx(1e12) and "50.0% of a test GPU's 1 TFLOP/s × 2 GPUs" in rate.source
-    assert resources.devices(config, "sokoban_train") == 2 and plan.unit(config) == "GPU-hours"
-    assert resources.devices(config, "lm_train") == 1  # smoke's lm_train family: one CPU, no GPU
-    per_family = with_plan(config, efficiency={"recurrent": 0.25, "non-recurrent": 0.5})
+    assert resources.devices(config.resources, "sokoban_train") == 2 and plan.unit(config.resources) == "GPU-hours"
+    assert resources.devices(config.resources, "lm_train") == 1  # smoke's lm_train family: one CPU, no GPU
+    per_family = Study.of(with_plan(config.config, efficiency={"recurrent": 0.25, "non-recurrent": 0.5}))
     assert costs.assumed_rate(per_family, job()).flops_per_s == pytest.approx(5e11)
     assert costs.assumed_rate(per_family, job(kind="non-recurrent")).flops_per_s == pytest.approx(1e12)
 
 
 def test_a_rule_without_an_assumption_or_a_timed_job_is_refused_by_name():
-    config = load(SMOKE)
+    config = dict(load(SMOKE).config)
     del config["plan"]
+    config = Study.of(config)
     with pytest.raises(ConfigError, match=r"plan\.train: no assumed throughput for sokoban_train"):
         costs.assumed_rate(config, job())
     with pytest.raises(ConfigError, match="unknown target 'fig99'"):
@@ -60,15 +61,15 @@ def test_a_rule_without_an_assumption_or_a_timed_job_is_refused_by_name():
 
 
 def test_timed_jobs_give_the_median_rate_of_their_group_and_a_held_out_prediction(tmp_path):
-    config = with_plan(load(SMOKE))
+    config = Study.of(with_plan(load(SMOKE).config))
     (tmp_path / "results").mkdir()
-    (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    (tmp_path / "results/config.json").write_text(json.dumps({"accelerator": config.accelerator}))
     jobs = [job(flops=f, name=n) for f, n in ((1e12, "a"), (3e12, "b"), (2e12, "c"))] + [job("lm_train", name="d")]
     for one, seconds in zip(jobs[:3], (100, 100, 50)):
         path = tmp_path / one.benchmark
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"s\th:m:s\n{seconds}\t0:01:40\n")
-    timed = costs.measured(jobs, tmp_path / "results", config["accelerator"])
+    timed = costs.measured(jobs, tmp_path / "results", config.accelerator)
     assert timed == {jobs[0]: 100.0, jobs[1]: 100.0, jobs[2]: 50.0}  # d was never timed
     assert costs.measured(jobs, tmp_path / "results", "cuda") == {}  # timed on another accelerator: not used
     rates = costs.rates(config, jobs, timed)
@@ -99,7 +100,7 @@ def dry_run_jobs(*targets):
 def test_the_planned_jobs_are_the_ones_snakemake_runs(targets):
     config = load(SMOKE)
     planned = {job: None for jobs in costs.jobs_by_target(config, COUNTERS, targets).values() for job in jobs}
-    mine = {(j.rule, j.wildcards): (j.benchmark, resources.spec(config, j.rule)["gpus"]) for j in planned}
+    mine = {(j.rule, j.wildcards): (j.benchmark, resources.spec(config.resources, j.rule).gpus) for j in planned}
     assert mine == dry_run_jobs(*targets)
 
 
@@ -107,16 +108,16 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     paper = load(REPO / "config/paper.yaml")
     table = costs.plan(paper, COUNTERS, {})  # nothing timed
     sums = plan.per_target(table)
-    targets = catalogue.targets(catalogue.reports(paper))
+    targets = catalogue.targets(catalogue.reports(paper.config))
     assert list(sums.index) == [*targets, plan.TOTAL]
     # the allocation grids and the power analysis train nothing; every other target does
     without_runs = ["allocations", "power"]
     assert (sums.loc[without_runs, "jobs"] == 0).all() and (sums.drop(without_runs)["device_hours"] > 0).all()
     assert set(table["source"].str.split(":").str[0]) == {"assumed", "modelled (plan.lm_train)", "modelled (plan.bench)"}
     # Fig. 2 shows the small ConvLSTM sweep, train and evaluate per run; its target builds every Sokoban sweep run.
-    small = [r for r in sokoban_experiment.runs(paper) if (r.sweep, r.budget) == ("convlstm", "small")]
+    small = [r for r in sokoban_experiment.runs(paper.config) if (r.sweep, r.budget) == ("convlstm", "small")]
     assert sums.loc["fig2", "shown_jobs"] == 2 * len(small)
-    assert sums.loc["fig2", "jobs"] == 2 * len(sokoban_experiment.runs(paper))
+    assert sums.loc["fig2", "jobs"] == 2 * len(sokoban_experiment.runs(paper.config))
     # A job two targets share is counted once in the total; every GPU-hour is a job's seconds × its GPUs.
     distinct = table.drop_duplicates(["rule", "wildcards"])
     assert sums.loc[plan.TOTAL, "device_hours"] == pytest.approx(distinct["device_hours"].sum())
@@ -137,7 +138,7 @@ def timed_training_job(tmp_path):
     train = next(job for job in sweep if job.rule == "sokoban_train")
     results = tmp_path / "results"
     results.mkdir()
-    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    (results / "config.json").write_text(json.dumps({"accelerator": config.accelerator}))
     (tmp_path / train.benchmark).parent.mkdir(parents=True)
     (tmp_path / train.benchmark).write_text("s\n42.0\n")
     folder = tmp_path / paths.run_dir("sokoban", train.run.id)
@@ -157,7 +158,7 @@ def test_earlier_attempts_add_to_the_training_job_only(tmp_path):
                                                 "sokoban_probe_data", "sokoban_probe_fit", "sokoban_train"]
     results = tmp_path / "results"
     results.mkdir()
-    (results / "config.json").write_text(json.dumps({"accelerator": config["accelerator"]}))
+    (results / "config.json").write_text(json.dumps({"accelerator": config.accelerator}))
     own = {job: 10.0 + i for i, job in enumerate(jobs)}  # each job's benchmark: 10 s, 11 s, ...
     for job, seconds in own.items():
         (tmp_path / job.benchmark).parent.mkdir(parents=True, exist_ok=True)
@@ -169,16 +170,16 @@ def test_earlier_attempts_add_to_the_training_job_only(tmp_path):
                {"event": "start", "update": 2, "seconds": 60}, {"event": "stop", "update": 4, "seconds": 500.0},
                {"event": "start", "update": 4, "seconds": 60}]
     (folder / ATTEMPTS).write_text("".join(json.dumps(entry) + "\n" for entry in history))
-    found = costs.measured(jobs, results, config["accelerator"])
+    found = costs.measured(jobs, results, config.accelerator)
     assert found == {job: seconds + (1500.0 if job.rule == "sokoban_train" else 0.0) for job, seconds in own.items()}
 
 
 def test_a_time_measured_for_another_definition_of_the_run_is_not_used(tmp_path):
     config, train, results, folder = timed_training_job(tmp_path)
-    assert costs.measured([train], results, config["accelerator"]) == {train: 42.0}
+    assert costs.measured([train], results, config.accelerator) == {train: 42.0}
     with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # the config changed since: another run
         pass
-    assert costs.measured([train], results, config["accelerator"]) == {}
+    assert costs.measured([train], results, config.accelerator) == {}
 
 
 def test_a_negative_attempt_is_refused_not_priced(tmp_path):
@@ -187,7 +188,7 @@ def test_a_negative_attempt_is_refused_not_priced(tmp_path):
     (folder / ATTEMPTS).write_text('{"event": "stop", "update": 2, "seconds": -1e9}\n')
     with pytest.raises(PipelineError, match=re.escape(f"{folder / ATTEMPTS}, line 1: not an attempt's stop: update 2, "
                                                       "-1000000000.0 s; expected both at least 0 and finite")):
-        costs.measured([train], results, config["accelerator"])
+        costs.measured([train], results, config.accelerator)
 
 
 def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
@@ -198,7 +199,7 @@ def test_a_resubmitted_job_is_timed_over_all_its_attempts(tmp_path):
                {"event": "start", "update": 2, "seconds": 60}, {"event": "stop", "update": 4, "seconds": 50.0},
                {"event": "start", "update": 4, "seconds": 60}]  # the last attempt finished: its benchmark's 42 s
     (folder / ATTEMPTS).write_text("".join(json.dumps(entry) + "\n" for entry in history))
-    assert costs.measured([train], results, config["accelerator"]) == {train: 142.0}
+    assert costs.measured([train], results, config.accelerator) == {train: 142.0}
     with run_lock(folder, train.run.to_dict() | {"seeds": [7]}):  # another definition: its attempts are gone
         pass
     assert not (folder / ATTEMPTS).exists()

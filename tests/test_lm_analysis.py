@@ -11,7 +11,7 @@ import xarray as xr
 
 from parallel_experts.analysis import comparison
 from parallel_experts.analysis import lm_losses
-from parallel_experts.core import definitions
+from parallel_experts.core import budget, definitions
 from parallel_experts.reporting import markup, page, plots
 from parallel_experts.results import grids
 
@@ -130,8 +130,8 @@ def paper_config(tmp_path):
 
     def write(**changes):
         lm_config = json.loads(json.dumps(lm))
-        for budget, anchor in changes.get("anchors", {}).items():
-            lm_config["budgets"][budget] = {"anchor": anchor, "tolerance": 0.6, "allocations": [anchor]}
+        for name, anchor in changes.get("anchors", {}).items():
+            lm_config["budgets"][name] = {"anchor": anchor, "tolerance": 0.6, "allocations": [anchor]}
         lm_config.update(changes.get("lm", {}))
         path = tmp_path / f"config{len(list(tmp_path.iterdir()))}.json"
         path.write_text(json.dumps({"lm": lm_config}))
@@ -141,8 +141,8 @@ def paper_config(tmp_path):
 
 def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     _, config = paper_config()
-    assert (comparison.same_budget_as_paper(config, "lm", "small", 128)
-            and comparison.same_budget_as_paper(config, "lm", "medium", 1024))
+    assert (comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "small", 128)
+            and comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "medium", 1024))
     table, reasons = lm_losses.paper_losses(config, "small", 128, 50304)
     assert reasons == [] and set(table["loss"]) == {3.481, 3.559, 3.51}
     assert (table["window"] == 128).all() and table["window_stated"].tolist() == [False, False, False, True]
@@ -151,11 +151,11 @@ def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     table, _ = lm_losses.paper_losses(config, "medium", 128, 50304)
     assert set(table["loss"]) == {3.434, 3.441, 3.511}
 
-    assert not comparison.same_budget_as_paper(config, "lm", "small", 64)  # not a paper window
+    assert not comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "small", 64)  # not a paper window
     assert lm_losses.paper_losses(config, "small", 64, 50304)[0] is None
-    assert not comparison.same_budget_as_paper(config, "lm", "large", 128)  # no such budget
+    assert not comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "large", 128)  # no such budget
     _, demo = paper_config(anchors={"small": [4, 1, 768]})
-    assert not comparison.same_budget_as_paper(demo, "lm", "small", 128)
+    assert not comparison.same_budget_as_paper(budget.budgets(demo, "lm"), "lm", "small", 128)
     table, reasons = lm_losses.paper_losses(demo, "small", 128, 50304)
     assert table is None and "anchored at L4 E1 d768" in reasons[0]
     table, reasons = lm_losses.paper_losses(config, "small", 128, 4096)  # reduced vocabulary: not comparable

@@ -161,8 +161,8 @@ def test_settings_refuse_a_grid_that_does_not_split_and_rows_keep_the_transforme
     from parallel_experts.config.errors import ConfigError
 
     with pytest.raises(ConfigError, match="batch_tokens 100 is not a multiple of context 16"):
-        systems.throughput_settings({"lm": {"throughput": {"width": 16, "batch_tokens": 100, "contexts": [16]}}})
+        systems.throughput_settings({"throughput": {"width": 16, "batch_tokens": 100, "contexts": [16]}})
     with pytest.raises(ConfigError, match="lm.latency: missing"):
-        systems.latency_settings({"lm": {}})
+        systems.latency_settings({})
     kept = systems.selected(systems.LATENCY_ROWS, {"rows": ["recurrent L4 E4"]})
     assert [systems.label(r) for r in kept] == ["Transformer L16 E1", "recurrent L4 E4"]

@@ -11,6 +11,7 @@ from helpers import REPO
 
 from parallel_experts import cli
 from parallel_experts.config import files
+from parallel_experts.config.settings import PlanAssumptions
 from parallel_experts.core.budget import allocation_id
 from parallel_experts.lm import experiment
 from parallel_experts.lm import flops as lm_flops
@@ -27,7 +28,7 @@ def paper():
 
 @pytest.fixture(scope="module")
 def our_speed(paper):
-    return costs.assumption(paper, "lm_train", "recurrent").speed()
+    return costs.assumption(PlanAssumptions.of(paper), "lm_train", "recurrent").speed()
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,13 @@
 in words."""
 
 import pandas as pd
+from helpers import REPO
 
+from parallel_experts.config import files
+from parallel_experts.config.settings import PlanAssumptions
 from parallel_experts.planning import costs
 from parallel_experts.planning import tables as plan
+from parallel_experts.study import Study
 
 
 def jobs():
@@ -27,7 +31,7 @@ def test_each_target_sums_its_jobs_and_the_total_counts_a_shared_job_once():
 
 
 def test_a_written_plan_reads_back_with_its_scale_and_unit(tmp_path):
-    config = {"scale": "demo", "resources": {"default": {"gpus": 0}}}
+    config = Study.of(files.load([REPO / "config/config.yaml"]))  # the demo: no GPU
     check = pd.DataFrame({"rule": ["train"], "wildcards": ["run=a"], "measured_seconds": [100.0],
                           "held_out_seconds": [150.0], "assumed_seconds": [30.0]})
     plan.write(config, jobs(), check, pd.DataFrame(columns=["run", "flops"]), tmp_path)
@@ -86,7 +90,8 @@ def test_the_paper_run_times_imply_an_efficiency_range():
     table = pd.DataFrame({"rule": "sokoban_train", "wildcards": ["a", "b", "c"], "budget": ["small", "small", "large"],
                           "seeds": [9, 9, 3], "flops": [9 * 7.2e16, 9 * 1.44e17, 3 * 8.64e18 * 4 / 3],
                           "remat": [False, False, True], "source": "assumed: x"})
-    found = costs.paper_efficiency({"plan": {"train": {"peak_tflops": 100.0}}}, table).set_index("run")
+    assumed = PlanAssumptions.of({"plan": {"train": {"device": "a GPU", "peak_tflops": 100.0, "efficiency": 0.5}}})
+    found = costs.paper_efficiency(assumed, table).set_index("run")
     small, largest = found.loc["small budget, median run"], found.loc["the largest run"]
     assert small["flops"] == 1.08e17 and largest["flops"] == 8.64e18
     assert round(small["lowest"], 6) == 1.08e17 / (4 * 3600 * 1e14 * 2) and round(small["highest"], 4) == 0.15

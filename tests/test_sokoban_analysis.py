@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 from parallel_experts.analysis import comparison
+from parallel_experts.core import budget
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.reporting import plots
 
@@ -118,11 +119,12 @@ def sweep(expert="convlstm", budget="small") -> xr.Dataset:
 
 def test_paper_scores_only_for_the_papers_budgets_and_experts():
     config = sokoban_config(medium=[1, 1, 64])  # medium is not the paper's (anchored at width 256)
-    assert comparison.same_budget_as_paper(config, "sokoban", "small")
-    assert not comparison.same_budget_as_paper(config, "sokoban", "medium")
-    assert not comparison.same_budget_as_paper(config, "sokoban", "large")  # not in this config
+    ours = budget.budgets(config, "sokoban")
+    assert comparison.same_budget_as_paper(ours, "sokoban", "small")
+    assert not comparison.same_budget_as_paper(ours, "sokoban", "medium")
+    assert not comparison.same_budget_as_paper(ours, "sokoban", "large")  # not in this config
     assert "anchored at L1 E1 d64, the paper's at L1 E1 d256" in comparison.budget_differences(
-        config, "sokoban", "medium")[0]
+        ours, "sokoban", "medium")[0]
     assert set(sokoban_scores.paper_scores(config)["budget"]) == {"small"}
     assert sokoban_scores.paper_scores(config, "medium").empty
     beside = sokoban_scores.paper_scores_beside(config, sweep(), "small")

@@ -2,8 +2,9 @@
 
 This module only parses and dispatches. Each command is a dataclass of options, declared in the layer that runs
 it (its fields are the command's options, its docstring the command's help), and one function of that layer that
-takes it. A command with a `config` option is handed the validated config as well (`study.load`, at the matmul
-precision of the command's domain), so a bad config stops here with one line (exit status 2) before anything is
+takes it. A command with a `config` option is handed the study its config defines as well, or the part of it the
+function takes (`study.load`, at the matmul precision of the command's domain), so a bad config stops here with one
+line (exit status 2) before anything is
 computed or JAX is imported. Expected failures (`config.errors.PipelineError`: bad level files, diverged training)
 are reported in one line with exit status 1; a trainer that stopped cleanly before its time limit exits with 75
 (`core.walltime`: resubmit it).
@@ -29,6 +30,9 @@ class Command(NamedTuple):
     run: str  # "module:function", imported once the config is checked (most of them import JAX)
     domain: str | None = None  # the family whose matmul precision the command computes at
     counters: bool = False  # the function also takes the domains' FLOP counters (planning never imports JAX)
+    # The part of the study (`study.Study`) the function takes: the whole study, a domain's runs ("sokoban", "lm"),
+    # or, for a function not yet given typed settings, the validated mapping ("config").
+    takes: str = ""
 
     @property
     def options(self) -> type:
@@ -42,34 +46,40 @@ class Command(NamedTuple):
         writable(options)
         if not hasattr(options, "config"):
             return pkgutil.resolve_name(self.run)(options)
-        config = study.load(options.config, self.domain)
+        loaded = study.load(options.config, self.domain)
         counted = (flop_counters(),) if self.counters else ()
-        return pkgutil.resolve_name(self.run)(options, config, *counted)
+        return pkgutil.resolve_name(self.run)(options, getattr(loaded, self.takes) if self.takes else loaded, *counted)
 
 SOKOBAN, LM, PLANNING = "parallel_experts.sokoban.jobs", "parallel_experts.lm.jobs", "parallel_experts.planning"
 COMMANDS = {
     "check-config": Command("parallel_experts.study:CheckConfig", "parallel_experts.study:check_config"),
     "allocations": Command(f"{PLANNING}.plan:Allocations", f"{PLANNING}.plan:allocations", counters=True),
-    "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job"),
+    "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job",
+                      takes="config"),
     "plan": Command(f"{PLANNING}.plan:Plan", f"{PLANNING}.plan:run", counters=True),
     "power": Command(f"{PLANNING}.power:Power", f"{PLANNING}.power:run", counters=True),
-    "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job"),
-    "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job"),
+    "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job",
+                        takes="config"),
+    "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job",
+                     takes="config"),
     "sokoban-levels": Command(f"{SOKOBAN}:Levels", "parallel_experts.sokoban.experiment:levels_job"),
-    "sokoban-train": Command(f"{SOKOBAN}:Train", "parallel_experts.sokoban.train:job", "sokoban"),
-    "sokoban-evaluate": Command(f"{SOKOBAN}:Evaluate", "parallel_experts.sokoban.evaluate:job", "sokoban"),
-    "sokoban-probe-data": Command(f"{SOKOBAN}:ProbeData", "parallel_experts.sokoban.probes:job", "sokoban"),
+    "sokoban-train": Command(f"{SOKOBAN}:Train", "parallel_experts.sokoban.train:job", "sokoban", takes="sokoban"),
+    "sokoban-evaluate": Command(f"{SOKOBAN}:Evaluate", "parallel_experts.sokoban.evaluate:job", "sokoban",
+                                takes="sokoban"),
+    "sokoban-probe-data": Command(f"{SOKOBAN}:ProbeData", "parallel_experts.sokoban.probes:job", "sokoban",
+                                  takes="sokoban"),
     "sokoban-probe-fit": Command(f"{SOKOBAN}:ProbeFit", "parallel_experts.sokoban.probe_scores:fit_job"),
     "sokoban-probes": Command(f"{SOKOBAN}:Probes", "parallel_experts.sokoban.probe_scores:collect_job"),
     "lm-tokens": Command(f"{LM}:Tokens", "parallel_experts.lm.corpus:tokens_job"),
-    "lm-train": Command(f"{LM}:Train", "parallel_experts.lm.train:job", "lm"),
-    "lm-evaluate": Command(f"{LM}:Evaluate", "parallel_experts.lm.evaluate:job", "lm"),
+    "lm-train": Command(f"{LM}:Train", "parallel_experts.lm.train:job", "lm", takes="lm"),
+    "lm-evaluate": Command(f"{LM}:Evaluate", "parallel_experts.lm.evaluate:job", "lm", takes="lm"),
     "sokoban-sweep": Command(f"{SOKOBAN}:Sweep", "parallel_experts.sokoban.experiment:sweep_job"),
     "lm-sweep": Command(f"{LM}:Sweep", "parallel_experts.lm.experiment:sweep_job"),
-    "sokoban-bench": Command(f"{SOKOBAN}:Bench", "parallel_experts.sokoban.bench:run", "sokoban"),
-    "lm-latency": Command(f"{LM}:Latency", "parallel_experts.benchmarks:latency_job", "lm"),
-    "lm-throughput": Command(f"{LM}:Throughput", "parallel_experts.benchmarks:throughput_job", "lm"),
-    "gpu-check": Command("parallel_experts.gpu_check:GpuCheck", "parallel_experts.gpu_check:job"),
+    "sokoban-bench": Command(f"{SOKOBAN}:Bench", "parallel_experts.sokoban.bench:run", "sokoban", takes="config"),
+    "lm-latency": Command(f"{LM}:Latency", "parallel_experts.benchmarks:latency_job", "lm", takes="config"),
+    "lm-throughput": Command(f"{LM}:Throughput", "parallel_experts.benchmarks:throughput_job", "lm",
+                             takes="config"),
+    "gpu-check": Command("parallel_experts.gpu_check:GpuCheck", "parallel_experts.gpu_check:job", takes="config"),
     "lm-speed": Command(f"{PLANNING}.lm_speed:LmSpeed", f"{PLANNING}.lm_speed:run", counters=True),
 }
 # Their help lists every option's default; the other commands' defaults are plain.

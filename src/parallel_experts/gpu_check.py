@@ -117,7 +117,7 @@ def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequenc
         for run in ids:
             if run not in known:
                 raise ConfigError(f"gpu-check {option}: the config defines no run {run!r}")
-    latency = systems.latency_settings(config)
+    latency = systems.latency_settings(config["lm"])
     cell = {"section": "lm_latency", "context": context or max(latency["contexts"]),
             "batch": batch or min(latency["batches"])}
     training = [{"section": "sokoban_train", "run": run, "updates": updates} for run in sokoban]
@@ -130,7 +130,7 @@ def table6_cells(config: Mapping, given: Sequence[str] = ()) -> list[tuple[tuple
     Table 6; by default four that span the serial term: the Transformer at its longest context, the recurrent
     L1 E16 at the shortest and the longest, L8 E2 at the shortest (at the paper's shapes, the longest the authors
     ran without running out of memory)."""
-    spec = systems.throughput_settings(config)
+    spec = systems.throughput_settings(config["lm"])
     rows, contexts = systems.selected(systems.THROUGHPUT_ROWS, spec), sorted(spec["contexts"])
     if "all" in given:
         return [(row, c) for row in rows for c in contexts]

@@ -109,7 +109,7 @@ def table6_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
     update, the streams split over `resources.bench.gpus`; the carry donated), and where the cell is the authors'
     own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours."""
     row, context = tuple(spec["row"]), spec["context"]
-    model, job = systems.throughput_cell(config, row, context)
+    model, job = systems.throughput_cell(config["lm"], config["lm"], row, context)
     devices = lm_experiment.devices(config, "bench")
     train = one_device_share(job, devices)
     authors = lm_time.authors_per_gpu(row, context, model, job, devices)
@@ -220,7 +220,7 @@ def decode_latency(config: Mapping, spec: Mapping) -> Iterator[dict]:
 
     def per_row(name):
         return {label: float(ds[name].sel(allocation=label, **cell)) for label in labels}
-    found = {**cell, "width": table["width"], "settings": systems.latency_settings(one_cell),
+    found = {**cell, "width": table["width"], "settings": systems.latency_settings(one_cell["lm"]),
              "ms_per_token": per_row("ms_per_token"), "step_ms": per_row("step_ms"),
              "first_call_seconds": per_row("first_call_seconds"),
              "ratio": float(ds["ratio"].sel(allocation=labels[1], **cell))}

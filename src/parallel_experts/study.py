@@ -1,20 +1,21 @@
-"""The study a configuration defines: both domains' runs, checked together, and which result dataset collects which
-of them, and which of its settings is the paper's Fig. 5.
+"""The study a configuration defines (`Study`): its settings as typed values and both domains' runs, built once and
+checked together; which result dataset collects which runs, and which of its settings is the paper's Fig. 5.
 
-`check` is the whole validation of a config: its schema, every budget's allocation grid, and every run that the
-domains build from it, so that what a run's settings reject (fewer updates than one log interval, a window that
-does not divide a batch, an evaluation that does not fit the validation shard) fails before anything trains. The
-workflow calls it once when it starts; `load` calls it for every command that reads a config.
+Building it is the whole validation of a config (`check`): its schema, every budget's allocation grid, and every run
+that the domains build from it, so that what a run's settings reject (fewer updates than one log interval, a window
+that does not divide a batch, an evaluation that does not fit the validation shard) fails before anything trains.
+The workflow builds it once when it starts (`given`); `load` builds it for every command that reads a config, and
+the command's function takes it.
 """
 
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from parallel_experts.config import files, locations, schema
+from parallel_experts.config import files, locations, schema, settings
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import option
 from parallel_experts.core import atomic, budget, compile_cache, precision
@@ -25,95 +26,54 @@ from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
 
 
-def check(config: Mapping) -> None:
-    """Validate `config` completely; raise ConfigError naming the first problem."""
-    schema.validate(config)
-    for domain in budget.DOMAINS:
-        budget.budgets(config, domain)
-    schema.check_references(config)
-    locations.check(config)
-    sokoban_experiment.families(config)
-    _check_lm(config)
-
-
-def load(config_files: Sequence[str], domain: str | None = None) -> dict:
-    """The validated config of `config_files` (merged in order), as a command reads it: checked whole (`check`), the
-    snapshot a workflow's job started with verified, the compile cache set up before anything imports JAX, and,
-    for a command that computes one domain's jobs (`sokoban`, `lm`), that family's matmul precision."""
-    loaded = files.load(config_files)
-    try:
-        check(loaded)
-    except ConfigError as error:
-        raise ConfigError(f"{' + '.join(config_files)}: {error}") from None
-    for path in config_files:  # a job of a workflow: the snapshot it started with
-        snapshot.verify(loaded, path)
-    locations.allow(loaded)
-    cache = loaded.get("compile_cache", paths.XLA_CACHE)
-    compile_cache.use(atomic.writable(cache) if cache else None)
-    if domain is not None:
-        precision.use(precision.of(loaded, domain))
-    return loaded
-
-
 @dataclass(frozen=True)
-class CheckConfig:
-    """validate config files (merged in order) and exit"""
+class Study:
+    """A validated config as typed values, each built once: the study-wide settings (`config.settings`), each
+    domain's budgets, and both domains' runs with what their jobs cost besides them (`sokoban.experiment.Families`,
+    `lm.experiment.Families`). Below the command line every function takes the part it needs.
 
-    config: tuple[str, ...] = option(None, "config", nargs="+", metavar="files")
+    `config` is the validated mapping it was built from, kept whole for what records or copies a config (a result's
+    provenance, its digest, a written design); nothing reads a setting from it."""
 
-
-def check_config(options: CheckConfig, config: Mapping) -> int:
-    print(f"{' + '.join(options.config)}: valid (scale {config['scale']}, digest {files.digest(config)})")
-    return 0
-
-
-def given(paths: Sequence[str], overrides: Mapping) -> dict:
-    """The workflow's config as this project reads it, checked: the files `paths` read strictly, as check-config
-    reads them (files.read: YAML 1.2's numbers, no duplicate key; Snakemake reads them leniently, as YAML 1.1, so
-    `4e-4` would be a string), with the command line's `overrides` (Snakemake's --config) on top. A problem is named
-    by the files where they alone have it, else by `--config`."""
-    loaded = files.load(paths)
-    found = copy.deepcopy(loaded)
-    files.merge(found, overrides)
-    named = " + ".join(map(str, paths)) or "config"
-    try:
-        check(found)
-    except ConfigError as error:
-        if overrides and _problem(loaded) != str(error):
-            raise ConfigError(f"--config: {error}") from None
-        raise ConfigError(f"{named}: {error}") from None
-    locations.allow(found)
-    return found
-
-
-def _problem(config: Mapping) -> str | None:
-    try:
-        check(config)
-    except ConfigError as error:
-        return str(error)
-    return None
-
-
-def _check_lm(config: Mapping) -> None:
-    """Build the LM runs (their TrainConfig refuses a window or segment that does not divide batch_tokens, and
-    so on) and check that the evaluation fits the validation shard, so that neither fails after training."""
-    lm_experiment.runs_by_id(config)  # the sweep and the ablations
-    if "pretokenized" in config["lm"]["corpus"]:  # the published validation shard: 100M tokens, fits any setting
-        return
-    spec = lm_experiment.evaluation(config)
-    for window in config["lm"]["windows"]:
-        try:  # shard 0 (validation) holds lm.shard_tokens tokens wherever training shards follow it
-            check_fit(config["lm"]["shard_tokens"], window, spec["streams"], spec["lanes"])
-        except DataError as error:
-            raise ConfigError(f"lm.evaluation: {error}") from None
-
-
-@dataclass(frozen=True)
-class Runs:
-    """Both domains' runs of a config, each domain's families built once, and the run datasets that collect them."""
-
+    config: Mapping
+    scale: str
+    description: str
+    accelerator: str
+    resources: settings.Resources
+    plan: settings.PlanAssumptions
+    power: settings.PowerAssumptions
+    margins: settings.Margins
+    budgets: Mapping[str, tuple[budget.Budget, ...]]  # per domain, in the config's order
     sokoban: sokoban_experiment.Families
     lm: lm_experiment.Families
+
+    @classmethod
+    def of(cls, config: Mapping, validated: bool = False) -> Study:
+        """The study of `config`, validated completely: ConfigError naming the first problem. A config `validated`
+        already (the snapshot a workflow's results record) skips the schema and the paths, which depend on where it
+        is read."""
+        if not validated:
+            schema.validate(config)
+        budgets = {domain: tuple(budget.budgets(config, domain)) for domain in budget.DOMAINS}
+        if not validated:
+            schema.check_references(config)
+            locations.check(config)
+        sokoban = sokoban_experiment.families(config)
+        lm = lm_experiment.families(config)  # the sweep and the ablations
+        _check_evaluation(lm, config["lm"]["windows"], "pretokenized" in config["lm"]["corpus"])
+        return cls(config, config["scale"], config["description"], config["accelerator"],
+                   settings.Resources.of(config), settings.PlanAssumptions.of(config),
+                   settings.PowerAssumptions.of(config), settings.Margins.of(config), MappingProxyType(budgets),
+                   sokoban, lm)
+
+    @property
+    def fig5(self) -> tuple[str, int]:
+        """Fig. 5's LM sweep (`fig5_setting`)."""
+        return FIG5_BUDGET, self.lm.windows[0]
+
+    @property
+    def digest(self) -> str:
+        return files.digest(self.config)
 
     @property
     def sokoban_datasets(self) -> dict[str, list[sokoban_experiment.Run]]:
@@ -129,21 +89,94 @@ class Runs:
                  paths.ablations("lm"): list(by_id(self.lm.ablations.values()).values())}
         return {path: members for path, members in found.items() if members}
 
+    @property
+    def dataset_runs(self) -> dict[str, list]:
+        """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules read
+        this; the planner reads each domain's): the Sokoban sweeps, the expert-count sweep, the ablations (a run two
+        ablations share once), the LM sweep and its ablations. A family the config lacks has no entry."""
+        return self.sokoban_datasets | self.lm_datasets
 
-def runs(config: Mapping) -> Runs:
-    """Every run of a validated config, by domain and family."""
-    return Runs(sokoban_experiment.families(config), lm_experiment.families(config))
+
+def check(config: Mapping) -> None:
+    """Validate `config` completely; raise ConfigError naming the first problem."""
+    Study.of(config)
 
 
-def dataset_runs(config: Mapping) -> dict[str, list]:
-    """Each run dataset a report reads -> the runs whose results it collects (the workflow's dataset rules read
-    this; the planner reads `runs`, by domain): the Sokoban sweeps, the expert-count sweep, the ablations (a run
-    two ablations share once), the LM sweep and its ablations. A family the config lacks has no entry."""
-    found = runs(config)
-    return found.sokoban_datasets | found.lm_datasets
+def load(config_files: Sequence[str], domain: str | None = None) -> Study:
+    """The study of `config_files` (merged in order), as a command reads it: checked whole (`Study.of`), the
+    snapshot a workflow's job started with verified, the compile cache set up before anything imports JAX, and,
+    for a command that computes one domain's jobs (`sokoban`, `lm`), that family's matmul precision."""
+    loaded = files.load(config_files)
+    try:
+        found = Study.of(loaded)
+    except ConfigError as error:
+        raise ConfigError(f"{' + '.join(config_files)}: {error}") from None
+    for path in config_files:  # a job of a workflow: the snapshot it started with
+        snapshot.verify(loaded, path)
+    locations.allow(loaded)
+    cache = loaded.get("compile_cache", paths.XLA_CACHE)
+    compile_cache.use(atomic.writable(cache) if cache else None)
+    if domain is not None:
+        precision.use(precision.of(loaded, domain))
+    return found
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """validate config files (merged in order) and exit"""
+
+    config: tuple[str, ...] = option(None, "config", nargs="+", metavar="files")
+
+
+def check_config(options: CheckConfig, study: Study) -> int:
+    print(f"{' + '.join(options.config)}: valid (scale {study.scale}, digest {study.digest})")
+    return 0
+
+
+def given(paths: Sequence[str], overrides: Mapping) -> Study:
+    """The workflow's config as this project reads it, checked: the files `paths` read strictly, as check-config
+    reads them (files.read: YAML 1.2's numbers, no duplicate key; Snakemake reads them leniently, as YAML 1.1, so
+    `4e-4` would be a string), with the command line's `overrides` (Snakemake's --config) on top. A problem is named
+    by the files where they alone have it, else by `--config`."""
+    loaded = files.load(paths)
+    found = copy.deepcopy(loaded)
+    files.merge(found, overrides)
+    named = " + ".join(map(str, paths)) or "config"
+    try:
+        study = Study.of(found)
+    except ConfigError as error:
+        if overrides and _problem(loaded) != str(error):
+            raise ConfigError(f"--config: {error}") from None
+        raise ConfigError(f"{named}: {error}") from None
+    locations.allow(found)
+    return study
+
+
+def _problem(config: Mapping) -> str | None:
+    try:
+        check(config)
+    except ConfigError as error:
+        return str(error)
+    return None
+
+
+def _check_evaluation(lm: lm_experiment.Families, windows: Sequence[int], published: bool) -> None:
+    """That the evaluation fits the validation shard at every window, so that it does not fail after training (the
+    published validation shard, 100M tokens, fits any setting)."""
+    if published:
+        return
+    for window in windows:
+        try:  # shard 0 (validation) holds lm.shard_tokens tokens wherever training shards follow it
+            check_fit(lm.shard_tokens, window, lm.evaluation["streams"], lm.evaluation["lanes"])
+        except DataError as error:
+            raise ConfigError(f"lm.evaluation: {error}") from None
+
+
+FIG5_BUDGET = "small"
 
 
 def fig5_setting(config: Mapping) -> tuple[str, int]:
     """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper). Its page, the
-    expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting."""
-    return "small", config["lm"]["windows"][0]
+    expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting (`Study.fig5`; this, for
+    a validated config that is not yet a study)."""
+    return FIG5_BUDGET, config["lm"]["windows"][0]

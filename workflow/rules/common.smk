@@ -24,10 +24,8 @@ _python_first = (
 shell.prefix(f"set -euo pipefail; {_python_first}export PYTHONPATH={SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}; ")
 
 from parallel_experts import study
-from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.core import budget
-from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import resources as job_resources
 from parallel_experts.planning import tables as plan
@@ -38,11 +36,13 @@ from parallel_experts.sokoban import experiment as sokoban_experiment
 try:
     # Snakemake has read the files already, but leniently (YAML 1.1: `4e-4` a string); read them as check-config
     # does, a problem blamed on the file or the --config that holds it, and run on that reading.
-    given = study.given(workflow.configfiles, workflow.config_settings.config)
+    STUDY = study.given(workflow.configfiles, workflow.config_settings.config)
 except ConfigError as error:
     sys.exit(f"config error: {error}")
+# The study, built once: what every rule and input function reads. Snakemake's `config` holds the mapping it was
+# built from (the rules' params that copy a block of it into a job's command line).
 config.clear()
-config.update(given)
+config.update(STUDY.config)
 
 # The effective configuration (files plus any --config overrides), which every job reads: written when a real run
 # starts (the onstart hook, results.snapshot), never while the Snakefile is read. Where it changed, no rule writes
@@ -51,8 +51,8 @@ config.update(given)
 CONFIG_JSON = paths.CONFIG_JSON
 # For that reason a job that reads the whole config (a report, the plan, the power analysis) names its digest as a
 # param: its input, the snapshot, is rewritten only after Snakemake has decided what to run.
-CONFIG_DIGEST = files.digest(config)
-CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{config['accelerator']}.yaml")
+CONFIG_DIGEST = STUDY.digest
+CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{STUDY.accelerator}.yaml")
 
 # Every report of the config (parallel_experts.targets.catalogue): its notebook, the results it reads, its target.
 REPORTS = {report.name: report for report in catalogue.reports(config)}
@@ -61,17 +61,17 @@ REPORTS = {report.name: report for report in catalogue.reports(config)}
 def resources(rule):
     """Scheduler resources of a job of `rule`, from its resources family in the config (planning.resources, the
     planner's table too); `threads(rule)` gives the same cpus."""
-    return job_resources.snakemake(config, rule)
+    return job_resources.snakemake(STUDY.resources, rule)
 
 
 def threads(rule):
-    return job_resources.spec(config, rule)["cpus"]
+    return job_resources.spec(STUDY.resources, rule).cpus
 
 
 def retries(rule):
     # Only the Snakemake that submits jobs resubmits them: Snakemake applies a rule's `retries` in a job step on a
     # node too, where it would rerun a trainer that stopped before the time limit inside the same allocation.
-    return job_resources.resubmissions(config, rule) if workflow.is_main_process else 0
+    return job_resources.resubmissions(STUDY.resources, rule) if workflow.is_main_process else 0
 
 
 def config_files():
@@ -107,11 +107,11 @@ def one_of(names):
     return "|".join(map(re.escape, names))
 
 
-# The runs behind each run dataset (study.dataset_runs; the planner reads the same). Every Sokoban run trains
+# The runs behind each run dataset (Study.dataset_runs; the planner reads the same). Every Sokoban run trains
 # and is evaluated alike (SOKOBAN_RUNS); the budget sweeps' sweep.nc and the expert-count sweep's expert_count.nc
 # come from one rule (sokoban_dataset). Each domain's ablations.nc names each ablation's runs; a run at the sweep's
 # setting is the sweep's run, and two ablations' default agent is one run.
-DATASET_RUNS = study.dataset_runs(config)
+DATASET_RUNS = STUDY.dataset_runs
 
 
 def dataset_ids(path):
@@ -119,15 +119,15 @@ def dataset_ids(path):
 
 
 SOKOBAN_DATASETS = {Path(path).stem: dataset_ids(path) for path in (paths.SOKOBAN_SWEEP, paths.EXPERT_COUNT)}
-SOKOBAN_ABLATIONS = sokoban_experiment.ablation_runs(config)
+SOKOBAN_ABLATIONS = STUDY.sokoban.ablations
 SOKOBAN_ABLATION_RUNS = dataset_ids(paths.ablations("sokoban"))
-SOKOBAN_RUNS = sokoban_experiment.runs_by_id(config)
-PROBED_RUNS = {run.id: run for run in sokoban_experiment.probed_runs(config)}
+SOKOBAN_RUNS = STUDY.sokoban.by_id
+PROBED_RUNS = {run.id: run for run in STUDY.sokoban.probed}
 # Every training seed some probed run's agent is probed at (sokoban.probes.seeds, else each run's first).
-PROBED_SEEDS = sorted({seed for run in PROBED_RUNS.values() for seed in sokoban_experiment.probe_seeds(config, run)})
-LM_ABLATIONS = lm_experiment.ablation_runs(config)
+PROBED_SEEDS = sorted({seed for seeds in STUDY.sokoban.probe_seeds.values() for seed in seeds})
+LM_ABLATIONS = STUDY.lm.ablations
 LM_ABLATION_RUNS = dataset_ids(paths.ablations("lm"))
-LM_RUNS = lm_experiment.runs_by_id(config)
+LM_RUNS = STUDY.lm.by_id
 LM_SWEEP_RUNS = dataset_ids(paths.LM_SWEEP)
 
 
@@ -158,7 +158,7 @@ def systems_settings(table):
     """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol,
     our protocol's defaults filled in (lm.systems), so that a change of those defaults reruns the table too."""
     protocol = {"latency": systems.latency_settings, "throughput": systems.throughput_settings}[table]
-    spec = protocol(config) if table in config["lm"] else None
+    spec = protocol(config["lm"]) if table in config["lm"] else None
     return json.dumps(
         {table: spec} | {key: config["lm"].get(key) for key in ("head_dim", "vocabulary", "dtype")}, sort_keys=True
     )
@@ -185,7 +185,7 @@ def probe_score_files():
     return [
         paths.probe_scores(run.id, seed)
         for run in PROBED_RUNS.values()
-        for seed in sokoban_experiment.probe_seeds(config, run)
+        for seed in STUDY.sokoban.probe_seeds[run.id]
     ]
 
 

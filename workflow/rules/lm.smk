@@ -73,7 +73,7 @@ rule lm_evaluate:
     params:
         definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("lm"),
-        evaluation=json.dumps(lm_experiment.evaluation(config), sort_keys=True),
+        evaluation=json.dumps(dict(STUDY.lm.evaluation), sort_keys=True),
     shell:
         "python -m parallel_experts lm-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
         "--tokens {input.tokens:q} --evaluation {params.evaluation:q} --out {output:q} > {log:q} 2>&1"

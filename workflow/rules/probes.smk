@@ -54,7 +54,7 @@ rule sokoban_probe_fit:
     resources:
         **resources("sokoban_probe_fit"),
     params:
-        seeds=json.dumps({run.id: sokoban_experiment.probe_seeds(config, run) for run in PROBED_RUNS.values()}),
+        seeds=json.dumps({run.id: STUDY.sokoban.probe_seeds[run.id] for run in PROBED_RUNS.values()}),
         fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
         picture=json.dumps(
             {k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},

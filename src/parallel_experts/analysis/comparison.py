@@ -5,7 +5,7 @@ config also runs. The words and markup of the reports are `reporting`'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -13,9 +13,9 @@ from parallel_experts.core import budget as budgets
 from parallel_experts.results import paper as published
 
 
-def anchor(config: Mapping, domain: str, name: str) -> budgets.Allocation | None:
-    """The anchor of the config's budget `name` (None where the config has no such budget)."""
-    return next((b.anchor for b in budgets.budgets(config, domain) if b.name == name), None)
+def anchor(ours: Sequence[budgets.Budget], name: str) -> budgets.Allocation | None:
+    """The anchor of the budget `name` among `ours` (a config's budgets of one domain; None where it has none)."""
+    return next((b.anchor for b in ours if b.name == name), None)
 
 
 def paper_anchor(domain: str, name: str) -> budgets.Allocation | None:
@@ -24,10 +24,11 @@ def paper_anchor(domain: str, name: str) -> budgets.Allocation | None:
     return budgets.Allocation(*found) if found else None
 
 
-def budget_differences(config: Mapping, domain: str, name: str, window: int | None = None) -> list[str]:
-    """Why the config's budget `name` (at attention `window`, for the LM) is not the paper's; empty when it is:
-    the same anchor and, where the domain has windows, one of the paper's."""
-    ours, paper = anchor(config, domain, name), paper_anchor(domain, name)
+def budget_differences(config_budgets: Sequence[budgets.Budget], domain: str, name: str, window: int | None = None
+                       ) -> list[str]:
+    """Why the config's budget `name` of `domain` (among its `config_budgets`; at attention `window`, for the LM) is
+    not the paper's; empty when it is: the same anchor and, where the domain has windows, one of the paper's."""
+    ours, paper = anchor(config_budgets, name), paper_anchor(domain, name)
     reasons = []
     if paper is None:
         reasons.append(f"the paper has no {name!r} budget")
@@ -40,10 +41,11 @@ def budget_differences(config: Mapping, domain: str, name: str, window: int | No
     return reasons
 
 
-def same_budget_as_paper(config: Mapping, domain: str, name: str, window: int | None = None) -> bool:
-    """Whether the config's budget of this name is the paper's (same anchor, and for the LM one of the paper's
-    windows), so that the authors' numbers for it compare with ours."""
-    return not budget_differences(config, domain, name, window)
+def same_budget_as_paper(config_budgets: Sequence[budgets.Budget], domain: str, name: str, window: int | None = None
+                         ) -> bool:
+    """Whether the config's budget of this name (among its `config_budgets` of `domain`) is the paper's (same anchor,
+    and for the LM one of the paper's windows), so that the authors' numbers for it compare with ours."""
+    return not budget_differences(config_budgets, domain, name, window)
 
 
 def in_this_config(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.Series:

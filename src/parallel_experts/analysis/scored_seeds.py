@@ -23,7 +23,7 @@ TIMES = ("decode_seconds", "round_seconds")  # Table 5's, Table 6's
 def trained_seeds(config: Mapping) -> dict[str, dict[str, set[int]]]:
     """Each run dataset of the config (by path, study.dataset_runs) -> each of its runs (by its id there) -> the
     seeds the config trains it with."""
-    found = study.runs(config)
+    found = study.Study.of(config, validated=True)
     seeds = {path: {run.id: set(run.seeds) for run in runs} for path, runs in found.sokoban_datasets.items()}
     for path, runs in found.lm_datasets.items():  # an LM run is one seed; the dataset's `run`, its configuration
         for run in runs:

@@ -20,6 +20,7 @@ from parallel_experts.analysis import comparison
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import aggregation
+from parallel_experts.core import budget as budgets
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
 
@@ -108,7 +109,7 @@ def is_paper_run(config: Mapping, setting: str, table: pd.DataFrame) -> bool:
     budget, allocation = PAPER_RUNS[setting]
     ours = tuple(int(table[column].iloc[0]) for column in sokoban_scores.ALLOCATION)
     return (table["budget"].iloc[0] == budget and ours == allocation
-            and comparison.same_budget_as_paper(config, "sokoban", budget))
+            and comparison.same_budget_as_paper(budgets.budgets(config, "sokoban"), "sokoban", budget))
 
 
 def label(setting: str, row: pd.Series) -> str:

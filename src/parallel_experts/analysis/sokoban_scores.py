@@ -16,6 +16,7 @@ import xarray as xr
 
 from parallel_experts.analysis import calibration, comparison, depth_rules, verdicts
 from parallel_experts.core import definitions
+from parallel_experts.core import budget as budgets
 from parallel_experts.results import others
 from parallel_experts.results import paper as published
 
@@ -53,7 +54,7 @@ def paper_scores(config: Mapping, budget: str | None = None) -> pd.DataFrame:
     anchor), or of `budget` only; empty where none is shared."""
     table = configuration_scores(paper_per_seed_scores())
     shared = [name for name in dict.fromkeys(table["budget"]) if budget in (None, name)
-              and comparison.same_budget_as_paper(config, "sokoban", name)]
+              and comparison.same_budget_as_paper(budgets.budgets(config, "sokoban"), "sokoban", name)]
     return table[table["budget"].isin(shared)]
 
 

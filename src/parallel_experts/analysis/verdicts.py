@@ -16,34 +16,19 @@ Each rule has a name, which the claims page shows beside every verdict it decide
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from scipy import stats
 
-from parallel_experts.results import paper
+from parallel_experts.config.settings import Margins
 
 ALPHA = 0.05  # the significance level of every Welch test
 NOISE = 2  # standard errors of a difference
 NOISE_TEXT = "two standard errors"  # NOISE in words
-COMPARABLE = paper.KV_SHARING_COST  # the default margin of "comparable" in FineWeb, nats (claims.margins.lm)
-SOKOBAN_COMPARABLE = 0.2  # the default margin of "competitive" in Sokoban, final-five return (claims.margins.sokoban)
-RECALL_COMPARABLE = 0.05  # the default margin of "catches up" in Fig. 4, probe recall (claims.margins.recall)
-
-
-@dataclass(frozen=True)
-class Margins:
-    """The non-inferiority margins of the claims "comparable" and "competitive", per domain: the config's
-    `claims.margins`, whose schema entries give each default's reason."""
-
-    sokoban: float = SOKOBAN_COMPARABLE
-    lm: float = COMPARABLE
-    recall: float = RECALL_COMPARABLE
-
-    @classmethod
-    def of(cls, config: Mapping) -> Margins:
-        return cls(**config.get("claims", {}).get("margins", {}))
+# The default margins of "comparable" in FineWeb (nats), "competitive" in Sokoban (final-five return) and "catches up"
+# in Fig. 4 (probe recall): the config's `claims.margins`, typed once (config.settings.Margins).
+COMPARABLE, SOKOBAN_COMPARABLE, RECALL_COMPARABLE = Margins.lm, Margins.sokoban, Margins.recall
 
 
 WELCH = f"one-sided Welch test over seeds, p < {ALPHA}"

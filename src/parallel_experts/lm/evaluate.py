@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -81,9 +80,9 @@ def as_dataset(run, loss: float, scored: int, spec: dict, validation_path):
                "validation_shard": str(validation_path)})
 
 
-def job(options: jobs.Evaluate, config: Mapping) -> int:
+def job(options: jobs.Evaluate, runs: experiment.Families) -> int:
     """`lm-evaluate`: the sliding-window validation loss of the trained run `options.run`, as netCDF."""
-    run = named(experiment.runs_by_id(config), options.run, options.config)
+    run = named(runs.by_id, options.run, options.config)
     spec = json.loads(options.evaluation)
     vocabulary, validation, _ = shards.model_shards(options.tokens, run.model.vocab)
     model = train.load_model(run.model, options.run_dir)

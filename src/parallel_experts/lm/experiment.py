@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 
 import xarray as xr
 
@@ -42,6 +43,8 @@ TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedu
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
 EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
+TABLES = ("latency", "throughput")  # the systems tables a config may define (Tables 5 and 6)
+SHAPE = ("head_dim", "vocabulary", "dtype")  # what every model of a config shares, the systems tables' too
 
 
 DEFAULT_SEEDS = (0,)  # lm.budgets.<name>.seeds where not given: one run, key 0 (the top-level seeds are Sokoban's)
@@ -194,22 +197,40 @@ def _allocation(model: ModelConfig) -> list[int]:
 
 @dataclass(frozen=True)
 class Families:
-    """Every family of LM runs of a config: the sweep's (`runs`) and each ablation's."""
+    """Every family of LM runs of a config, the sweep's (`runs`) and each ablation's, and what their jobs and the
+    systems tables' cost besides the runs (the planner): the evaluation's tokens and lanes, each job's devices, the
+    tables' blocks and the models' shared settings."""
 
     sweeps: list[Run]
     ablations: dict[str, list[Run]]
+    seeds: dict[str, tuple[int, ...]]  # each budget's (`seeds`)
+    windows: tuple[int, ...]  # `lm.windows`, in the config's order
+    shard_tokens: int  # the validation shard's tokens, which every run's evaluation scores (`lm.shard_tokens`)
+    evaluation: Mapping[str, int]  # `lm.evaluation`, its defaults filled in (`evaluation`): streams, lanes
+    devices: int  # a training job's (`devices`)
+    bench_devices: int  # Table 6's job's
+    tables: Mapping[str, Mapping]  # `lm.latency` and `lm.throughput` as the config gives them (systems.settings)
+    shape: Mapping  # the models' `head_dim`, `vocabulary` and `dtype` (systems.model_config)
+
+    @property
+    def by_id(self) -> dict[str, Run]:
+        """Every run (the sweep and every ablation), by id."""
+        return by_id([self.sweeps, *self.ablations.values()])
 
 
 def families(config: Mapping) -> Families:
     """Every family of LM runs of a validated config, the sweep built once for both."""
-    sweeps = runs(config)
-    return Families(sweeps, ablation_runs(config, sweeps))
+    sweeps, lm = runs(config), config["lm"]
+    return Families(sweeps, ablation_runs(config, sweeps), {name: seeds(config, name) for name in lm["budgets"]},
+                    tuple(lm["windows"]), lm["shard_tokens"], MappingProxyType(evaluation(config)),
+                    devices(config), devices(config, "bench"),
+                    MappingProxyType({table: lm[table] for table in TABLES if table in lm}),
+                    MappingProxyType({key: lm[key] for key in SHAPE}))
 
 
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every LM run of a validated config (the sweep and every ablation), by id."""
-    found = families(config)
-    return by_id([found.sweeps, *found.ablations.values()])
+    return families(config).by_id
 
 
 def evaluation(config: Mapping) -> dict:

@@ -52,7 +52,7 @@ def run(config: Mapping, progress=print) -> xr.Dataset:
     rounds each time one decode call and one single-step call of every cell, the cells in a new random order each
     round (`benchmarking.interleaved`), so that a shared machine's changing load falls on every row alike and the
     claims page can test a ratio over rounds."""
-    spec = systems.latency_settings(config)
+    spec = systems.latency_settings(config["lm"])
     contexts, batches = list(spec["contexts"]), list(spec["batches"])
     rows = systems.selected(systems.LATENCY_ROWS, spec)
     cells = list(itertools.product(range(len(rows)), range(len(contexts)), range(len(batches))))

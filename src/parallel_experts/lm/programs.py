@@ -38,7 +38,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
             yield train_advance(run.model, run.train, devices), ("lm_train", job)
         yield evaluation(run.model, run.window, spec["lanes"]), ("lm_evaluate", job)
     if "latency" in config["lm"]:
-        spec = systems.latency_settings(config)
+        spec = systems.latency_settings(config["lm"])
         for row in systems.selected(systems.LATENCY_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:
@@ -46,7 +46,7 @@ def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
                     for program in decoding(model, context, batch, spec["steps"]):
                         yield program, ("lm_latency", "")
     if "throughput" in config["lm"]:
-        spec, devices = systems.throughput_settings(config), experiment.devices(config, "bench")
+        spec, devices = systems.throughput_settings(config["lm"]), experiment.devices(config, "bench")
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
             model = systems.model_config(row, spec["width"], config["lm"])
             for context in spec["contexts"]:

@@ -24,11 +24,12 @@ LATENCY_ROWS = (TRANSFORMER, SHALLOWEST, (True, 2, 8), (True, 4, 4), (True, 8, 2
 THROUGHPUT_ROWS = LATENCY_ROWS[:5]  # the paper's Table 6 has no recurrent L16 E1
 
 
-def settings(config: Mapping, table: str, defaults: Mapping) -> dict:
-    """A table's block of a validated config (`lm.latency`, `lm.throughput`), its protocol's defaults filled in."""
-    if table not in config["lm"]:
+def settings(tables: Mapping, table: str, defaults: Mapping) -> dict:
+    """A table's block (`lm.latency`, `lm.throughput`) of `tables` (a validated config's `lm`, or the study's
+    `lm.tables`), its protocol's defaults filled in."""
+    if table not in tables:
         raise ConfigError(f"lm.{table}: missing; this config defines no {table} table")
-    return dict(defaults) | dict(config["lm"][table])
+    return dict(defaults) | dict(tables[table])
 
 
 def selected(rows: Sequence[tuple[bool, int, int]], spec: Mapping) -> list[tuple[bool, int, int]]:
@@ -59,11 +60,12 @@ def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> 
                        train_tokens=batch_tokens * 1000)
 
 
-def throughput_cell(config: Mapping, row: tuple[bool, int, int], context: int) -> tuple[ModelConfig, TrainConfig]:
-    """The model and training settings of a cell of the config's Table 6 job (`lm.throughput`: its width and tokens
-    per update), for all of its devices."""
-    spec = throughput_settings(config)
-    model = model_config(row, spec["width"], config["lm"])
+def throughput_cell(tables: Mapping, shape: Mapping, row: tuple[bool, int, int], context: int
+                    ) -> tuple[ModelConfig, TrainConfig]:
+    """The model and training settings of a cell of the Table 6 job of `tables` (`settings`: its width and tokens
+    per update), for all of its devices; `shape`: the models' head width, vocabulary and dtype (`model_config`)."""
+    spec = throughput_settings(tables)
+    model = model_config(row, spec["width"], shape)
     return model, train_config(model, context, spec["batch_tokens"])
 
 
@@ -86,9 +88,9 @@ def ratio_to_transformer(values: xr.DataArray) -> xr.DataArray:
 LATENCY_DEFAULTS = {"steps": 64, "warmup": 3, "rounds": 20}  # our protocol; the paper gives only medians (App. H.1)
 
 
-def latency_settings(config: Mapping) -> dict:
-    """`lm.latency` of a validated config with the protocol's defaults filled in."""
-    return settings(config, "latency", LATENCY_DEFAULTS)
+def latency_settings(tables: Mapping) -> dict:
+    """`lm.latency` of `tables` (`settings`) with the protocol's defaults filled in."""
+    return settings(tables, "latency", LATENCY_DEFAULTS)
 
 
 THROUGHPUT_DEFAULTS = {"steps": 4, "rounds": 5, "flops_up_to": 0}  # 15 timed updates in all; the authors timed 4
@@ -96,9 +98,9 @@ SKIPPED = 1  # the first update of a turn, excluded from its median (the first t
 PEAK_UPDATES = 2  # updates run before a cell's peak memory is read (the second reuses the donated state)
 
 
-def throughput_settings(config: Mapping) -> dict:
-    """`lm.throughput` of a validated config with the defaults filled in; B = batch_tokens / C must be whole."""
-    spec = settings(config, "throughput", THROUGHPUT_DEFAULTS)
+def throughput_settings(tables: Mapping) -> dict:
+    """`lm.throughput` of `tables` (`settings`) with the defaults filled in; B = batch_tokens / C must be whole."""
+    spec = settings(tables, "throughput", THROUGHPUT_DEFAULTS)
     for context in spec["contexts"]:
         if spec["batch_tokens"] % context:
             raise ConfigError(f"lm.throughput: batch_tokens {spec['batch_tokens']} is not a multiple of context "

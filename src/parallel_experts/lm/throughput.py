@@ -147,7 +147,7 @@ def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | Non
     if batch_tokens:  # the effective config, which the dataset records
         table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
         config = {**config, "lm": {**config["lm"], "throughput": table}}
-    spec = systems.throughput_settings(config)
+    spec = systems.throughput_settings(config["lm"])
     devices = devices or experiment.devices(config, "bench")
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()

@@ -21,7 +21,7 @@ Training shards are cycled when `train_tokens` exceeds them (the demo's small co
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -281,9 +281,9 @@ def load_model(model_config: ModelConfig, run_dir: str | Path):
     return eqx.combine(load_weights(Path(run_dir) / paths.WEIGHTS["lm"], params, "the model"), static)
 
 
-def job(options: jobs.Train, config: Mapping) -> int:
-    """`lm-train`: train the run `options.run` of the validated `config`, resumable."""
-    run = named(experiment.runs_by_id(config), options.run, options.config)
+def job(options: jobs.Train, runs: experiment.Families) -> int:
+    """`lm-train`: train the run `options.run` of the study's `runs`, resumable."""
+    run = named(runs.by_id, options.run, options.config)
     with training_job(options.run_dir, run.to_dict(), options.time_limit) as frame:
         vocabulary, _, training = model_shards(options.tokens, run.model.vocab)
         trainer = Trainer(run.model, run.train, device_mesh(), seed=run.seed)

@@ -28,8 +28,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import pandas as pd
 
-from parallel_experts import study
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.settings import PlanAssumptions, Serial
 from parallel_experts.core.budget import Allocation
 from parallel_experts.core.definitions import family
 from parallel_experts.core.flops import TRAIN_PASSES
@@ -41,6 +41,7 @@ from parallel_experts.planning import lm_time, resources
 from parallel_experts.results import paper, paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import CLASSES, REPRESENTATIONS, TARGETS
+from parallel_experts.study import Study
 from parallel_experts.targets import catalogue
 
 # A rematerialised rollout (sokoban.training.remat) reruns the agent's forward pass in the backward pass: XLA's count
@@ -188,35 +189,34 @@ def _lm_job(rule: str, run: lm_experiment.Run, flops: float, work: tuple) -> Job
                paths.run_dir("lm", run.id), budget=run.budget, work=work)
 
 
-def _lm_jobs(run: lm_experiment.Run, config: Mapping, forward: float) -> list[Job]:
+def _lm_jobs(run: lm_experiment.Run, lm: lm_experiment.Families, forward: float) -> list[Job]:
     """Training on the job's GPUs, and evaluation of the validation shard's tokens on one of them (`lm.evaluate`),
     a block of `lm.evaluation.lanes` streams at a time."""
-    tokens = config["lm"]["shard_tokens"]
-    scan = lm_time.evaluation(run.model, tokens, lm_experiment.evaluation(config)["lanes"], forward)
-    return [lm_train_job(run, forward, lm_experiment.devices(config)),
-            _lm_job("lm_evaluate", run, tokens * forward, ((scan, 1),))]
+    scan = lm_time.evaluation(run.model, lm.shard_tokens, lm.evaluation["lanes"], forward)
+    return [lm_train_job(run, forward, lm.devices),
+            _lm_job("lm_evaluate", run, lm.shard_tokens * forward, ((scan, 1),))]
 
 
-def _latency_job(config: Mapping, counter: FlopCounter) -> Job:
+def _latency_job(lm: lm_experiment.Families, counter: FlopCounter) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
     single step (our Table 5 protocol, see lm/latency.py)."""
-    spec = systems.latency_settings(config)
+    spec = systems.latency_settings(lm.tables)
     calls = (spec["warmup"] + spec["rounds"]) * (spec["steps"] + 1)
-    flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], config["lm"]),
+    flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], lm.shape),
                                                             context)
                 for row in systems.selected(systems.LATENCY_ROWS, spec)
                 for context in spec["contexts"] for batch in spec["batches"])
     return Job("lm_latency", "", flops, paths.benchmark("lm_latency"))
 
 
-def _throughput_job(config: Mapping, counter: FlopCounter) -> Job:
+def _throughput_job(lm: lm_experiment.Families, counter: FlopCounter) -> Job:
     """Every row and context: the updates that measure its memory, then its turns of every round (lm/throughput.py),
     each split over the bench's GPUs."""
-    spec = systems.throughput_settings(config)
-    updates, gpus = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"], lm_experiment.devices(config, "bench")
+    spec = systems.throughput_settings(lm.tables)
+    updates, gpus = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"], lm.bench_devices
     work = []
     for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
-        model = systems.model_config(row, spec["width"], config["lm"])
+        model = systems.model_config(row, spec["width"], lm.shape)
         for context in spec["contexts"]:
             train = systems.train_config(model, context, spec["batch_tokens"])
             work.append((lm_time.training(model, train, gpus, counter.forward(model, context)), updates))
@@ -224,16 +224,16 @@ def _throughput_job(config: Mapping, counter: FlopCounter) -> Job:
     return Job("lm_throughput", "", flops, paths.benchmark("lm_throughput"), work=tuple(work))
 
 
-def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] | None = None
+def jobs_by_result(study: Study, counters: Counters, results: Iterable[str] | None = None
                    ) -> dict[str, list[Job]]:
     """Each result file a report reads (or those of `results`) -> the timed jobs behind it: its runs' training and
     evaluation, the probed runs' training, evaluation and probes, a systems table's one job."""
     systems_jobs = {path: job for table, path, job in (("latency", paths.LATENCY, _latency_job),
                                                        ("throughput", paths.THROUGHPUT, _throughput_job))
-                    if table in config["lm"]}
-    found = study.runs(config)  # both domains' runs, each domain's read once
-    sokoban = found.sokoban_datasets | ({paths.SOKOBAN_PROBES: found.sokoban.probed} if found.sokoban.probed else {})
-    lm = found.lm_datasets
+                    if table in study.lm.tables}
+    probed = study.sokoban.probed
+    sokoban = study.sokoban_datasets | ({paths.SOKOBAN_PROBES: probed} if probed else {})
+    lm = study.lm_datasets
     wanted = set(sokoban) | set(lm) | set(systems_jobs) if results is None else set(results)
 
     def forward(datasets: Mapping[str, list], program, counter: FlopCounter) -> dict[str, float]:
@@ -248,20 +248,20 @@ def jobs_by_result(config: Mapping, counters: Counters, results: Iterable[str] |
         # the probes
         probes = path == paths.SOKOBAN_PROBES
         jobs[path] = [job for run in sokoban[path]
-                      for job in [*_sokoban_jobs(run, found.sokoban.test_levels, agent_flops[run.id]),
-                                  *(_probe_jobs(run, found.sokoban, agent_flops[run.id]) if probes else [])]]
+                      for job in [*_sokoban_jobs(run, study.sokoban.test_levels, agent_flops[run.id]),
+                                  *(_probe_jobs(run, study.sokoban, agent_flops[run.id]) if probes else [])]]
     model_flops = forward(lm, _model, counters.lm)
     for path in wanted & set(lm):
-        jobs[path] = [job for run in lm[path] for job in _lm_jobs(run, config, model_flops[run.id])]
+        jobs[path] = [job for run in lm[path] for job in _lm_jobs(run, study.lm, model_flops[run.id])]
     for path in wanted & set(systems_jobs):
-        jobs[path] = [systems_jobs[path](config, counters.lm)]
+        jobs[path] = [systems_jobs[path](study.lm, counters.lm)]
     return jobs
 
 
-def jobs_by_target(config: Mapping, counters: Counters, targets: Sequence[str] = ()) -> dict[str, dict[Job, bool]]:
+def jobs_by_target(study: Study, counters: Counters, targets: Sequence[str] = ()) -> dict[str, dict[Job, bool]]:
     """Each named target (all of the config's, or `targets`) -> every timed job its DAG runs, each once, and
     whether one of its reports shows that job's run (`catalogue.shows`: the figure's own cost)."""
-    reports = catalogue.reports(config)
+    reports = catalogue.reports(study.config)  # the catalogue reads the config: not yet typed
     named = catalogue.targets(reports)
     unknown = [t for t in targets if t not in named]
     if unknown:
@@ -271,9 +271,9 @@ def jobs_by_target(config: Mapping, counters: Counters, targets: Sequence[str] =
     def reads(report):  # the plan page's rule (plan_costs) waits for the results that the claims page reads
         return by_name["claims"].inputs.values() if report.name == "plan" else report.inputs.values()
 
-    by_result = jobs_by_result(config, counters, {path for target in targets or named for name in named[target]
-                                        for path in reads(by_name[name])})
-    ablations = study.runs(config).sokoban.ablations
+    by_result = jobs_by_result(study, counters, {path for target in targets or named for name in named[target]
+                                       for path in reads(by_name[name])})
+    ablations = study.sokoban.ablations
     found = {}
     for target in targets or named:
         needed: dict[Job, bool] = {}
@@ -332,39 +332,38 @@ class Assumption(NamedTuple):
     device: str
     peak_tflops: float
     efficiency: float
-    serial: Mapping | None = None  # plan.<family>.serial: the LM jobs of the family are priced by `lm_time`
+    serial: Serial | None = None  # plan.<family>.serial: the LM jobs of the family are priced by `lm_time`
 
     def speed(self) -> lm_time.Speed:
         """The LM time model's speed of our code as the config states it (a family with `serial`)."""
         return lm_time.speed(self.peak_tflops, self.efficiency, self.serial)
 
 
-def assumption(config: Mapping, rule: str, kind: str = "") -> Assumption:
+def assumption(plan: PlanAssumptions, rule: str, kind: str = "") -> Assumption:
     """The config's stated assumption for a job of `rule` and model family `kind` (`plan.<family>` of the rule's
     resources family, else `plan.default`)."""
     name = resources.FAMILY[rule]
-    plan = config.get("plan", {})
-    where = name if name in plan else "default"
-    if where not in plan:
+    where = plan.where(name)
+    if where is None:
         raise ConfigError(f"plan.{name}: no assumed throughput for {rule}, and no timed job of it on "
                           f"this accelerator; give plan.{name} or plan.default (device, peak_tflops, efficiency)")
-    spec = plan[where]
-    key, efficiency = f"plan.{where}.efficiency", spec["efficiency"]
+    spec = plan.families[where]
+    key, efficiency = f"plan.{where}.efficiency", spec.efficiency
     if isinstance(efficiency, Mapping):
         if (kind or "default") not in efficiency:
             raise ConfigError(f"plan.{name}.efficiency: no value for {rule}, which has no model family; "
                               "give a default")
         key, efficiency = f"{key}.{kind or 'default'}", efficiency[kind or "default"]
-    return Assumption(f"plan.{where}", key, spec["device"], spec["peak_tflops"], efficiency, spec.get("serial"))
+    return Assumption(f"plan.{where}", key, spec.device, spec.peak_tflops, efficiency, spec.serial)
 
 
-def assumed_rate(config: Mapping, job: Job) -> Rate:
+def assumed_rate(study: Study, job: Job) -> Rate:
     """The config's stated assumption for the job's resources family (`assumption`), over the job's GPUs; or, for an
     LM job where the family states a serial latency, its FLOPs over `lm_time`'s seconds."""
-    assumed = assumption(config, job.rule, job.family)
+    assumed = assumption(study.plan, job.rule, job.family)
     if job.work and assumed.serial:
         return modelled_rate(assumed, job)
-    gpus = resources.spec(config, job.rule)["gpus"]
+    gpus = resources.spec(study.resources, job.rule).gpus
     return Rate(assumed.peak_tflops * 1e12 * assumed.efficiency * max(gpus, 1),
                 f"assumed: {assumed.efficiency:.1%} of {assumed.device}'s {assumed.peak_tflops:g} TFLOP/s"
                 + (f" × {gpus} GPUs" if gpus > 1 else ""), f"assumed on {assumed.device}")
@@ -381,36 +380,37 @@ def modelled_rate(assumed: Assumption, job: Job) -> Rate:
                                                       if serial else ""), f"assumed on {assumed.device}")
 
 
-def rates(config: Mapping, jobs: Iterable[Job], timed: Mapping[Job, float]) -> dict[Job, Rate]:
+def rates(study: Study, jobs: Iterable[Job], timed: Mapping[Job, float]) -> dict[Job, Rate]:
     """Each job's throughput: the median of the timed jobs of its group where there are any, else assumed."""
     by_group = measured_rates(timed)
     found = {}
     for job in jobs:
         seen = by_group.get(job.group)
         found[job] = (Rate(statistics.median(seen), f"measured: median of {len(seen)} timed {job.group} jobs",
-                           f"measured on {config['accelerator']}") if seen else assumed_rate(config, job))
+                           f"measured on {study.accelerator}") if seen else assumed_rate(study, job))
     return found
 
 
 # ------------------------------------------------------------------------------------------------ plans
 
 
-def plan(config: Mapping, counters: Counters, timed: Mapping[Job, float], targets: Sequence[str] = ()
+def plan(study: Study, counters: Counters, timed: Mapping[Job, float], targets: Sequence[str] = ()
          ) -> pd.DataFrame:
     """One row per (target, job): FLOPs, the throughput and its source, predicted seconds and device-hours, the
     attempts the job needs within its time limit and whether its resubmissions allow them; the throughput measured
     from `timed` (`timed_jobs`: every timed job of the config, not only the targets')."""
-    by_target = jobs_by_target(config, counters, targets)
+    by_target = jobs_by_target(study, counters, targets)
     every = {job for jobs in by_target.values() for job in jobs}
-    chosen = rates(config, every, timed)
+    chosen = rates(study, every, timed)
+    family = {job: resources.spec(study.resources, job.rule) for job in every}
     rows = [{"target": target, "rule": job.rule, "wildcards": job.wildcards, "group": job.group, "shown": shown,
              "flops": job.flops, "flops_per_s": chosen[job].flops_per_s, "source": chosen[job].source,
              "device": chosen[job].device, "seconds": job.flops / chosen[job].flops_per_s,
-             "devices": resources.devices(config, job.rule),
+             "devices": family[job].devices,
              "measured_seconds": timed.get(job, float("nan")),
              "seeds": job.seeds, "budget": job.budget, "remat": job.remat,
-             "runtime_s": resources.spec(config, job.rule)["runtime"] * 60,
-             "resubmissions": resources.resubmissions(config, job.rule)}
+             "runtime_s": family[job].runtime * 60,
+             "resubmissions": resources.resubmissions(study.resources, job.rule)}
             for target, jobs in by_target.items() for job, shown in jobs.items()]
     table = pd.DataFrame(rows, columns=["target", "rule", "wildcards", "group", "shown", "flops", "flops_per_s",
                                         "source", "device", "seconds", "devices", "measured_seconds", "seeds",
@@ -430,20 +430,20 @@ def attempts_needed(seconds: pd.Series, runtime_s: pd.Series) -> pd.Series:
     return np.maximum(1, np.ceil(seconds / (USABLE * runtime_s))).astype(int)
 
 
-def paper_efficiency(config: Mapping, table: pd.DataFrame) -> pd.DataFrame:
+def paper_efficiency(plan: PlanAssumptions, table: pd.DataFrame) -> pd.DataFrame:
     """The fraction of the `train` family's peak that the paper's own Sokoban run times imply (App. G.1,
     `paper.SOKOBAN_RUN_TIMES`), as a range over its hours and GPUs, beside the config's assumption. A run there is one
     seed; a job here trains all of a run's seeds, so its FLOPs are divided by its seeds. The authors' rollout keeps its
     activations, so a rematerialised job's extra pass is taken out: the efficiency is that of the authors' program."""
-    spec = config.get("plan", {}).get("train", config.get("plan", {}).get("default"))
+    where = plan.where("train")
     train = table[table["rule"] == "sokoban_train"].drop_duplicates("wildcards")
     columns = ["run", "flops", "paper_hours", "gpus", "lowest", "highest", "assumed"]
-    if spec is None or train.empty:
+    if where is None or train.empty:
         return pd.DataFrame(columns=columns)
     per_run = train["flops"] / train["seeds"] * TRAIN_PASSES / (TRAIN_PASSES + REMAT_PASSES * train["remat"])
     runs = {"small budget, median run": per_run[train["budget"] == "small"].median(),
             "the largest run": per_run.max()}
-    peak = spec["peak_tflops"] * 1e12
+    peak = plan.families[where].peak_tflops * 1e12
     rows = []
     for what, ((fewest, most), (one, two)) in paper.SOKOBAN_RUN_TIMES.items():
         flops = runs[what]
@@ -453,13 +453,13 @@ def paper_efficiency(config: Mapping, table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def timed_jobs(config: Mapping, counters: Counters, results: str | Path = paths.ROOT) -> dict[Job, float]:
+def timed_jobs(study: Study, counters: Counters, results: str | Path = paths.ROOT) -> dict[Job, float]:
     """Seconds of every job of the config that a run on its accelerator timed in `results`."""
-    every = {job for jobs in jobs_by_target(config, counters).values() for job in jobs}
-    return measured(every, results, config["accelerator"])
+    every = {job for jobs in jobs_by_target(study, counters).values() for job in jobs}
+    return measured(every, results, study.accelerator)
 
 
-def held_out(config: Mapping, timed: Mapping[Job, float]) -> pd.DataFrame:
+def held_out(study: Study, timed: Mapping[Job, float]) -> pd.DataFrame:
     """The reality check: every timed job beside its prediction from the other timed jobs of its group (leave one
     out) and from the config's assumption alone."""
     rows = []
@@ -467,6 +467,6 @@ def held_out(config: Mapping, timed: Mapping[Job, float]) -> pd.DataFrame:
         others = measured_rates({j: s for j, s in timed.items() if j != job}).get(job.group)
         rows.append({"rule": job.rule, "wildcards": job.wildcards, "measured_seconds": seconds,
                      "held_out_seconds": job.flops / statistics.median(others) if others else float("nan"),
-                     "assumed_seconds": job.flops / assumed_rate(config, job).flops_per_s})
+                     "assumed_seconds": job.flops / assumed_rate(study, job).flops_per_s})
     return pd.DataFrame(rows, columns=["rule", "wildcards", "measured_seconds", "held_out_seconds",
                                        "assumed_seconds"]).sort_values(["rule", "wildcards"], ignore_index=True)

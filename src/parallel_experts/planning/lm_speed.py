@@ -19,6 +19,7 @@ from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, lm_time
 from parallel_experts.results import paths
+from parallel_experts.study import Study
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,13 +31,13 @@ class LmSpeed:
     check: str = option(f"the GPU check's JSON (default: {paths.GPU_CHECK})", default=paths.GPU_CHECK)
 
 
-def run(options: LmSpeed, config: Mapping, counters: costs.Counters) -> int:
-    assumed = costs.assumption(config, "lm_train", "recurrent")
+def run(options: LmSpeed, study: Study, counters: costs.Counters) -> int:
+    assumed = costs.assumption(study.plan, "lm_train", "recurrent")
     if not assumed.serial:
         raise ConfigError(f"{assumed.spec_key}.serial: missing; the LM time model prices this config's LM jobs by "
                           "their FLOPs alone, so there is no speed to refit")
     timed = timings(records.read_json(options.check, {"lm_train": dict, "lm_table6": dict}, "a GPU check"),
-                    config, counters.lm.forward, options.check)
+                    study.lm, counters.lm.forward, options.check)
     authors = lm_time.fit(lm_time.table6(counters.lm.forward), assumed.peak_tflops)
     try:
         refitted = lm_time.calibrate(authors, timed)
@@ -46,11 +47,12 @@ def run(options: LmSpeed, config: Mapping, counters: costs.Counters) -> int:
     return 0
 
 
-def timings(check: Mapping, config: Mapping, forward: lm_time.Forward, where: str) -> list[lm_time.Timed]:
+def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward, where: str
+            ) -> list[lm_time.Timed]:
     """The check's timings that ended well, each as the work of one GPU: the training updates of LM runs and of
     Table 6 cells, and Table 5's recurrent decode."""
     device = f"{where} ({(check.get('machine') or {}).get('device_kind', 'unknown device')})"
-    runs, found = lm_experiment.runs_by_id(config), []
+    runs, found = lm.by_id, []
     for run_id, entry in _ended_well(check, "lm_train", {}, where):
         if run_id not in runs:
             raise ConfigError(f"{where}: lm_train.{run_id}: not a run of this config (the check ran at scale "
@@ -59,7 +61,7 @@ def timings(check: Mapping, config: Mapping, forward: lm_time.Forward, where: st
         update = lm_time.training(run.model, run.train, entry["job_devices"], forward(run.model, run.window))
         found.append(lm_time.Timed(device, f"{run_id}, update", update, entry["seconds_per_update"]))
     for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
-        model, train = systems.throughput_cell(config, tuple(entry["row"]), entry["context"])
+        model, train = systems.throughput_cell(lm.tables, lm.shape, tuple(entry["row"]), entry["context"])
         update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
     latency = check.get("lm_latency") or {}
@@ -67,7 +69,7 @@ def timings(check: Mapping, config: Mapping, forward: lm_time.Forward, where: st
         records.fields_of(latency, {"width": int, "batch": int, "context": int, "ms_per_token": dict},
                           f"{where}: lm_latency")
         label = systems.label(systems.SHALLOWEST)
-        model = systems.model_config(systems.SHALLOWEST, latency["width"], config["lm"])
+        model = systems.model_config(systems.SHALLOWEST, latency["width"], lm.shape)
         update = lm_time.decode(model, latency["batch"], latency["context"], forward)
         found.append(lm_time.Timed(device, f"Table 5 {label}, C = {latency['context']}, B = {latency['batch']}, "
                                    "decode", update, latency["ms_per_token"][label] / 1e3))

@@ -20,13 +20,14 @@ every GPU timing there is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
+from parallel_experts.config.settings import Serial
 from parallel_experts.core.flops import TRAIN_PASSES
 from parallel_experts.lm import systems
 from parallel_experts.lm.settings import ModelConfig, TrainConfig, memory_for
@@ -70,9 +71,9 @@ class Speed(NamedTuple):
         return self.compute(update) + self.serial(update)
 
 
-def speed(peak_tflops: float, efficiency: float, serial: Mapping) -> Speed:
+def speed(peak_tflops: float, efficiency: float, serial: Serial) -> Speed:
     """Our code's speed as the config states it (`plan.<family>`: peak_tflops, efficiency and serial)."""
-    return Speed(peak_tflops, efficiency, serial["step_ms"] / 1e3, serial["per_sequence_us"] / 1e6)
+    return Speed(peak_tflops, efficiency, serial.step_ms / 1e3, serial.per_sequence_us / 1e6)
 
 
 # ------------------------------------------------------------------------------------------------- work

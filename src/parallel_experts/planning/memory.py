@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from parallel_experts.config.settings import PlanAssumptions
 from parallel_experts.core import atomic
 from parallel_experts.planning import resources
 
@@ -21,15 +22,17 @@ FILE = "memory.csv"  # beside the plan's tables (planning.tables.FILES)
 COLUMNS = ["rule", "wildcards", "programs", "peak_bytes", "device", "memory_gb", "fits"]
 
 
-def device(config: Mapping, rule: str) -> tuple[str, float]:
+def device(plan: PlanAssumptions, rule: str) -> tuple[str, float]:
     """The device of a job of `rule` and its memory in GB (NaN where the config gives none): `plan.<family>`,
     else `plan.default`."""
-    plan = config.get("plan", {})
-    spec = plan.get(resources.FAMILY.get(rule, "default"), plan.get("default", {}))
-    return spec.get("device", ""), float(spec.get("memory_gb", float("nan")))
+    where = plan.where(resources.FAMILY.get(rule, "default"))
+    if where is None:
+        return "", float("nan")
+    spec = plan.families[where]
+    return spec.device, float("nan") if spec.memory_gb is None else float(spec.memory_gb)
 
 
-def per_job(config: Mapping, jobs: pd.DataFrame, rehearsal: Mapping | None) -> pd.DataFrame:
+def per_job(plan: PlanAssumptions, jobs: pd.DataFrame, rehearsal: Mapping | None) -> pd.DataFrame:
     """Every distinct job of a plan's table (`costs.plan`) with its programs' predicted peak per device, its
     device's memory and whether it fits (NA where either is unknown)."""
     peaks: dict[tuple[str, str], list[int]] = {}
@@ -41,7 +44,7 @@ def per_job(config: Mapping, jobs: pd.DataFrame, rehearsal: Mapping | None) -> p
         wildcards = "" if pd.isna(job.wildcards) else job.wildcards
         found = [p for p in peaks.get((job.rule, wildcards), []) if p is not None]
         peak = max(found) if found else float("nan")
-        name, memory_gb = device(config, job.rule)
+        name, memory_gb = device(plan, job.rule)
         fits = pd.NA if pd.isna(peak) or pd.isna(memory_gb) else bool(peak <= memory_gb * 1e9)
         rows.append([job.rule, wildcards, len(found), peak, name, memory_gb, fits])
     return pd.DataFrame(rows, columns=COLUMNS)

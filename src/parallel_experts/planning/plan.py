@@ -7,7 +7,6 @@ Counting FLOPs lowers the models (JAX), which planning never imports: the caller
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from parallel_experts.config.options import config_files, configfile, option, ou
 from parallel_experts.core import budget
 from parallel_experts.planning import costs, lm_time, memory, tables
 from parallel_experts.results import grids, paths, rehearsal_file, store
+from parallel_experts.study import Study
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,33 +41,33 @@ class Allocations:
     out: str = output()
 
 
-def run(options: Plan, config: Mapping, counters: costs.Counters) -> int:
+def run(options: Plan, study: Study, counters: costs.Counters) -> int:
     """The plan of `options.targets`, printed (every job with `--jobs`) and written as CSV to `options.out`, with
     each job's rehearsed peak memory beside its device's (`planning.memory`)."""
     directory = Path(options.directory)
-    timed = costs.timed_jobs(config, counters, directory / paths.ROOT)  # every benchmark file read once
-    table = costs.plan(config, counters, timed, options.targets)
-    calibration = costs.paper_efficiency(config, table)
-    print(tables.printed(table, tables.unit(config), options.jobs, calibration))
+    timed = costs.timed_jobs(study, counters, directory / paths.ROOT)  # every benchmark file read once
+    table = costs.plan(study, counters, timed, options.targets)
+    calibration = costs.paper_efficiency(study.plan, table)
+    print(tables.printed(table, tables.unit(study.resources), options.jobs, calibration))
     if options.out:
-        tables.write(config, table, costs.held_out(config, timed), calibration, options.out)
-    lm_train = costs.assumption(config, "lm_train", "recurrent") if "lm" in config else None
-    if lm_train is not None and lm_train.serial:  # the LM time model's check against every GPU timing
+        tables.write(study, table, costs.held_out(study, timed), calibration, options.out)
+    lm_train = costs.assumption(study.plan, "lm_train", "recurrent")
+    if lm_train.serial:  # the LM time model's check against every GPU timing
         check = lm_time.validation(lm_train.speed(), counters.lm.forward)
         print("\nthe LM time model (plan.lm_train) against every GPU timing:\n  " + "\n  ".join(lm_time.summary(check)))
         if options.out:
             tables.write_lm_time(check, options.out)
-    rehearsal = rehearsal_file.read(directory / paths.rehearsal(config["scale"]))
-    frame = memory.per_job(config, table, rehearsal)
+    rehearsal = rehearsal_file.read(directory / paths.rehearsal(study.scale))
+    frame = memory.per_job(study.plan, table, rehearsal)
     print("\nmemory per device:\n  " + "\n  ".join(memory.summary(frame, memory.backend(rehearsal))))
     if options.out:
         memory.write(frame, rehearsal, options.out)
     return 0
 
 
-def allocations(options: Allocations, config: Mapping, counters: costs.Counters) -> int:
+def allocations(options: Allocations, study: Study, counters: costs.Counters) -> int:
     """Every allocation of the domain's budgets with its FLOPs, as netCDF."""
-    counted = counters.of(options.domain)
+    counted, config = counters.of(options.domain), study.config  # the domains' counters read the config: not yet typed
     ds = grids.allocation_dataset(config, options.domain, counted.allocation_flops(config), counted.flops_per(config))
     store.write_netcdf(ds, options.out)
     print(f"{options.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")

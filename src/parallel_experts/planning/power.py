@@ -24,17 +24,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from parallel_experts import study
 from parallel_experts.analysis import calibration, comparison, depth_rules, sokoban_scores, verdicts
 from parallel_experts.analysis import power as stats
 from parallel_experts.analysis.power import Decision, Truth
 from parallel_experts.config.errors import ConfigError, PipelineError
 from parallel_experts.config.options import at_least, configfile, count, option, output
+from parallel_experts.config.settings import FamilyAssumption, PowerAssumptions
 from parallel_experts.core import atomic, records
 from parallel_experts.core.definitions import family
-from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.planning import costs, designs, resources
 from parallel_experts.results import paths
+from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.study import Study
 
 SWEEP = sokoban_scores.PAPER_EXPERT  # the sweep whose claims are analysed: the authors' ConvLSTM
 TARGETS = (0.8, 0.9)  # the powers a design is sought for
@@ -67,7 +68,7 @@ NEEDS = {
     "sokoban_recurrence_better": f"no budget of the sweep sokoban.sweeps.{SWEEP} {_BOTH}",
     "more_experts": f"no (L, d) of the sweep sokoban.sweeps.{SWEEP} has two values of E at a budget that {_BOTH}",
     "lm_fewer_layers": f"no budget and window of the config's FineWeb sweep (lm.sweeps) {_BOTH}",
-    "lm_comparable_shallow": f"Fig. 5's setting (study.fig5_setting: the small budget at the config's first window) "
+    "lm_comparable_shallow": f"Fig. 5's setting (Study.fig5: the small budget at the config's first window) "
                              f"is not a budget and window of the FineWeb sweep that {_BOTH}",
     "full_communication": "no Sokoban radius ablation with the full value and another (sokoban.ablations.radius)",
     "sqrt_sum_default": "no Sokoban aggregation ablation with sqrt_sum and another (sokoban.ablations.aggregation)",
@@ -125,53 +126,53 @@ def _authors(budget_name: str, allocations: list) -> Truth | None:
                  tuple(sokoban_scores.seed_scores(per_seed, pd.Series(r._asdict())) for r in rows))
 
 
-def _assumed(key: str, spec: Mapping, allocations: list, top: float) -> Truth:
+def _assumed(key: str, spec: FamilyAssumption, allocations: list, top: float) -> Truth:
     """A family profile from the config's assumption `spec` (at `key`): every allocation at `best_depth` scores
     `top`; the others fall linearly in log2 L, to `depth_gain` below it at the depth farthest from it."""
     depth = np.array([a[0] for a in allocations])
-    best = depth.max() if spec["best_depth"] == "deepest" else spec["best_depth"]
+    best = depth.max() if spec.best_depth == "deepest" else spec.best_depth
     distance = np.abs(np.log2(depth) - np.log2(best))
     fall = distance / distance.max() if distance.max() > 0 else distance
-    return Truth(tuple(map(_label, allocations)), depth, top - spec["depth_gain"] * fall,
-                 np.full(len(depth), float(spec["sd"])),
-                 f"assumed ({key}): {spec['reason']}")
+    return Truth(tuple(map(_label, allocations)), depth, top - spec.depth_gain * fall,
+                 np.full(len(depth), float(spec.sd)), f"assumed ({key}): {spec.reason}")
 
 
-def _assumption(config: Mapping, domain: str, family_name: str) -> tuple[str, Mapping]:
+def _assumption(power: PowerAssumptions, domain: str, recurrent: bool) -> tuple[str, FamilyAssumption]:
+    family_name = "recurrent" if recurrent else "nonrecurrent"
     key = f"power.{domain}.{family_name}"
-    spec = config.get("power", {}).get(domain, {}).get(family_name)
+    spec = getattr(power, domain).family(recurrent)
     if spec is None:
         raise ConfigError(f"{key}: no assumption for the {family_name} family, which the authors published no "
                           "per-seed scores for here; give best_depth, depth_gain, sd and reason")
-    if family_name == "nonrecurrent" and "below_recurrent" not in spec:
+    if not recurrent and spec.below_recurrent is None:
         raise ConfigError(f"{key}.below_recurrent: how far the non-recurrent best lies below the recurrent best")
     return key, spec
 
 
-def truths(config: Mapping, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
+def truths(study: Study, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
     """The truth of each family that trains at one budget of the config's ConvLSTM sweep (the recurrent one, which the
     non-recurrent one's is set below, must)."""
     found = {}
-    if comparison.same_budget_as_paper(config, "sokoban", budget_name):
+    if comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget_name):
         found[True] = _authors(budget_name, allocations[True])
     if found.get(True) is None:
-        found[True] = _assumed(*_assumption(config, "sokoban", "recurrent"), allocations[True], 0.0)
+        found[True] = _assumed(*_assumption(study.power, "sokoban", True), allocations[True], 0.0)
     if False in allocations:
-        found[False] = _below(config, "sokoban", found[True], allocations[False])
+        found[False] = _below(study.power, "sokoban", found[True], allocations[False])
     return found
 
 
-def _below(config: Mapping, domain: str, recurrent: Truth, allocations: list) -> Truth:
+def _below(power: PowerAssumptions, domain: str, recurrent: Truth, allocations: list) -> Truth:
     """The non-recurrent family's assumed truth, its best `below_recurrent` under the recurrent best."""
-    key, spec = _assumption(config, domain, "nonrecurrent")
-    return _assumed(key, spec, allocations, float(recurrent.mean.max()) - spec["below_recurrent"])
+    key, spec = _assumption(power, domain, False)
+    return _assumed(key, spec, allocations, float(recurrent.mean.max()) - spec.below_recurrent)
 
 
-def lm_truths(config: Mapping, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
+def lm_truths(power: PowerAssumptions, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
     """Both FineWeb families' truth at one budget and window, in negated losses (higher is better): the config's
     `power.lm` assumptions (the paper's FineWeb runs are single seeds)."""
-    recurrent = _assumed(*_assumption(config, "lm", "recurrent"), allocations[True], 0.0)
-    return {True: recurrent, False: _below(config, "lm", recurrent, allocations[False])}
+    recurrent = _assumed(*_assumption(power, "lm", True), allocations[True], 0.0)
+    return {True: recurrent, False: _below(power, "lm", recurrent, allocations[False])}
 
 
 def _grid(runs, where) -> dict:
@@ -195,15 +196,15 @@ def _lm_cell(run) -> tuple:
     return (run.budget, run.window), run.model.recurrent, _allocation(run.model)
 
 
-def tests(config: Mapping) -> list[Decision]:
+def tests(study: Study) -> list[Decision]:
     """Every decision analysed: the authors' depth tests at each budget of the config's ConvLSTM sweep that trains the
     recurrent family, the family comparisons where it trains both, and at each budget and window of its FineWeb sweep
     that trains both."""
     found, by_budget = [], {}
-    for (name, _), families in _grid(_sweep(config), _sokoban_cell).items():
+    for (name, _), families in _grid(_sweep(study), _sokoban_cell).items():
         if True not in families:
             continue  # the depth tests are the recurrent family's, and the others compare it with the non-recurrent
-        truth = truths(config, name, families)
+        truth = truths(study, name, families)
         for deeper, shallower in sokoban_scores.DEPTH_TESTS:
             if {deeper, shallower} <= set(truth[True].depth):
                 keep = np.flatnonzero(np.isin(truth[True].depth, (deeper, shallower)))
@@ -217,18 +218,18 @@ def tests(config: Mapping) -> list[Decision]:
                               depth_rules.FewerLayersRule()))
         found.append(Decision("sokoban_recurrence_better", f"{name} budget", name, verdicts.PICKS, truth,
                               depth_rules.RecurrenceBetter()))
-    for (name, window), families in _grid(study.runs(config).lm.sweeps, _lm_cell).items():
+    for (name, window), families in _grid(study.lm.sweeps, _lm_cell).items():
         if set(families) != {True, False}:
             continue
-        truth, part = lm_truths(config, families), f"{name} budget, W = {window}"
+        truth, part = lm_truths(study.power, families), f"{name} budget, W = {window}"
         where = {"domain": "lm", "window": window}
         found.append(Decision("lm_fewer_layers", part, name, verdicts.PICKS, truth, depth_rules.FewerLayersRule(),
                               **where))
-        if (name, window) == study.fig5_setting(config):
+        if (name, window) == study.fig5:
             found.append(Decision("lm_comparable_shallow", part, name, verdicts.MARGIN, truth,
-                                  depth_rules.RecurrenceBetter(shallow=2, margin=verdicts.Margins.of(config).lm),
+                                  depth_rules.RecurrenceBetter(shallow=2, margin=study.margins.lm),
                                   **where))
-    return found + _expert_tests(by_budget) + _ablation_tests(config)
+    return found + _expert_tests(by_budget) + _ablation_tests(study.sokoban, study.power, study.margins.sokoban)
 
 
 def unmodelled(decisions: Iterable[Decision]) -> dict[str, str]:
@@ -286,24 +287,25 @@ def _expert_tests(by_budget: Mapping[str, Mapping[bool, Truth]]) -> list[Decisio
     return found
 
 
-def _ablation_tests(config: Mapping) -> list[Decision]:
+def _ablation_tests(sokoban: sokoban_experiment.Families, power: PowerAssumptions, margin: float) -> list[Decision]:
     """Each Sokoban ablation's claim (ABLATIONS), its values as arms: the default `lead` above every other value, as
     the config's `power.sokoban.ablations.<setting>` assumes (the paper publishes no ablation spread)."""
-    found, margin = [], verdicts.Margins.of(config).sokoban
-    for setting, spec in config["sokoban"].get("ablations", {}).items():
+    found = []
+    for setting, given in sokoban.ablation_values.items():
         claim, default, within_margin, rule = ABLATIONS[setting]
-        values = np.array([str(v) for v in spec["values"]])
+        values = np.array([str(v) for v in given])
         if default not in values or len(values) < 2:
             continue
         key = f"power.sokoban.ablations.{setting}"
-        assumed = config.get("power", {}).get("sokoban", {}).get("ablations", {}).get(setting)
+        assumed = power.sokoban.ablations.get(setting)
         if assumed is None:
             raise ConfigError(f"{key}: no assumption for the {setting} ablation, whose seed spread the paper does not "
                               "publish; give lead, sd and reason")
         is_default = values == default
-        truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed["lead"]), 0.0),
-                      np.full(len(values), float(assumed["sd"])), f"assumed ({key}): {assumed['reason']}")
-        found.append(Decision(claim, f"{setting} ablation, {spec['budget']} budget", setting, rule, {True: truth},
+        truth = Truth(tuple(values), np.zeros(len(values), int), np.where(is_default, float(assumed.lead), 0.0),
+                      np.full(len(values), float(assumed.sd)), f"assumed ({key}): {assumed.reason}")
+        found.append(Decision(claim, f"{setting} ablation, {sokoban.ablations[setting][0].budget} budget", setting,
+                              rule, {True: truth},
                               depth_rules.AgainstRival.of(is_default, margin if within_margin else 0.0),
                               domain="ablation"))
     return found
@@ -312,13 +314,13 @@ def _ablation_tests(config: Mapping) -> list[Decision]:
 # ------------------------------------------------------------------------------------------------ costs
 
 
-def _cells(config: Mapping) -> dict[str, tuple[str, Callable[[object], list]]]:
+def _cells(study: Study) -> dict[str, tuple[str, Callable[[object], list]]]:
     """Per domain, the run dataset whose jobs price it, and the price keys (setting, recurrent, allocation label) of
     one of its runs: none for a run no decision reads, one for a sweep's run, one per (ablation, value) it is."""
-    first_seed = {name: lm_experiment.seeds(config, name)[0] for name in config["lm"]["budgets"]}
+    first_seed = {name: seeds[0] for name, seeds in study.lm.seeds.items()}
     values = {}
-    for setting, runs in study.runs(config).sokoban.ablations.items():
-        for value, run in zip(config["sokoban"]["ablations"][setting]["values"], runs):
+    for setting, runs in study.sokoban.ablations.items():
+        for value, run in zip(study.sokoban.ablation_values[setting], runs):
             values.setdefault(run.id, []).append((setting, True, str(value)))
 
     def sokoban(run) -> list:
@@ -333,28 +335,28 @@ def _cells(config: Mapping) -> dict[str, tuple[str, Callable[[object], list]]]:
             "ablation": (paths.ablations("sokoban"), lambda run: values.get(run.id, []))}
 
 
-def prices(config: Mapping, counters: costs.Counters, directory: Path) -> dict[str, dict[str, dict]]:
+def prices(study: Study, counters: costs.Counters, directory: Path) -> dict[str, dict[str, dict]]:
     """Per domain, device-hours of one seed of each analysed run, training and evaluation, by (setting, recurrent,
     allocation label), on each device the config knows: the timed jobs' accelerator where an earlier run timed every
     group of the domain's jobs (as `plan` measures them), and the device of the config's `plan` assumption. The first
     is the one designs are chosen on."""
-    cells = _cells(config)
-    by_result = costs.jobs_by_result(config, counters, [result for result, _ in cells.values()])
+    cells = _cells(study)
+    by_result = costs.jobs_by_result(study, counters, [result for result, _ in cells.values()])
     found = {}
     for domain, (result, keys) in cells.items():
         jobs = [job for job in by_result.get(result, []) if keys(job.run)]
-        timed = costs.measured(jobs, directory / paths.ROOT, config["accelerator"])
+        timed = costs.measured(jobs, directory / paths.ROOT, study.accelerator)
         pricings = {}
         timed_groups = costs.measured_rates(timed)
         if jobs and all(job.group in timed_groups for job in jobs):
-            pricings[f"measured on {config['accelerator']}"] = costs.rates(config, jobs, timed)
-        devices = sorted({costs.assumption(config, job.rule, job.family).device for job in jobs})
-        pricings[f"assumed on {' and '.join(devices)}"] = {job: costs.assumed_rate(config, job) for job in jobs}
+            pricings[f"measured on {study.accelerator}"] = costs.rates(study, jobs, timed)
+        devices = sorted({costs.assumption(study.plan, job.rule, job.family).device for job in jobs})
+        pricings[f"assumed on {' and '.join(devices)}"] = {job: costs.assumed_rate(study, job) for job in jobs}
         found[domain] = {}
         for device, rates in pricings.items():
             hours = found[domain][device] = {}
             for job in jobs:
-                seconds = job.flops / rates[job].flops_per_s * resources.devices(config, job.rule)
+                seconds = job.flops / rates[job].flops_per_s * resources.devices(study.resources, job.rule)
                 for key in keys(job.run):
                     hours[key] = hours.get(key, 0.0) + seconds / 3600 / max(job.seeds, 1)  # a Sokoban job's seeds
     return found
@@ -439,18 +441,17 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
     return rows, curves
 
 
-def _sweep(config: Mapping) -> list:
+def _sweep(study: Study) -> list:
     """The runs of the config's ConvLSTM sweep."""
-    return [run for run in study.runs(config).sokoban.sweeps if run.sweep == SWEEP]
+    return [run for run in study.sokoban.sweeps if run.sweep == SWEEP]
 
 
-def config_designs(config: Mapping) -> dict[tuple[str, bool], int]:
+def config_designs(study: Study) -> dict[tuple[str, bool], int]:
     """The seeds per allocation the config gives each (setting, family) of its analysed sweeps."""
-    found = {(stats.setting(run.budget), run.agent.recurrent): len(run.seeds) for run in _sweep(config)}
-    for run in study.runs(config).lm.sweeps:
-        seeds = len(lm_experiment.seeds(config, run.budget))
-        found[(stats.setting(run.budget, run.window), run.model.recurrent)] = seeds
-    for setting, runs in study.runs(config).sokoban.ablations.items():
+    found = {(stats.setting(run.budget), run.agent.recurrent): len(run.seeds) for run in _sweep(study)}
+    for run in study.lm.sweeps:
+        found[(stats.setting(run.budget, run.window), run.model.recurrent)] = len(study.lm.seeds[run.budget])
+    for setting, runs in study.sokoban.ablations.items():
         found[(setting, True)] = min(len(run.seeds) for run in runs)
     return found
 
@@ -463,10 +464,10 @@ def _given(given: Mapping, test: Decision, fam: bool) -> stats.Seeds:
     return given[(test.setting, fam)]
 
 
-def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
+def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
-    priced = prices(config, counters, directory)
-    entries, inputs, given, decisions = [], {}, config_designs(config), tests(config)
+    priced = prices(study, counters, directory)
+    entries, inputs, given, decisions = [], {}, config_designs(study), tests(study)
     for test in decisions:
         ours = {fam: _given(given, test, fam) for fam in test.truth}
         every = _kept(test, "every allocation")
@@ -505,9 +506,9 @@ def analyse(config: Mapping, counters: costs.Counters, directory: Path, draws: i
              "draws": draws, "seed": seed, "targets": list(TARGETS),
              "devices": {domain: list(by_device) for domain, by_device in priced.items()},
              "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED | unmodelled(decisions)}
-    timed = costs.timed_jobs(config, counters, directory / paths.ROOT)
+    timed = costs.timed_jobs(study, counters, directory / paths.ROOT)
     named = by_name(decisions)
-    return found | {"decided": decided(found, lambda rows: union_hours(config, counters, timed, _chosen(named, rows)))}
+    return found | {"decided": decided(found, lambda rows: union_hours(study, counters, timed, _chosen(named, rows)))}
 
 
 def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
@@ -551,14 +552,14 @@ def read(path: str | Path, what: str = "a power analysis (python -m parallel_exp
     return found
 
 
-def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
+def cached(study: Study, counters: costs.Counters, options: Power) -> dict:
     """`analyse`, kept in results/power/cache/ under a hash of the config, the options, the authors' numbers and the
     code that decides (a changed rule is a new analysis). Timed jobs that arrive later change the prices only:
     delete the cache to reprice."""
     code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__,
                                                  calibration.__file__, __file__)]
-    draws = options.draws or config.get("power", {}).get("draws", stats.DRAWS)
-    inputs = [config, draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
+    draws = options.draws or study.power.draws or stats.DRAWS
+    inputs = [study.config, draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)
     if path.is_file():
@@ -566,7 +567,7 @@ def cached(config: Mapping, counters: costs.Counters, options: Power) -> dict:
             return read(path, "a cached power analysis")
         except PipelineError:
             pass  # a damaged cache: computed again and rewritten
-    found = analyse(config, counters, Path(options.directory), draws, options.seed)
+    found = analyse(study, counters, Path(options.directory), draws, options.seed)
     atomic.write_text(path, json.dumps(found, indent=1))
     return found
 
@@ -653,20 +654,19 @@ def _chosen(named: Mapping[tuple[str, str], Decision], rows: pd.DataFrame) -> Ch
              row.power) for row in rows.itertuples() if not pd.isna(row.seeds)]
 
 
-def union_hours(config: Mapping, counters: costs.Counters, timed: Mapping[costs.Job, float], chosen: Chosen
+def union_hours(study: Study, counters: costs.Counters, timed: Mapping[costs.Job, float], chosen: Chosen
                 ) -> dict[str, float]:
     """Device-hours on each device of the config that runs every design of `chosen` (`designs.config`, as --write
     writes it), as `plan` prices its targets: each distinct job once, however many decisions share it, with the seeds
     the config gives its budget."""
-    union = designs.config(config, chosen, SWEEP, "A union")
-    study.check(union)
+    union = Study.of(designs.config(study.config, chosen, SWEEP, "A union"))
     targets = list(dict.fromkeys(designs.TARGET[test.claim] for test, *_ in chosen))
     jobs = costs.plan(union, counters, timed, targets).drop_duplicates(["rule", "wildcards"])
     return {device: float(hours) for device, hours in jobs.groupby("device", sort=False)["device_hours"].sum().items()}
 
 
-def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
-    analysis = cached(config, counters, options)
+def run(options: Power, study: Study, counters: costs.Counters) -> int:
+    analysis = cached(study, counters, options)
     if options.gpu_hours is not None:
         chosen, hours_on = within(analysis, options.gpu_hours)
         analysis = analysis | {"gpu_hours": options.gpu_hours, "chosen": chosen.to_dict("records"),
@@ -674,7 +674,7 @@ def run(options: Power, config: Mapping, counters: costs.Counters) -> int:
     if options.out:
         atomic.write_text(options.out, json.dumps(analysis, indent=1))
     if options.write:
-        write_configs(config, analysis, Path(options.write))
+        write_configs(study, analysis, Path(options.write))
     print(json.dumps(analysis, indent=1) if options.json else printed(analysis))
     return 0
 
@@ -695,22 +695,22 @@ def _on(hours: Mapping[str, float], named: bool = False) -> str:
     return ", ".join(f"{_hours(h)} {device}" for device, h in hours.items())
 
 
-def write_configs(config: Mapping, analysis: Mapping, folder: Path) -> list[Path]:
+def write_configs(study: Study, analysis: Mapping, folder: Path) -> list[Path]:
     """Each decision's cheapest design at power 0.8 as a config (`designs.config`), named for the decision; with a
     --gpu-hours choice, their union for it too."""
-    written, named = [], by_name(tests(config))
+    written, named = [], by_name(tests(study))
     for row in cheapest(analysis).itertuples():
         if pd.isna(row.seeds):
             continue
         name = f"{row.claim}-{row.part}".replace(" budget", "").replace(" > ", " over ").replace("=", "")
         path = folder / (re.sub(r"[^\w.]+", "-", name) + ".yaml")
-        designs.write(path, designs.config(config, _chosen(named, pd.DataFrame([row])), SWEEP,
+        designs.write(path, designs.config(study.config, _chosen(named, pd.DataFrame([row])), SWEEP,
                                            f"The design for {row.claim}"))
         written.append(path)
     if "chosen" in analysis:
         hours = analysis["gpu_hours"]
         path = folder / f"within-{hours:g}-gpu-hours.yaml"
-        designs.write(path, designs.config(config, _chosen(named, pd.DataFrame(analysis["chosen"])), SWEEP,
+        designs.write(path, designs.config(study.config, _chosen(named, pd.DataFrame(analysis["chosen"])), SWEEP,
                                            f"The claims that fit {hours:g} device-hours "
                                            f"({_spent(analysis['chosen_hours_on'])})"))
         written.append(path)

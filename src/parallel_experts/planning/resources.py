@@ -4,7 +4,7 @@ prices are the GPUs a job gets."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from parallel_experts.config.settings import Resource, Resources
 
 # The rules whose jobs are heavy, by the family of resources they take; every other rule takes `default`.
 FAMILY = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_data": "train",
@@ -13,25 +13,23 @@ FAMILY = {"sokoban_train": "train", "sokoban_evaluate": "train", "sokoban_probe_
 RESUMABLE = {"sokoban_train", "lm_train"}  # their jobs stop before the time limit and resume (core/walltime.py)
 
 
-def spec(config: Mapping, rule: str) -> Mapping:
-    """The config's resources of one job of `rule` (its family's, or the default)."""
-    return config["resources"].get(FAMILY.get(rule, "default"), config["resources"]["default"])
+def spec(resources: Resources, rule: str) -> Resource:
+    """The resources of one job of `rule` (its family's, or the default)."""
+    return resources.of_family(FAMILY.get(rule, "default"))
 
 
-def snakemake(config: Mapping, rule: str) -> dict:
+def snakemake(resources: Resources, rule: str) -> dict:
     """`resources:` of `rule` as Snakemake and its SLURM executor name them."""
-    found = spec(config, rule)
-    return {"mem_mb": found["mem_mb"], "runtime": found["runtime"], "cpus_per_task": found["cpus"],
-            "gpu": found["gpus"]}
+    found = spec(resources, rule)
+    return {"mem_mb": found.mem_mb, "runtime": found.runtime, "cpus_per_task": found.cpus, "gpu": found.gpus}
 
 
-def resubmissions(config: Mapping, rule: str) -> int:
+def resubmissions(resources: Resources, rule: str) -> int:
     """How many more times a failed job of `rule` is submitted (Snakemake's `retries`): the training rules only,
     whose jobs resume from their checkpoint; another rule's job would start over."""
-    return spec(config, rule).get("resubmissions", 0) if rule in RESUMABLE else 0
+    return spec(resources, rule).resubmissions if rule in RESUMABLE else 0
 
 
-def devices(config: Mapping, rule: str) -> int:
+def devices(resources: Resources, rule: str) -> int:
     """The GPUs of one job of `rule`, or its CPUs where the config gives it no GPU."""
-    found = spec(config, rule)
-    return found["gpus"] or found["cpus"]
+    return spec(resources, rule).devices

@@ -8,15 +8,16 @@ Matplotlib to a widget backend that is not installed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
+from parallel_experts.config.settings import Resources
 from parallel_experts.core import atomic
 from parallel_experts.core.tables import fmt
 from parallel_experts.core.tables import table as format_table
 from parallel_experts.planning import resources
+from parallel_experts.study import Study
 
 TOTAL = "total (distinct jobs)"
 
@@ -35,9 +36,9 @@ def per_target(table: pd.DataFrame) -> pd.DataFrame:
     return sums
 
 
-def unit(config: Mapping) -> str:
+def unit(resources: Resources) -> str:
     """GPU-hours, or CPU-hours where the config gives no rule a GPU."""
-    return "GPU-hours" if any(spec["gpus"] for spec in config["resources"].values()) else "CPU-hours"
+    return "GPU-hours" if resources.any_gpu else "CPU-hours"
 
 
 def assumptions(table: pd.DataFrame) -> pd.DataFrame:
@@ -130,14 +131,14 @@ def check_by_rule(check: pd.DataFrame) -> pd.DataFrame:
 FILES = ("targets", "jobs", "check", "calibration")  # what `write` puts in a plan's folder, read back by `read`
 
 
-def write(config: Mapping, table: pd.DataFrame, check: pd.DataFrame, calibration: pd.DataFrame,
+def write(study: Study, table: pd.DataFrame, check: pd.DataFrame, calibration: pd.DataFrame,
           folder: str | Path) -> None:
     """A plan as CSV files (the report reads them): per target, every (target, job) row, the reality check, the
     paper's own run times as efficiencies (`costs.paper_efficiency`); the config's scale and unit on the first line
     of each."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    header = f"scale={config['scale']} unit={unit(config)}\n"
+    header = f"scale={study.scale} unit={unit(study.resources)}\n"
     for name, frame in zip(FILES, (per_target(table), table, check, calibration)):
         atomic.write_text(folder / f"{name}.csv", header + frame.to_csv(index=name == "targets"))
 

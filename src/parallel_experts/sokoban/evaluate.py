@@ -6,7 +6,6 @@ an episode ends is ignored (no auto-reset), so no level is skipped or counted tw
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -126,9 +125,9 @@ def push_attrs(test) -> dict:
     return {"mean_optimal_pushes": float(np.mean(test.pushes)), "optimal_pushes_levels": len(test.pushes)}
 
 
-def job(options: jobs.Evaluate, config: Mapping) -> int:
+def job(options: jobs.Evaluate, runs: experiment.Families) -> int:
     """`sokoban-evaluate`: the solve rate of the trained run `options.run` on a level set, as netCDF."""
-    run = named(experiment.runs_by_id(config), options.run, options.config)
+    run = named(runs.by_id, options.run, options.config)
     result = evaluate_run(run, train.load_agents(run, options.run_dir), LevelSet.load(options.levels))
     store.write_netcdf(result, options.out)
     print(f"{options.out}: greedy solve rate per seed {result['solved'].sel(mode='greedy').mean('level').values}")

@@ -252,11 +252,17 @@ class Families:
     sweeps: list[Run]
     expert_count: list[Run]
     ablations: dict[str, list[Run]]
+    ablation_values: dict[str, tuple]  # each ablation's values, as the config gives them (a run each, in this order)
     probed: list[Run]
     test_levels: int  # every run is evaluated on every test level
     probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
     probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
     probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds (`probe_seeds`), by run id
+
+    @property
+    def by_id(self) -> dict[str, Run]:
+        """Every run, of every family (sweeps, ablations, expert-count), by id."""
+        return by_id([self.sweeps, *self.ablations.values(), self.expert_count])
 
 
 def families(config: Mapping) -> Families:
@@ -265,7 +271,8 @@ def families(config: Mapping) -> Families:
     probed = probed_runs(config, sweeps)  # checked in this order, so the first problem named is the same
     expert_count = expert_count_runs(config, sweeps)
     probes = config["sokoban"].get("probes")
-    return Families(sweeps, expert_count, ablation_runs(config, sweeps), probed,
+    values = {setting: tuple(spec["values"]) for setting, spec in config["sokoban"].get("ablations", {}).items()}
+    return Families(sweeps, expert_count, ablation_runs(config, sweeps), values, probed,
                     level_count(config["sokoban"]["levels"]["test"]), probe_levels(config) if probes else {},
                     ProbeConfig(**probes.get("fit", {})) if probes else None,
                     {run.id: probe_seeds(config, run) for run in probed})
@@ -273,8 +280,7 @@ def families(config: Mapping) -> Families:
 
 def runs_by_id(config: Mapping) -> dict[str, Run]:
     """Every Sokoban run of a validated config, of every family (sweeps, ablations, expert-count), by id."""
-    sweeps = runs(config)
-    return by_id([sweeps, *ablation_runs(config, sweeps).values(), expert_count_runs(config, sweeps)])
+    return families(config).by_id
 
 
 def train_config(sokoban: Mapping) -> TrainConfig:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from functools import partial
 
 import equinox as eqx
@@ -218,9 +217,9 @@ def predict(weights: np.ndarray, x: np.ndarray, kernel: int = 1, chunk: int = PR
     return tuple(np.concatenate(arrays, axis=1) for arrays in zip(*parts))
 
 
-def job(options: jobs.ProbeData, config: Mapping) -> int:
+def job(options: jobs.ProbeData, runs: experiment.Families) -> int:
     """`sokoban-probe-data`: the probe data of one trained agent of the run `options.run`, as netCDF."""
-    run = named(experiment.runs_by_id(config), options.run, options.config)
+    run = named(runs.by_id, options.run, options.config)
     data = run_data(run, options.run_dir, LevelSet.load(options.levels), options.seed, options.count)
     store.write_netcdf(data, options.out)
     print(f"{options.out}: {data.attrs['levels']} episodes, {data.sizes['sample']} steps")

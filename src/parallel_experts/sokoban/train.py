@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -392,9 +392,9 @@ def one_seed(agents: Agent, index: int) -> Agent:
     return jax.tree.map(lambda x: x[index] if eqx.is_array(x) else x, agents)
 
 
-def job(options: jobs.Train, config: Mapping) -> int:
-    """`sokoban-train`: train the run `options.run` of the validated `config` (all its seeds), resumable."""
-    run = named(experiment.runs_by_id(config), options.run, options.config)
+def job(options: jobs.Train, runs: experiment.Families) -> int:
+    """`sokoban-train`: train the run `options.run` of the study's `runs` (all its seeds), resumable."""
+    run = named(runs.by_id, options.run, options.config)
     with training_job(options.run_dir, run.to_dict(), options.time_limit) as frame:
         trainer = Trainer(run.agent, run.train, LevelSet.load(options.levels).levels)
         steps = len(run.seeds) * run.train.num_envs * run.train.num_steps  # per update, all seeds
