@@ -19,6 +19,7 @@ from parallel_experts.config import files
 from parallel_experts.reporting import claims
 from parallel_experts.results import paths
 from parallel_experts.targets import catalogue
+from parallel_experts.study import Study
 
 NOISY = [-0.3, 0.0, 0.3]  # seed offsets: standard error 0.17 for three seeds
 
@@ -383,7 +384,7 @@ def test_a_timing_ratio_p_value_is_students_t_over_rounds():
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
 def test_the_claims_page_comes_first_and_reads_what_the_other_reports_read(name):
     cfg = load(name)
-    [first, *others] = catalogue.reports(cfg)
+    [first, *others] = catalogue.reports(Study.of(cfg))
     assert (first.name, first.target) == ("claims", "claims")
     read = {path for report in others for path in report.inputs.values()}
     results = {name: path for name, path in first.inputs.items() if name != "paper_power"}
@@ -399,7 +400,7 @@ def test_every_decision_has_its_claim_in_the_paper_order():
 def test_a_config_that_produces_no_results_runs_no_claim():
     cfg = load("config.yaml")
     costs = {name: f"cost of {name}" for name in claims.CLAIMS}
-    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(cfg)], costs)
+    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(Study.of(cfg))], costs)
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
     assert table[claims.COST].tolist() == list(costs.values())  # each open claim says what deciding it costs
     # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.

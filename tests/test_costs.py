@@ -108,7 +108,7 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     paper = load(REPO / "config/paper.yaml")
     table = costs.plan(paper, COUNTERS, {})  # nothing timed
     sums = plan.per_target(table)
-    targets = catalogue.targets(catalogue.reports(paper.config))
+    targets = catalogue.targets(catalogue.reports(paper))
     assert list(sums.index) == [*targets, plan.TOTAL]
     # the allocation grids and the power analysis train nothing; every other target does
     without_runs = ["allocations", "power"]

@@ -20,6 +20,7 @@ from parallel_experts.reporting import plots
 from parallel_experts.results import paper, store
 from parallel_experts.sokoban import experiment
 from parallel_experts.targets import catalogue
+from parallel_experts.study import Study
 
 matplotlib.use("Agg")
 
@@ -176,7 +177,7 @@ def test_prior_work_compares_like_for_like_only_on_boxoban_unfiltered_test():
 
 
 def pages(cfg):
-    return {r.name: r for r in catalogue.reports(cfg)}
+    return {r.name: r for r in catalogue.reports(Study.of(cfg))}
 
 
 def test_fig6_exists_exactly_where_a_family_can_and_reads_only_the_files_that_hold_one():

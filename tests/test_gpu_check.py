@@ -28,7 +28,7 @@ def positive(value) -> bool:
 
 @pytest.mark.pipeline
 def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields(tmp_path):
-    config = study.load([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)]).config
     plan = yaml.safe_load((REPO / SMOKE).read_text())["plan"]["default"]  # the smoke's one assumption
     sokoban_run = gpu_check.default_sokoban_runs(config)[0]
     transformer, recurrent = gpu_check.default_lm_runs(config)
@@ -108,7 +108,7 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
 
 
 def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_cell():
-    paper = study.load([str(REPO / "config/paper.yaml")])
+    paper = study.load([str(REPO / "config/paper.yaml")]).config
     # by default: the Transformer at its longest C, L1 E16 at the shortest and the longest the authors ran, L8 E2
     assert gpu_check.table6_cells(paper) == [((False, 16, 1), 2048), ((True, 1, 16), 32), ((True, 1, 16), 1024),
                                              ((True, 8, 2), 32)]
@@ -125,7 +125,7 @@ def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_c
 
 
 def test_a_failing_or_hanging_section_is_its_own_error():
-    config = study.load([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)]).config
     failed = gpu_check.isolated(config, {"section": "lm_latency", "context": -1, "batch": 2}, timeout=300)
     assert not failed["ok"] and "error" in failed and failed["machine"]["backend"] == "cpu"
     hung = gpu_check.isolated(config, {"section": "lm_latency", "context": 8, "batch": 2}, timeout=0.5)
@@ -133,7 +133,7 @@ def test_a_failing_or_hanging_section_is_its_own_error():
 
 
 def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_path, monkeypatch):
-    config = study.load([str(REPO / SMOKE)])
+    config = study.load([str(REPO / SMOKE)]).config
     chosen = gpu_check.sections(config, lm_runs=gpu_check.default_lm_runs(config)[:1])
     results = iter([{"ok": False, "error": "RuntimeError: out of memory"},
                     {"ok": True, "flops_per_update": 2e12, "seconds_per_update": 4.0, "peak_bytes": 10,
@@ -155,7 +155,7 @@ def test_the_check_itself_never_loads_jax():
     """XLA preallocates most of a GPU's memory in the first process that uses it: the check's own process must
     leave the GPU to the sections' processes."""
     code = ("import sys; from parallel_experts import gpu_check, study; "
-            f"gpu_check.sections(study.load([{SMOKE!r}])); print('jax' in sys.modules)")
+            f"gpu_check.sections(study.load([{SMOKE!r}]).config); print('jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

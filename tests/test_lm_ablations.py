@@ -20,6 +20,7 @@ from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.reporting import plots
 from parallel_experts.results import store
 from parallel_experts.targets import catalogue, items
+from parallel_experts.study import Study
 
 matplotlib.use("Agg")
 
@@ -129,13 +130,13 @@ def test_each_settings_default_is_model_configs():
 
 def test_the_report_exists_where_the_config_has_ablations():
     demo = load("config.yaml")
-    [report] = [r for r in catalogue.reports(demo) if r.notebook == "lm_ablation"]
+    [report] = [r for r in catalogue.reports(Study.of(demo)) if r.notebook == "lm_ablation"]
     assert (report.name, report.target, dict(report.inputs)) == (
         "lm_ablations", "fig10_right", {"ablations": "results/lm/ablations.nc"})
-    assert catalogue.targets(catalogue.reports(demo))["fig10_right"] == ["lm_ablations"]
+    assert catalogue.targets(catalogue.reports(Study.of(demo)))["fig10_right"] == ["lm_ablations"]
     del demo["lm"]["ablations"]
-    assert not [r for r in catalogue.reports(demo) if r.notebook == "lm_ablation"]
-    assert "fig10_right" in catalogue.targets(catalogue.reports(load("paper.yaml")))
+    assert not [r for r in catalogue.reports(Study.of(demo)) if r.notebook == "lm_ablation"]
+    assert "fig10_right" in catalogue.targets(catalogue.reports(Study.of(load("paper.yaml"))))
 
 
 def write_run(tmp_path, run, loss):

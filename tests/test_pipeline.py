@@ -13,6 +13,7 @@ from parallel_experts.reporting import render as reports
 from parallel_experts.results import paths, store
 from parallel_experts.targets import catalogue
 from parallel_experts.sokoban.levels import LevelSet
+from parallel_experts.study import Study
 
 SMOKE = "config/smoke.yaml"
 
@@ -101,7 +102,7 @@ def check_figures(workdir):
 def check_no_markup_from_config_strings(workdir):
     """Every page shows the markup of the config's strings as typed, none runs it."""
     config = json.loads((workdir / "markup.json").read_text())
-    depth = next(report for report in catalogue.reports(config) if report.name == "lm_depth")
+    depth = next(report for report in catalogue.reports(Study.of(config)) if report.name == "lm_depth")
     page = workdir / "corpus_files.html"
     parameters = [f"{name}={value}" for name, value in {**depth.inputs, **depth.params}.items()]
     rendered = subprocess.run(

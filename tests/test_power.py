@@ -2,6 +2,7 @@
 simulation agrees with the closed-form Welch power and with a textbook value, a rerun with another simulator seed
 lands within its Monte Carlo error, and resampling the authors' own seeds agrees with the normal model."""
 
+import copy
 import json
 import re
 import subprocess
@@ -399,8 +400,7 @@ def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_w
     model, with what that claim would need."""
     config = files.load([str(REPO / "config/smoke.yaml")])
     config["sokoban"] = {key: value for key, value in config["sokoban"].items() if key != "probes"} | {"sweeps": sweeps}
-    study.check(config)  # a config that validates
-    decisions = planned.tests(config)
+    decisions = planned.tests(study.Study.of(config))  # a config that validates
     assert {test.claim for test in decisions} == {"lm_fewer_layers", "lm_comparable_shallow"} | depth_tests
     missing = planned.unmodelled(decisions)
     assert set(missing) == {"sokoban_fewer_layers", "sokoban_recurrence_better", "more_experts",
@@ -409,10 +409,10 @@ def test_a_config_without_both_families_at_a_budget_gets_an_analysis_that_says_w
 
 
 def test_a_family_with_no_published_returns_needs_a_stated_assumption():
-    config = study.load([str(REPO / "config/paper.yaml")])
+    config = copy.deepcopy(study.load([str(REPO / "config/paper.yaml")]).config)
     del config["power"]["sokoban"]["nonrecurrent"]
     with pytest.raises(ConfigError, match=r"power\.sokoban\.nonrecurrent: no assumption"):
-        planned.tests(config)
+        planned.tests(study.Study.of(config))
 
 
 CLAIM_CONFIGS = {"sokoban_fewer_layers-small.yaml": "fig3_left", "within-60-gpu-hours.yaml": "tables_1_7"}
@@ -437,7 +437,7 @@ def test_the_shipped_claim_configs_are_what_power_writes_today(written, name):
 @pytest.mark.parametrize("name, target", CLAIM_CONFIGS.items())
 def test_a_claim_config_validates_dry_runs_and_plans_its_target(tmp_path, name, target):
     path = REPO / "config/claims" / name
-    config = study.load([str(path)])
+    config = study.load([str(path)]).config
     assert "power" in config["description"] and target in config["description"]
     assert set(config["sokoban"]["sweeps"]) == {"convlstm"} and "probes" not in config["sokoban"]
     dry = subprocess.run(["snakemake", "-n", "--quiet", "rules", "--configfile", str(path), "-d", str(tmp_path),
@@ -454,7 +454,7 @@ def test_the_config_written_for_a_union_of_depth_tests_is_analysed_for_them():
     config = study.load([str(REPO / "config/claims/within-60-gpu-hours.yaml")])
     depth = [test.part for test in planned.tests(config) if test.claim == power.DEPTH_TEST]
     assert depth == ["small budget, L=4 > L=2", "small budget, L=2 > L=1", "medium budget, L=2 > L=1"]
-    assert all(f"depth test, {part}" in config["description"] for part in depth)
+    assert all(f"depth test, {part}" in config.description for part in depth)
 
 
 def test_a_union_of_designs_says_the_hours_the_planner_gives_the_config_written_for_it():
@@ -465,7 +465,7 @@ def test_a_union_of_designs_says_the_hours_the_planner_gives_the_config_written_
     jobs = table.drop_duplicates(["rule", "wildcards"])
     hours = jobs.groupby("device", sort=False)["device_hours"].sum().to_dict()
     assert list(hours) == ["assumed on NVIDIA L40S (TF32 dense)"]
-    assert f"({planned._spent(hours)})" in config["description"], (hours, config["description"])
+    assert f"({planned._spent(hours)})" in config.description, (hours, config.description)
 
 
 def test_an_ablation_at_a_budget_a_chosen_sweep_also_cuts_keeps_its_allocation(tmp_path):
@@ -481,8 +481,8 @@ def test_an_ablation_at_a_budget_a_chosen_sweep_also_cuts_keeps_its_allocation(t
     chosen = [(depth, planned._kept(depth, "best per depth"), 4, 0.9),
               (radius, planned._kept(radius, "every allocation"), 3, 0.5)]
     path = tmp_path / "union.yaml"
-    designs.write(path, designs.config(config, chosen, planned.SWEEP, "a union"))
-    written = study.load([str(path)])
+    designs.write(path, designs.config(config.config, chosen, planned.SWEEP, "a union"))
+    written = study.load([str(path)]).config
     assert [2, 7, 64] in written["sokoban"]["budgets"]["medium"]["allocations"]
     assert written["sokoban"]["ablations"]["radius"]["allocation"] == [2, 7, 64]
 
@@ -493,17 +493,16 @@ def test_a_written_budget_lists_its_grid_anew_and_trains_its_seeds_in_groups_tha
     were refused before (give exactly one of 'allocations' or 'enumerate'; 3 does not divide 4)."""
     from parallel_experts.planning import designs
 
-    config = study.load([str(REPO / "config/paper.yaml")])
+    config = copy.deepcopy(study.load([str(REPO / "config/paper.yaml")]).config)
     small = config["sokoban"]["budgets"]["small"]
     small.pop("allocations")
     small["enumerate"] = {"depths": [1, 2, 4], "widths": [32, 64]}
     config["sokoban"]["budgets"]["medium"] |= {"seeds": [0, 1, 2], "seeds_at_once": 3}
-    study.check(config)
-    by_part = {(test.claim, test.part): test for test in planned.tests(config)}
+    by_part = {(test.claim, test.part): test for test in planned.tests(study.Study.of(config))}
     chosen = [(by_part[(power.DEPTH_TEST, f"{budget} budget, L=2 > L=1")],) for budget in ("small", "medium")]
     chosen = [(test, planned._kept(test, "best per depth"), 4, 0.9) for (test,) in chosen]
     path = tmp_path / "union.yaml"
     designs.write(path, designs.config(config, chosen, planned.SWEEP, "a union"))
-    written = study.load([str(path)])["sokoban"]["budgets"]
+    written = study.load([str(path)]).config["sokoban"]["budgets"]
     assert "enumerate" not in written["small"] and written["small"]["allocations"]
     assert written["medium"]["seeds"] == [0, 1, 2, 3] and written["medium"]["seeds_at_once"] == 2

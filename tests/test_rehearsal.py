@@ -15,6 +15,8 @@ import helpers
 from helpers import REPO, snakemake
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.config.settings import PlanAssumptions
+from parallel_experts.study import Study
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.planning import costs, memory
@@ -29,7 +31,7 @@ SMOKE, PAPER = REPO / "config/smoke.yaml", REPO / "config/paper.yaml"
 
 def planned_jobs(config) -> set[tuple[str, str]]:
     """The planner's enumeration of the DAG's timed jobs (rule, wildcards), independent of the rehearsal's."""
-    by_result = costs.jobs_by_result(config, costs.Counters(sokoban_flops, lm_flops))
+    by_result = costs.jobs_by_result(Study.of(config), costs.Counters(sokoban_flops, lm_flops))
     return {(job.rule, job.wildcards) for jobs in by_result.values() for job in jobs}
 
 
@@ -181,7 +183,7 @@ def test_a_job_fits_by_its_largest_program_and_is_unmarked_without_a_device_memo
                             {"jobs": [["sokoban_train", "run=a"], ["sokoban_evaluate", "run=a"]],
                              "peak_bytes": 2.5e9, "backend": "gpu"},
                             {"jobs": [["lm_latency", ""]], "peak_bytes": 5e9, "backend": "gpu"}]}
-    found = memory.per_job(config, jobs, records).set_index("rule")
+    found = memory.per_job(PlanAssumptions.of(config), jobs, records).set_index("rule")
     assert found.loc["sokoban_train", "peak_bytes"] == 2.5e9 and found.loc["sokoban_train", "programs"] == 2
     assert found.loc["sokoban_train", "fits"] is False and found.loc["sokoban_evaluate", "fits"] is False
     assert pd.isna(found.loc["lm_latency", "fits"])  # plan.default names no memory: no mark

@@ -19,6 +19,7 @@ from parallel_experts.planning import costs, memory
 from parallel_experts.planning import tables as plan_tables
 from parallel_experts.reporting import markup
 from parallel_experts.reporting import render as reports
+from parallel_experts.study import Study
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -148,7 +149,8 @@ def write_plan(config, folder, wildcards):
     """A plan of one training job priced at the config's assumption, with its memory check, as `plan` writes it:
     the device name reaches the throughput's source, the plan's chart, the paper calibration and the memory table."""
     job = costs.Job("sokoban_train", wildcards, 1e15, "benchmark.tsv")
-    rate = costs.assumed_rate(config, job)
+    study = Study.of(config)
+    rate = costs.assumed_rate(study, job)
     seconds = job.flops / rate.flops_per_s
     table = pd.DataFrame([{"target": "fig2", "rule": job.rule, "wildcards": job.wildcards, "group": job.group,
                            "shown": True, "flops": job.flops, "flops_per_s": rate.flops_per_s, "source": rate.source,
@@ -159,9 +161,9 @@ def write_plan(config, folder, wildcards):
     table.attrs["targets"] = ["fig2"]
     check = pd.DataFrame({"rule": [job.rule], "wildcards": [wildcards], "measured_seconds": [60.0],
                           "held_out_seconds": [float("nan")], "assumed_seconds": [30.0]})
-    plan_tables.write(config, table, check, costs.paper_efficiency(config, table), folder)
+    plan_tables.write(study, table, check, costs.paper_efficiency(study.plan, table), folder)
     rehearsal = {"programs": [{"jobs": [[job.rule, wildcards]], "peak_bytes": 2e9, "backend": "cpu"}]}
-    memory.write(memory.per_job(config, table, rehearsal), rehearsal, folder)
+    memory.write(memory.per_job(study.plan, table, rehearsal), rehearsal, folder)
 
 
 def test_the_plan_page_and_the_index_with_a_hostile_description_device_and_results(tmp_path, monkeypatch):
@@ -190,7 +192,7 @@ def test_the_plan_page_and_the_index_with_a_hostile_description_device_and_resul
     meta = json.loads((out / "plan.json").read_text())
     meta.update(html="javascript:alert(1)//plan.html", title=hostile, scale=hostile, rendered=hostile)
     (out / "plan.json").write_text(json.dumps(meta))
-    reports.write_index([out / "plan.json"], "index.html", config)
+    reports.write_index([out / "plan.json"], "index.html", Study.of(config))
     index = (tmp_path / "index.html").read_text()
     assert dangers(index) == [] and "<em>emphasised</em>" in index
     assert 'href="javascript%3Aalert%281%29/plan.html"' in index  # the file name stays a relative path

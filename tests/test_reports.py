@@ -9,6 +9,7 @@ from helpers import REPO
 from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.reporting import render as reports
+from parallel_experts.study import Study
 
 
 def test_offline_removes_every_script_and_refuses_remote_images_but_not_links():
@@ -47,7 +48,7 @@ def test_render_executes_with_parameters_and_hides_code(tmp_path):
 
     # The index lists every paper item: the one rendered report, and each missing one with the reason.
     demo = files.load([REPO / "config" / "config.yaml"])
-    reports.write_index([out / "allocations.json"], out / "index.html", demo)
+    reports.write_index([out / "allocations.json"], out / "index.html", Study.of(demo))
     index = (out / "index.html").read_text()
     assert 'href="allocations.html"' in index and "c.yaml" in index and meta["rendered"] in index
     assert "missing: reports/claims.html was not rendered" in index  # in the catalogue, not rendered

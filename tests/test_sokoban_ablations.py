@@ -20,6 +20,7 @@ from parallel_experts.reporting.figure_check import defects
 from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.settings import AgentConfig
 from parallel_experts.targets import catalogue, items
+from parallel_experts.study import Study
 
 
 def load(name):
@@ -166,7 +167,7 @@ def test_a_sweep_cannot_take_an_ablations_name():
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
 def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(name):
     cfg = load(name)
-    reports = {r.name: r for r in catalogue.reports(cfg) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
+    reports = {r.name: r for r in catalogue.reports(Study.of(cfg)) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
     trained = set(experiment.ablation_runs(cfg))
     assert {f"sokoban_{s}" for s in trained} == set(reports)
     targets = catalogue.targets(reports.values())
@@ -174,7 +175,7 @@ def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(nam
     for setting in experiment.ABLATIONS:  # and each one goes when its ablation does
         fewer = copy.deepcopy(cfg)
         fewer["sokoban"].get("ablations", {}).pop(setting, None)
-        assert f"sokoban_{setting}" not in {r.name for r in catalogue.reports(fewer)}
+        assert f"sokoban_{setting}" not in {r.name for r in catalogue.reports(Study.of(fewer))}
 
 
 # ---------------------------------------------------------------------------------------------- scores

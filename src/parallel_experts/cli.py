@@ -54,14 +54,12 @@ SOKOBAN, LM, PLANNING = "parallel_experts.sokoban.jobs", "parallel_experts.lm.jo
 COMMANDS = {
     "check-config": Command("parallel_experts.study:CheckConfig", "parallel_experts.study:check_config"),
     "allocations": Command(f"{PLANNING}.plan:Allocations", f"{PLANNING}.plan:allocations", counters=True),
-    "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job",
-                      takes="config"),
+    "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job"),
     "plan": Command(f"{PLANNING}.plan:Plan", f"{PLANNING}.plan:run", counters=True),
     "power": Command(f"{PLANNING}.power:Power", f"{PLANNING}.power:run", counters=True),
     "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job",
                         takes="config"),
-    "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job",
-                     takes="config"),
+    "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job"),
     "sokoban-levels": Command(f"{SOKOBAN}:Levels", "parallel_experts.sokoban.experiment:levels_job"),
     "sokoban-train": Command(f"{SOKOBAN}:Train", "parallel_experts.sokoban.train:job", "sokoban", takes="sokoban"),
     "sokoban-evaluate": Command(f"{SOKOBAN}:Evaluate", "parallel_experts.sokoban.evaluate:job", "sokoban",
@@ -91,7 +89,7 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parallel_experts", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items() if only is None else [(only, COMMANDS[only])]:
-        help = " ".join(command.options.__doc__.split())
+        help = " ".join((command.options.__doc__ or "").split())
         formatter = argparse.ArgumentDefaultsHelpFormatter if name in DEFAULTS_IN_HELP else argparse.HelpFormatter
         sub = commands.add_parser(name, help=help, description=help, formatter_class=formatter)
         sub.set_defaults(handler=command)
@@ -140,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = atomic.refusal(error)
         if refused is None:
             raise
-        print(f"error: {refused.filename or 'a file'}: the file system refused it ({os.strerror(refused.errno)})",
+        print(f"error: {refused.filename or 'a file'}: the file system refused it ({os.strerror(refused.errno or 0)})",
               file=sys.stderr)
         return 1
 

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import at_least, config_files, count, option, output, seconds
+from parallel_experts.config.settings import PlanAssumptions
 from parallel_experts.core import atomic, precision
 from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
 from parallel_experts.core.definitions import family
@@ -294,7 +295,7 @@ def priced(config: Mapping, spec: Mapping, result: Mapping, peaks: Mapping[str, 
     if "flops_per_update" not in result or "seconds_per_update" not in result:
         return found
     try:
-        assumed = costs.assumption(config, rule, family(recurrent))
+        assumed = costs.assumption(PlanAssumptions.of(config), rule, family(recurrent))
     except ConfigError:  # the config states no throughput to compare with: measured, not priced
         return found
     name = resources.FAMILY[rule]

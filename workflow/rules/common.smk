@@ -55,7 +55,7 @@ CONFIG_DIGEST = STUDY.digest
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / f"{STUDY.accelerator}.yaml")
 
 # Every report of the config (parallel_experts.targets.catalogue): its notebook, the results it reads, its target.
-REPORTS = {report.name: report for report in catalogue.reports(config)}
+REPORTS = {report.name: report for report in catalogue.reports(STUDY)}
 
 
 def resources(rule):

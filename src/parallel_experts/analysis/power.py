@@ -25,8 +25,9 @@ from statsmodels.stats.power import ttest_power
 
 from parallel_experts.analysis import calibration, depth_rules, verdicts
 from parallel_experts.analysis.depth_rules import Arms
+from parallel_experts.config.settings import PowerAssumptions
 
-DRAWS = 10_000  # per design: a Monte Carlo standard error of at most 0.004 at a power of 0.8
+DRAWS = PowerAssumptions.draws  # per design, where the config gives no `power.draws`
 BOOTSTRAP_SEEDS = 5  # the fewest observed seeds per allocation a bootstrap of them is shown for
 
 
@@ -42,7 +43,7 @@ class Truth:
     per_seed: tuple[np.ndarray, ...] = ()  # the observed per-seed scores behind them, where there are any
     budget: tuple[str, ...] = ()  # each allocation's budget, where they are not all the decision's
 
-    def take(self, keep: Sequence[int]) -> Truth:
+    def take(self, keep: Sequence[int] | np.ndarray) -> Truth:
         keep = list(keep)
         pick = lambda values: tuple(values[i] for i in keep) if values else ()  # noqa: E731
         return replace(self, allocation=pick(self.allocation), depth=self.depth[keep], mean=self.mean[keep],
@@ -120,7 +121,8 @@ def _arms(draw: Callable[[int, int], np.ndarray], seeds: np.ndarray, depth: np.n
 def simulate(truth: Truth, seeds: Seeds, draws: int, rng: np.random.Generator) -> Arms:
     """`draws` studies of `seeds` seeds per allocation: normal scores around each allocation's mean."""
     if np.ndim(seeds):
-        return _arms(lambda i, n: rng.normal(truth.mean[i], truth.sd[i], size=(draws, n)), seeds, truth.depth)
+        return _arms(lambda i, n: rng.normal(truth.mean[i], truth.sd[i], size=(draws, n)), np.asarray(seeds),
+                     truth.depth)
     scores = rng.normal(truth.mean[:, None], truth.sd[:, None], size=(draws, len(truth.mean), seeds))
     return Arms.of_scores(scores, truth.depth)
 
@@ -130,7 +132,8 @@ def resample(per_seed: Sequence[np.ndarray], depth: np.ndarray, seeds: Seeds, dr
     """`draws` studies of `seeds` seeds per allocation, each seed drawn with replacement from that allocation's
     observed per-seed scores (a bootstrap of the authors' seeds)."""
     if np.ndim(seeds):
-        return _arms(lambda i, n: rng.choice(np.asarray(per_seed[i], float), size=(draws, n)), seeds, depth)
+        return _arms(lambda i, n: rng.choice(np.asarray(per_seed[i], float), size=(draws, n)), np.asarray(seeds),
+                     depth)
     scores = np.stack([rng.choice(np.asarray(values, float), size=(draws, seeds)) for values in per_seed], axis=1)
     return Arms.of_scores(scores, depth)
 

@@ -188,8 +188,11 @@ def _core_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
     return float(text.replace(".inf", "inf").replace(".nan", "nan"))
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:bool",
-                              lambda loader, node: loader.construct_scalar(node).lower() == "true")
+def _core_bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    return loader.construct_scalar(node).lower() == "true"
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:bool", _core_bool)
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _core_float)
 

@@ -1,9 +1,8 @@
 """The study-wide parts of a validated config as typed, immutable values: the scheduler's resources, the planner's
 and the power analysis's stated assumptions, the claims' margins.
 
-Each class is one block of the schema (its `KEY`); its fields are that block's keys (a schema key with a hyphen,
-`non-recurrent`, is the field `nonrecurrent`), and each default is the one config/README.md states
-(tests/test_settings.py compares the three key by key). `of` reads the block from a config the schema has validated,
+Each class is one block of the schema, named in its docstring; its fields are that block's keys, and each default
+is the one config/README.md states (tests/test_settings.py compares the three key by key). `of` reads the block from a config the schema has validated,
 so it checks nothing again. The domains' settings are their runs' (`sokoban.experiment`, `lm.experiment`), and
 `parallel_experts.study.Study` holds all of them, built once.
 """
@@ -31,7 +30,6 @@ def _frozen(mapping: Mapping) -> Mapping:
 class Resource:
     """What one job of a family of rules asks the scheduler for (`resources.<family>`)."""
 
-    KEY = "resources.<family>"
 
     cpus: int
     mem_mb: int
@@ -53,7 +51,6 @@ class Resource:
 class Resources:
     """`resources`: each named family's, and the default for every other."""
 
-    KEY = "resources"
 
     default: Resource
     families: Mapping[str, Resource]  # the families the config names, `default` included
@@ -78,7 +75,6 @@ class Resources:
 class Serial:
     """`plan.<family>.serial`: the latency of the level-steps an LM update runs in turn (planning/lm_time.py)."""
 
-    KEY = "plan.<family>.serial"
 
     step_ms: float
     per_sequence_us: float
@@ -89,7 +85,6 @@ class AssumedDevice:
     """`plan.<family>`: the device a family's jobs are priced on, its peak, and the fraction of it they reach (one
     number, or one per model family: `recurrent`, `non-recurrent`, `default`)."""
 
-    KEY = "plan.<family>"
 
     device: str
     peak_tflops: float
@@ -110,7 +105,6 @@ class AssumedDevice:
 class PlanAssumptions:
     """`plan`: the assumption of each family the config names (none: the planner can price only timed jobs)."""
 
-    KEY = "plan"
 
     families: Mapping[str, AssumedDevice] = field(default_factory=lambda: _frozen({}))
 
@@ -130,7 +124,6 @@ class PlanAssumptions:
 class FamilyAssumption:
     """`power.<domain>.<family>`: a family's scores over depth where the authors published no per-seed scores."""
 
-    KEY = "power.<domain>.<family>"
 
     best_depth: int | Literal["deepest"]
     depth_gain: float
@@ -143,7 +136,6 @@ class FamilyAssumption:
 class AblationAssumption:
     """`power.sokoban.ablations.<setting>`: the default value's lead over every other value, at one seed spread."""
 
-    KEY = "power.sokoban.ablations.<setting>"
 
     lead: float
     sd: float
@@ -154,7 +146,6 @@ class AblationAssumption:
 class DomainPower:
     """`power.<domain>`: each family's assumption, and (Sokoban) each ablation's, where the config gives them."""
 
-    KEY = "power.<domain>"
 
     recurrent: FamilyAssumption | None = None
     nonrecurrent: FamilyAssumption | None = None
@@ -165,24 +156,27 @@ class DomainPower:
 
     @classmethod
     def of(cls, spec: Mapping) -> DomainPower:
-        return cls(*(FamilyAssumption(**spec[name]) if name in spec else None for name in ("recurrent", "nonrecurrent")),
+        def family(name: str) -> FamilyAssumption | None:
+            return FamilyAssumption(**spec[name]) if name in spec else None
+
+        return cls(family("recurrent"), family("nonrecurrent"),
                    _frozen({name: AblationAssumption(**value) for name, value in spec.get("ablations", {}).items()}))
 
 
 @dataclass(frozen=True)
 class PowerAssumptions:
-    """`power`: the simulated studies per design (None: the analysis's default) and each domain's assumptions."""
+    """`power`: the simulated studies per design and each domain's assumptions."""
 
-    KEY = "power"
 
-    draws: int | None = None
+    draws: int = 10_000  # per design: a Monte Carlo standard error of at most 0.004 at a power of 0.8
     sokoban: DomainPower = DomainPower()
     lm: DomainPower = DomainPower()
 
     @classmethod
     def of(cls, config: Mapping) -> PowerAssumptions:
         power = config.get("power", {})
-        return cls(power.get("draws"), DomainPower.of(power.get("sokoban", {})), DomainPower.of(power.get("lm", {})))
+        return cls(power.get("draws", cls.draws), DomainPower.of(power.get("sokoban", {})),
+                   DomainPower.of(power.get("lm", {})))
 
 
 # ------------------------------------------------------------------------------------------------ claims
@@ -193,7 +187,6 @@ class Margins:
     """`claims.margins`: the non-inferiority margins of the claims "comparable", "competitive" and "catches up";
     the schema's entries give each default's reason."""
 
-    KEY = "claims.margins"
 
     sokoban: float = 0.2  # final-five return: about one seed's SD of the authors' returns (Table 7)
     lm: float = 0.02  # nats: the paper's cost of one KV cache per level (App. A.3; results.paper.KV_SHARING_COST)

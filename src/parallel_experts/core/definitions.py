@@ -27,13 +27,20 @@ class Definition:
     """A frozen dataclass of settings (nested dataclasses, tuples, plain values) that travels as JSON, in rule
     params and netCDF attributes, and is rebuilt from it: a run's definition."""
 
+    @property
+    def id(self) -> str:
+        """What defines the run, as its folder and the reports name it (each domain's Run says how)."""
+        raise NotImplementedError
+
     def to_dict(self) -> dict:
+        assert dataclasses.is_dataclass(self)  # every definition is a frozen dataclass
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping):
         """The definition of `d`; a setting that `d` lacks takes its default (a `to_dict` may drop a default, so
         that runs defined before the setting existed keep their definition)."""
+        assert dataclasses.is_dataclass(cls)
         types = typing.get_type_hints(cls)
         return cls(**{f.name: _rebuilt(types[f.name], d[f.name]) for f in dataclasses.fields(cls)
                       if f.name in d or f.default is dataclasses.MISSING})
@@ -45,17 +52,20 @@ def _rebuilt(kind, value):
     return tuple(value) if typing.get_origin(kind) is tuple else value
 
 
-def named(runs: Mapping[str, Definition], run_id: str, config_files: Sequence[str]) -> Definition:
+D = typing.TypeVar("D", bound=Definition)  # a domain's run
+
+
+def named(runs: Mapping[str, D], run_id: str, config_files: Sequence[str]) -> D:
     """The run `run_id` of a domain's `runs` (its `runs_by_id`) in the config of `config_files`."""
     if run_id not in runs:
         raise ConfigError(f"{' + '.join(config_files)}: defines no run {run_id!r}")
     return runs[run_id]
 
 
-def by_id(groups: Iterable[Iterable[Definition]]) -> dict[str, Definition]:
+def by_id(groups: Iterable[Iterable[D]]) -> dict[str, D]:
     """Every run of `groups` (a domain's sweep, each ablation, ...) once, by id; one id never names two
     definitions, as a run id shows every setting that varies."""
-    found: dict[str, Definition] = {}
+    found: dict[str, D] = {}
     for run in (run for group in groups for run in group):
         if found.setdefault(run.id, run) != run:
             (key, first, second), *others = _differences(found[run.id].to_dict(), run.to_dict())

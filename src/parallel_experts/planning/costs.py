@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -93,10 +93,10 @@ class FlopCounter(Protocol):
     its view, `lm.flops` of a model's token at its window). Counting lowers the models (JAX), so the caller hands
     the counters in and planning never imports them."""
 
-    def family(self, model, context: int) -> Hashable | None:
+    def family(self, model: Any, context: int) -> Hashable | None:
         """The models one fit covers (None: a model counted as it is)."""
 
-    def forward(self, model, context: int, fit: bool = False) -> float:
+    def forward(self, model: Any, context: int, fit: bool = False) -> float:
         """Forward FLOPs of one step or token of `model`, fitted from its family or counted."""
 
     def allocation_flops(self, config: Mapping) -> Callable[[Allocation], float]:
@@ -122,9 +122,9 @@ def forward_flops(programs: Mapping[str, tuple], among: Iterable[tuple], counter
     more programs `among` the config's share its family, counted program by program elsewhere."""
     sizes = Counter(counter.family(*program) for program in among)
     found = {}
-    for name, program in programs.items():
-        key = counter.family(*program)
-        found[name] = counter.forward(*program, fit=key is not None and sizes[key] >= FIT_FROM)
+    for name, (model, context) in programs.items():
+        key = counter.family(model, context)
+        found[name] = counter.forward(model, context, fit=key is not None and sizes[key] >= FIT_FROM)
     return found
 
 
@@ -147,7 +147,7 @@ def sokoban_train_job(run: sokoban_experiment.Run, forward: float) -> Job:
 def _sokoban_job(rule: str, run: sokoban_experiment.Run, flops: float, seed: int | None = None, split: str = ""
                  ) -> Job:
     """A job of one run (a probe job: of its agent of training `seed`, on `split`), its wildcards as Snakemake's."""
-    wildcards = {"run": run.id} | ({"seed": seed} if seed is not None else {}) | ({"split": split} if split else {})
+    wildcards = {"run": run.id} | ({"seed": str(seed)} if seed is not None else {}) | ({"split": split} if split else {})
     return Job(rule, ", ".join(f"{key}={value}" for key, value in wildcards.items()), flops,
                paths.benchmark(rule, **wildcards), family(run.agent.recurrent), run, paths.run_dir("sokoban", run.id),
                1 if seed is not None else len(run.seeds), run.budget, bool(run.train.remat))  # a probe job: one agent
@@ -165,6 +165,7 @@ def _probe_jobs(run: sokoban_experiment.Run, families: sokoban_experiment.Famili
     play every level to the time limit) and the probe fit (every representation and target, each probe seed, over
     the training split's squares)."""
     played, fit, train = families.probe_levels, families.probe_fit, run.train
+    assert fit is not None  # a probed run: the config has probes
     per_square = 2 * fit.kernel**2 * run.agent.width * len(CLASSES)
     squares = played["train"] * train.time_limit * train.view**2
     probes_fitted = len(TARGETS) * len(REPRESENTATIONS) * fit.seeds
@@ -236,7 +237,8 @@ def jobs_by_result(study: Study, counters: Counters, results: Iterable[str] | No
     lm = study.lm_datasets
     wanted = set(sokoban) | set(lm) | set(systems_jobs) if results is None else set(results)
 
-    def forward(datasets: Mapping[str, list], program, counter: FlopCounter) -> dict[str, float]:
+    def forward(datasets: Mapping[str, list], program: Callable[[Any], tuple], counter: FlopCounter
+                ) -> dict[str, float]:
         every = {run.id: program(run) for runs in datasets.values() for run in runs}
         priced = {run.id: program(run) for path in wanted & set(datasets) for run in datasets[path]}
         return forward_flops(priced, every.values(), counter)
@@ -261,14 +263,14 @@ def jobs_by_result(study: Study, counters: Counters, results: Iterable[str] | No
 def jobs_by_target(study: Study, counters: Counters, targets: Sequence[str] = ()) -> dict[str, dict[Job, bool]]:
     """Each named target (all of the config's, or `targets`) -> every timed job its DAG runs, each once, and
     whether one of its reports shows that job's run (`catalogue.shows`: the figure's own cost)."""
-    reports = catalogue.reports(study.config)  # the catalogue reads the config: not yet typed
+    reports = catalogue.reports(study)
     named = catalogue.targets(reports)
     unknown = [t for t in targets if t not in named]
     if unknown:
         raise ConfigError(f"plan: unknown target {unknown[0]!r} at this config (targets: {', '.join(named)})")
     by_name = {report.name: report for report in reports}
 
-    def reads(report):  # the plan page's rule (plan_costs) waits for the results that the claims page reads
+    def reads(report: catalogue.Report) -> Iterable[str]:  # the plan page's rule (plan_costs) waits for the results that the claims page reads
         return by_name["claims"].inputs.values() if report.name == "plan" else report.inputs.values()
 
     by_result = jobs_by_result(study, counters, {path for target in targets or named for name in named[target]
@@ -277,7 +279,7 @@ def jobs_by_target(study: Study, counters: Counters, targets: Sequence[str] = ()
     found = {}
     for target in targets or named:
         needed: dict[Job, bool] = {}
-        for report in map(by_name.get, named[target]):
+        for report in (by_name[name] for name in named[target]):
             for path in reads(report):
                 for job in by_result.get(path, []):
                     shown = job.run is None or catalogue.shows(report, job.run, ablations)
@@ -306,11 +308,11 @@ def measured(jobs: Iterable[Job], results: str | Path, accelerator: str) -> dict
     found = {}
     for job in jobs:
         path = root.parent / job.benchmark
-        run_dir = job.run and root.parent / job.folder
+        run_dir = root.parent / job.folder
         if path.exists() and (job.run is None or records(run_dir, job.run.to_dict())):
             # A resubmitted training job's benchmark times its last attempt only; the others' are in its run folder
             # (they are the training's: the run's evaluation and probe jobs are never resubmitted).
-            resumed = run_dir and job.rule in resources.RESUMABLE
+            resumed = job.run is not None and job.rule in resources.RESUMABLE
             earlier = sum(entry["seconds"] for entry in attempts(run_dir) if entry["event"] == "stop") if resumed else 0
             found[job] = benchmark_seconds(path) + earlier
     return found
@@ -336,6 +338,8 @@ class Assumption(NamedTuple):
 
     def speed(self) -> lm_time.Speed:
         """The LM time model's speed of our code as the config states it (a family with `serial`)."""
+        if self.serial is None:
+            raise ValueError(f"{self.spec_key}: no serial latency, so no LM time model")
         return lm_time.speed(self.peak_tflops, self.efficiency, self.serial)
 
 

@@ -64,7 +64,8 @@ def config(base: Mapping, chosen: Sequence[tuple[Decision, Mapping[bool, list[in
 def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -> None:
     """The ConvLSTM sweep cut to the `chosen` decisions' budgets, allocations and seeds, the ablations to the chosen
     ones' settings and seeds; neither where none is chosen."""
-    budgets, families = {}, set()
+    budgets: dict[str, dict] = {}
+    families = set()
     for test, keep, n, _ in chosen:
         for family, truth in test.truth.items():
             for i in keep[family]:  # an allocation of the decision's budget, or of its own (Fig. 6's)
@@ -108,7 +109,8 @@ def _sokoban(sokoban: dict, chosen: Sequence, ablations: Sequence, sweep: str) -
 def _lm(lm: dict, chosen: Sequence) -> None:
     """Both families train a FineWeb budget's allocations at every window: the union of the kept ones, the largest
     seeds, the chosen windows."""
-    budgets, windows = {}, []
+    budgets: dict[str, dict] = {}
+    windows: list[int] = []
     for test, keep, n, _ in chosen:
         given = lm["budgets"][test.budget]
         spec = budgets.setdefault(test.budget, {key: value for key, value in given.items()

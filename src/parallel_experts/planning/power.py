@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,12 @@ from parallel_experts.config.options import at_least, configfile, count, option,
 from parallel_experts.config.settings import FamilyAssumption, PowerAssumptions
 from parallel_experts.core import atomic, records
 from parallel_experts.core.definitions import family
+from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.planning import costs, designs, resources
 from parallel_experts.results import paths
 from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.sokoban.settings import AgentConfig
 from parallel_experts.study import Study
 
 SWEEP = sokoban_scores.PAPER_EXPERT  # the sweep whose claims are analysed: the authors' ConvLSTM
@@ -100,11 +104,11 @@ class Power:
 # ------------------------------------------------------------------------------------------------ inputs
 
 
-def _allocation(agent) -> tuple[int, int, int]:
+def _allocation(agent: AgentConfig | ModelConfig) -> tuple[int, int, int]:
     return agent.depth, agent.experts, agent.width
 
 
-def _label(allocation) -> str:
+def _label(allocation: Sequence[int]) -> str:
     return f"L{allocation[0]} E{allocation[1]} d{allocation[2]}"
 
 
@@ -152,11 +156,10 @@ def _assumption(power: PowerAssumptions, domain: str, recurrent: bool) -> tuple[
 def truths(study: Study, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
     """The truth of each family that trains at one budget of the config's ConvLSTM sweep (the recurrent one, which the
     non-recurrent one's is set below, must)."""
-    found = {}
-    if comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget_name):
-        found[True] = _authors(budget_name, allocations[True])
-    if found.get(True) is None:
-        found[True] = _assumed(*_assumption(study.power, "sokoban", True), allocations[True], 0.0)
+    same = comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget_name)
+    authors = _authors(budget_name, allocations[True]) if same else None
+    found = {True: authors if authors is not None else
+             _assumed(*_assumption(study.power, "sokoban", True), allocations[True], 0.0)}
     if False in allocations:
         found[False] = _below(study.power, "sokoban", found[True], allocations[False])
     return found
@@ -165,6 +168,7 @@ def truths(study: Study, budget_name: str, allocations: Mapping[bool, list]) -> 
 def _below(power: PowerAssumptions, domain: str, recurrent: Truth, allocations: list) -> Truth:
     """The non-recurrent family's assumed truth, its best `below_recurrent` under the recurrent best."""
     key, spec = _assumption(power, domain, False)
+    assert spec.below_recurrent is not None  # _assumption refuses a non-recurrent assumption without it
     return _assumed(key, spec, allocations, float(recurrent.mean.max()) - spec.below_recurrent)
 
 
@@ -175,7 +179,7 @@ def lm_truths(power: PowerAssumptions, allocations: Mapping[bool, list]) -> dict
     return {True: recurrent, False: _below(power, "lm", recurrent, allocations[False])}
 
 
-def _grid(runs, where) -> dict:
+def _grid(runs: Iterable[Any], where: Callable[[Any], tuple]) -> dict:
     """setting -> family -> the allocations (L, E, d) of `runs`, each once, by `where(run)`: (setting, recurrent,
     allocation)."""
     grid: dict = {}
@@ -188,11 +192,11 @@ def _grid(runs, where) -> dict:
 
 
 # A run's cell of the analysis: ((budget, window: None in Sokoban), recurrent, (L, E, d)).
-def _sokoban_cell(run) -> tuple:
+def _sokoban_cell(run: sokoban_experiment.Run) -> tuple:
     return (run.budget, None), run.agent.recurrent, _allocation(run.agent)
 
 
-def _lm_cell(run) -> tuple:
+def _lm_cell(run: lm_experiment.Run) -> tuple:
     return (run.budget, run.window), run.model.recurrent, _allocation(run.model)
 
 
@@ -314,20 +318,20 @@ def _ablation_tests(sokoban: sokoban_experiment.Families, power: PowerAssumption
 # ------------------------------------------------------------------------------------------------ costs
 
 
-def _cells(study: Study) -> dict[str, tuple[str, Callable[[object], list]]]:
+def _cells(study: Study) -> dict[str, tuple[str, Callable[[Any], list]]]:
     """Per domain, the run dataset whose jobs price it, and the price keys (setting, recurrent, allocation label) of
     one of its runs: none for a run no decision reads, one for a sweep's run, one per (ablation, value) it is."""
     first_seed = {name: seeds[0] for name, seeds in study.lm.seeds.items()}
-    values = {}
+    values: dict[str, list[tuple]] = {}
     for setting, runs in study.sokoban.ablations.items():
         for value, run in zip(study.sokoban.ablation_values[setting], runs):
             values.setdefault(run.id, []).append((setting, True, str(value)))
 
-    def sokoban(run) -> list:
+    def sokoban(run: sokoban_experiment.Run) -> list:
         (name, _), recurrent, allocation = _sokoban_cell(run)
         return [(stats.setting(name), recurrent, _label(allocation))] if run.sweep == SWEEP else []
 
-    def lm(run) -> list:
+    def lm(run: lm_experiment.Run) -> list:
         where, recurrent, allocation = _lm_cell(run)
         return [(stats.setting(*where), recurrent, _label(allocation))] if run.seed == first_seed[run.budget] else []
 
@@ -342,7 +346,7 @@ def prices(study: Study, counters: costs.Counters, directory: Path) -> dict[str,
     is the one designs are chosen on."""
     cells = _cells(study)
     by_result = costs.jobs_by_result(study, counters, [result for result, _ in cells.values()])
-    found = {}
+    found: dict[str, dict[str, dict]] = {}
     for domain, (result, keys) in cells.items():
         jobs = [job for job in by_result.get(result, []) if keys(job.run)]
         timed = costs.measured(jobs, directory / paths.ROOT, study.accelerator)
@@ -354,7 +358,8 @@ def prices(study: Study, counters: costs.Counters, directory: Path) -> dict[str,
         pricings[f"assumed on {' and '.join(devices)}"] = {job: costs.assumed_rate(study, job) for job in jobs}
         found[domain] = {}
         for device, rates in pricings.items():
-            hours = found[domain][device] = {}
+            hours: dict[tuple, float] = {}
+            found[domain][device] = hours
             for job in jobs:
                 seconds = job.flops / rates[job].flops_per_s * resources.devices(study.resources, job.rule)
                 for key in keys(job.run):
@@ -365,7 +370,7 @@ def prices(study: Study, counters: costs.Counters, directory: Path) -> dict[str,
 # ------------------------------------------------------------------------------------------------ designs
 
 
-def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, int], prices: Mapping
+def design_hours(test: Decision, keep: Mapping[bool, list[int]], seeds: Mapping[bool, stats.Seeds], prices: Mapping
                  ) -> dict[str, float]:
     """A design's device-hours on each device of `prices`."""
     def cost(hours: Mapping, fam: bool, i: int) -> float:
@@ -409,17 +414,19 @@ def _with(test: Decision, keep: Mapping[bool, list[int]]) -> Decision:
     return replace(test, truth=truth, statistic=test.of_truth(truth) if test.of_truth else test.statistic)
 
 
-def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]:
+def search(test: Decision, prices: Mapping, draws: int, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
     """For each design: the fewest seeds per allocation (of SEEDS) reaching each of TARGETS with a rule that holds
     alpha there (`holds_alpha`), with power, its standard error, its chance of each verdict with no effect and
     device-hours (seeds None where no number of SEEDS reaches it); and its power curve, every number of seeds tried up
     to the last target reached."""
-    rows, curves = [], {}
+    rows: list[dict] = []
+    curves: dict[str, list[dict]] = {}
     for design in DESIGNS[test.domain]:
         keep = _kept(test, design)
         simulated = _with(test, keep)
         reached: dict[float, dict] = {}
-        curve = curves[design] = []
+        curve: list[dict] = []
+        curves[design] = curve
         for n in SEEDS:
             seeds = dict.fromkeys(test.truth, n)
             found = stats.power(simulated, seeds, draws, seed)
@@ -428,8 +435,10 @@ def search(test: Decision, prices: Mapping, draws: int, seed: int) -> list[dict]
             new = [target for target in TARGETS if target not in reached and found.power >= target]
             # Only where the design may be chosen; four times the draws, since the search asks up to len(SEEDS) designs
             # and a rule truly above alpha would pass a coarser check at one of them.
-            chance = stats.no_effect(simulated, seeds, 4 * draws, seed) if new else None
-            if chance is not None and not chance.holds_alpha:
+            if not new:
+                continue
+            chance = stats.no_effect(simulated, seeds, 4 * draws, seed)
+            if not chance.holds_alpha:
                 curve[-1]["holds_alpha"] = False
                 continue
             for target in new:
@@ -467,7 +476,9 @@ def _given(given: Mapping, test: Decision, fam: bool) -> stats.Seeds:
 def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int, seed: int) -> dict:
     """The whole analysis as plain data (what --json prints and the cache keeps)."""
     priced = prices(study, counters, directory)
-    entries, inputs, given, decisions = [], {}, config_designs(study), tests(study)
+    entries: list[dict[str, Any]] = []
+    inputs: dict[str, dict] = {}
+    given, decisions = config_designs(study), tests(study)
     for test in decisions:
         ours = {fam: _given(given, test, fam) for fam in test.truth}
         every = _kept(test, "every allocation")
@@ -475,7 +486,7 @@ def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int,
         prices_of = priced[PRICED_AS.get(test.domain, test.domain)]
         designs, curves = search(test, prices_of, draws, seed)
         ours_hours = _priced(design_hours(test, every, ours, prices_of))
-        entry = {"claim": test.claim, "part": test.part, "domain": test.domain, "setting": test.setting,
+        entry: dict[str, Any] = {"claim": test.claim, "part": test.part, "domain": test.domain, "setting": test.setting,
                  "rule": test.rule,
                  "config_design": {"seeds": {family(f): np.asarray(n).tolist() for f, n in ours.items()},
                                    "power": found.power,
@@ -500,7 +511,7 @@ def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int,
                 "source": truth.source,
                 "allocations": {a: {"mean": float(m), "sd": float(s)}
                                 for a, m, s in zip(truth.allocation, truth.mean, truth.sd)}}
-    found = {"alpha": verdicts.ALPHA,
+    analysis: dict[str, Any] = {"alpha": verdicts.ALPHA,
              "correction": ("each part tested against its rule's own null (the picking of best allocations included); "
                             "a claim supported where every part is"),
              "draws": draws, "seed": seed, "targets": list(TARGETS),
@@ -508,14 +519,16 @@ def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int,
              "inputs": inputs, "tests": entries, "not_modelled": NOT_MODELLED | unmodelled(decisions)}
     timed = costs.timed_jobs(study, counters, directory / paths.ROOT)
     named = by_name(decisions)
-    return found | {"decided": decided(found, lambda rows: union_hours(study, counters, timed, _chosen(named, rows)))}
+    return analysis | {"decided": decided(analysis, lambda rows: union_hours(study, counters, timed,
+                                                                         _chosen(named, rows)))}
 
 
-def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
+def closed_form(test: Decision, seeds: Mapping[bool, stats.Seeds]) -> float | None:
     """The closed-form Welch power of a depth test whose two depths hold one allocation each."""
-    if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or seeds[True] < 2:
+    n = seeds[True]
+    if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or np.ndim(n) or int(n) < 2:
         return None
-    truth, n = test.truth[True], seeds[True]
+    truth, n = test.truth[True], int(n)
     deeper = int(np.argmax(truth.depth))
     shallower = 1 - deeper
     return stats.welch_power(truth.mean[deeper] - truth.mean[shallower], truth.sd[deeper], n, truth.sd[shallower], n)
@@ -526,14 +539,14 @@ def closed_form(test: Decision, seeds: Mapping[bool, int]) -> float | None:
 
 # What an analysis holds (`analyse`), checked wherever one is read back (the cache, the pages), so that a file with
 # the right keys and nothing under them, or a truncated one, is refused naming the file and the place in it.
-_ANALYSIS = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict, "tests": list,
+_ANALYSIS: dict[str, type | tuple[type, ...]] = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict, "tests": list,
              "not_modelled": dict, "decided": list}
-_TEST = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list, "curves": dict}
-_OURS = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict,
+_TEST: dict[str, type | tuple[type, ...]] = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list, "curves": dict}
+_OURS: dict[str, type | tuple[type, ...]] = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict,
          "no_effect": dict, "holds_alpha": bool, "no_effect_per_allocation": dict}
-_DESIGN = {"design": str, "target": (int, float), "seeds": (int, type(None))}
-_REACHED = {"power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict}
-_STEP = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
+_DESIGN: dict[str, type | tuple[type, ...]] = {"design": str, "target": (int, float), "seeds": (int, type(None))}
+_REACHED: dict[str, type | tuple[type, ...]] = {"power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict}
+_STEP: dict[str, type | tuple[type, ...]] = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
 
 
 def read(path: str | Path, what: str = "a power analysis (python -m parallel_experts power --out)") -> dict:
@@ -558,7 +571,7 @@ def cached(study: Study, counters: costs.Counters, options: Power) -> dict:
     delete the cache to reprice."""
     code = [Path(file).read_text() for file in (stats.__file__, depth_rules.__file__, verdicts.__file__,
                                                  calibration.__file__, __file__)]
-    draws = options.draws or study.power.draws or stats.DRAWS
+    draws = options.draws or study.power.draws
     inputs = [study.config, draws, options.seed, sokoban_scores.paper_per_seed_scores().to_csv(), code]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(options.directory) / paths.power(key)

@@ -25,10 +25,10 @@ import papermill
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError, reason
 from parallel_experts.core import atomic, records
 from parallel_experts.reporting import figure_check, jobs, markup
+from parallel_experts.study import Study
 from parallel_experts.targets import catalogue
 
 SCRIPT = re.compile(r"<script\b.*?</script>\s*", re.DOTALL | re.IGNORECASE)
@@ -139,13 +139,13 @@ def title_of(notebook) -> str:
     return "untitled"
 
 
-def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config: Mapping) -> None:
+def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, study: Study) -> None:
     """reports/index.html, by paper item (catalogue.index_items): its target, its report with the scale, config
     and date that rendered it, or why it is missing (the config lacks what the item needs, or it did not render)."""
     index_path = Path(index_path)
     metas = {Path(m["html"]).stem: m for m in (records.read_json(p, META, "a report's sidecar") for p in meta_paths)}
     rows = []
-    for item, found in catalogue.index_items(config):
+    for item, found in catalogue.index_items(study):
         cells = [markup.text(item.paper), f"<code>{markup.text(item.target)}</code>" if item.target else ""]
         if not found:
             rows.append(_row(cells, f'<td colspan="3" class="missing">missing: it needs '
@@ -163,7 +163,7 @@ def write_index(meta_paths: Sequence[str | Path], index_path: str | Path, config
                                     f"({markup.text(meta['config_digest'])}), {markup.text(meta['rendered'])}</td>"))
     atomic.write_text(index_path, INDEX_TEMPLATE.format(
         rows="\n".join(rows),
-        banner=markup.markdown(markup.scale_banner(config["scale"], config["description"])),
+        banner=markup.markdown(markup.scale_banner(study.scale, study.description)),
         built=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     ))
 
@@ -195,19 +195,19 @@ th {{ background: #f4f4f4; }}
 """
 
 
-def report_job(options: jobs.Report, config: Mapping) -> int:
+def report_job(options: jobs.Report, study: Study) -> int:
     """`report`: the notebook executed with its parameters and the config's, rendered, with its provenance."""
     parameters = dict(param.split("=", 1) for param in options.param)
-    provenance = {"paper": options.paper, "scale": config["scale"], "config_files": list(options.config_files),
-                  "config_digest": files.digest(config)}
-    parameters |= {"config_path": options.config[-1], "scale": config["scale"], "description": config["description"]}
+    provenance = {"paper": options.paper, "scale": study.scale, "config_files": list(options.config_files),
+                  "config_digest": study.digest}
+    parameters |= {"config_path": options.config[-1], "scale": study.scale, "description": study.description}
     render(options.notebook, options.html, options.executed, options.meta, parameters, provenance)
     print(f"{options.html}: rendered from {options.notebook}")
     return 0
 
 
-def index_job(options: jobs.Index, config: Mapping) -> int:
+def index_job(options: jobs.Index, study: Study) -> int:
     """`index`: reports/index.html from the reports' sidecar JSON."""
-    write_index(options.meta, options.out, config)
+    write_index(options.meta, options.out, study)
     print(f"{options.out}: {len(options.meta)} reports")
     return 0

@@ -52,14 +52,14 @@ ANCHORS = {
     "sokoban": {"small": [1, 1, 128], "medium": [1, 1, 256], "large": [1, 1, 1024]},
     "lm": {"small": [16, 1, 768, 8, 4], "medium": [32, 1, 768, 8, 4]},
 }
-DOMAIN_CONFIG = {"sokoban": {"encoder_channels": 32}, "lm": {"head_dim": 96, "windows": [128, 1024]}}
+DOMAIN_CONFIG: dict[str, dict[str, Any]] = {"sokoban": {"encoder_channels": 32}, "lm": {"head_dim": 96, "windows": [128, 1024]}}
 
 
 # ----------------------------------------------------------------------------------- FineWeb (§5.2, App. A.3)
 
 # The setup of every FineWeb run: GPT-2's vocabulary padded to 50,304 ids; 10,000 updates of 131,072 tokens; the
 # validation shard's 10^8 tokens in 2,048 streams less one window of warm-up (97.8M scored); bfloat16; W = 128, 1024.
-FINEWEB_RUN = {"vocabulary": 50304, "train_tokens": 10_000 * 131_072, "batch_tokens": 131_072,
+FINEWEB_RUN: dict[str, Any] = {"vocabulary": 50304, "train_tokens": 10_000 * 131_072, "batch_tokens": 131_072,
                "scored_tokens": 97_800_000, "dtype": "bfloat16", "windows": tuple(DOMAIN_CONFIG["lm"]["windows"])}
 # How each family trains and is scored (the numbers FINEWEB_RUN does not hold), as the authors' LM/ code has them.
 FINEWEB_TRAINING = {

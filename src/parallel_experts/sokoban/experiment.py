@@ -244,12 +244,23 @@ def expert_count_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> l
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A budget sweep as the config names it (`sokoban.sweeps.<name>`): its experts, the families it trains and at
+    which budgets."""
+
+    expert: str
+    recurrent: tuple[bool, ...]
+    budgets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Families:
     """Every family of Sokoban runs of a config: the budget sweeps' (`runs`), the expert-count sweep's, each
     ablation's and the probed runs (the sweeps' runs that `sokoban.probes` names); and the levels their jobs play,
     with the probes' fit, which is what their jobs cost besides the runs (the planner)."""
 
     sweeps: list[Run]
+    sweep_plans: dict[str, Sweep]  # each budget sweep's, by name, in the config's order
     expert_count: list[Run]
     ablations: dict[str, list[Run]]
     ablation_values: dict[str, tuple]  # each ablation's values, as the config gives them (a run each, in this order)
@@ -258,6 +269,8 @@ class Families:
     probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
     probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
     probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds (`probe_seeds`), by run id
+    probe_compare: tuple[str, ...]  # the probed runs whose plan recall Fig. 4 compares (`sokoban.probes.compare`)
+    probe_picture: str | None  # the probed run Fig. 13 pictures (`sokoban.probes.picture.run`)
 
     @property
     def by_id(self) -> dict[str, Run]:
@@ -271,11 +284,15 @@ def families(config: Mapping) -> Families:
     probed = probed_runs(config, sweeps)  # checked in this order, so the first problem named is the same
     expert_count = expert_count_runs(config, sweeps)
     probes = config["sokoban"].get("probes")
-    values = {setting: tuple(spec["values"]) for setting, spec in config["sokoban"].get("ablations", {}).items()}
-    return Families(sweeps, expert_count, ablation_runs(config, sweeps), values, probed,
-                    level_count(config["sokoban"]["levels"]["test"]), probe_levels(config) if probes else {},
+    sokoban = config["sokoban"]
+    plans = {name: Sweep(spec["expert"], tuple(spec["recurrent"]), tuple(spec["budgets"]))
+             for name, spec in sokoban.get("sweeps", {}).items()}
+    values = {setting: tuple(spec["values"]) for setting, spec in sokoban.get("ablations", {}).items()}
+    return Families(sweeps, plans, expert_count, ablation_runs(config, sweeps), values, probed,
+                    level_count(sokoban["levels"]["test"]), probe_levels(config) if probes else {},
                     ProbeConfig(**probes.get("fit", {})) if probes else None,
-                    {run.id: probe_seeds(config, run) for run in probed})
+                    {run.id: probe_seeds(config, run) for run in probed}, tuple((probes or {}).get("compare", ())),
+                    (probes or {}).get("picture", {}).get("run"))
 
 
 def runs_by_id(config: Mapping) -> dict[str, Run]:

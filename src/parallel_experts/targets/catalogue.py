@@ -2,7 +2,7 @@
 
 Each `Report` names the notebook that renders it, the result files it reads (by notebook parameter), its other
 parameters, and the named Snakemake target (`fig2`, `tables_1_7`, ...) that regenerates it: its title and target
-come from the paper item that lists its page (`items`). The workflow loops over `reports(config)` for its report
+come from the paper item that lists its page (`items`). The workflow loops over `reports(study)` for its report
 rules and targets, the planner for what each target costs, the index for its rows; nothing else decides what pages
 exist.
 """
@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from parallel_experts import study
 from parallel_experts.analysis import expert_count
 from parallel_experts.core import budget
+from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.results import paths
+from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.study import Study
 from parallel_experts.targets import items
 from parallel_experts.targets.items import Item
 
@@ -64,33 +66,34 @@ def _page(name: str, inputs: Mapping[str, str], params: Mapping[str, str | int] 
     return Report(name, title, key[0], inputs, params or {}, target)
 
 
-def shows(report: Report, run, ablations: Mapping[str, list]) -> bool:
+def shows(report: Report, run: object, ablations: Mapping[str, list]) -> bool:
     """Whether `report` shows the results of `run` of a dataset it reads: a sweep page its sweep (or budget and
     window), an ablation page its ablation's runs (`ablations`: the config's Sokoban ablations, setting -> runs);
     every other page all of them. What a figure costs on its own, where its target's DAG builds the whole dataset."""
     params = report.params
-    if report.notebook == "sokoban_sweep":
-        return (run.sweep, run.budget) == (params["sweep_name"], params["budget"])
-    if report.notebook == "lm_sweep":
+    if isinstance(run, sokoban_experiment.Run):
+        if report.notebook == "sokoban_sweep":
+            return (run.sweep, run.budget) == (params["sweep_name"], params["budget"])
+        if report.notebook == "expert_count" and "sweep_name" in params:  # Fig. 18: one sweep's runs
+            return run.sweep == params["sweep_name"]
+    if isinstance(run, lm_experiment.Run) and report.notebook == "lm_sweep":
         return (run.budget, run.window) == (params["budget"], params["window"])
     if report.notebook == "sokoban_ablation":
-        return run in ablations[params["setting"]]
-    if report.notebook == "expert_count" and "sweep_name" in params:  # Fig. 18: one sweep's runs
-        return run.sweep == params["sweep_name"]
+        return run in ablations[str(params["setting"])]
     return True
 
 
-def reports(config: Mapping) -> list[Report]:
-    """Every report of a validated config, in index order: the paper's claims judged, allocation grids, Sokoban,
-    its probes, its ablations, language model, its ablations, number of experts, the systems tables."""
+def reports(study: Study) -> list[Report]:
+    """Every report of a study, in index order: the paper's claims judged, allocation grids, Sokoban, its probes,
+    its ablations, language model, its ablations, number of experts, the systems tables."""
     found = [_page("allocations", ALLOCATION_GRIDS)]
-    found += _sokoban(config)
-    found += _probes(config)
-    found += _sokoban_ablations(config)
-    found += _lm(config)
-    found += _lm_ablations(config)
-    found += _expert_count(config)
-    found += _lm_systems(config)
+    found += _sokoban(study.sokoban)
+    found += _probes(study.sokoban)
+    found += _sokoban_ablations(study.sokoban)
+    found += _lm(study)
+    found += _lm_ablations(study.lm)
+    found += _expert_count(study)
+    found += _lm_systems(study.lm)
     read = {path for report in found for path in report.inputs.values()}
     claimed = {name: path for name, path in CLAIM_INPUTS.items() if path in read}
     # The claims page also says what deciding each open claim would cost at the paper's scale.
@@ -98,10 +101,10 @@ def reports(config: Mapping) -> list[Report]:
     return [_page("claims", claimed), _page("plan", PLAN), _page("power", POWER), *found]
 
 
-def index_items(config: Mapping) -> list[tuple[Item, list[Report]]]:
-    """Every paper item in items.ITEMS order with the config's reports of its target (an empty list: the item is
+def index_items(study: Study) -> list[tuple[Item, list[Report]]]:
+    """Every paper item in items.ITEMS order with the study's reports of its target (an empty list: the item is
     missing here), then each report without a target as an item of its own."""
-    found = reports(config)
+    found = reports(study)
     listed = [(item, [r for r in found if r.target == item.target]) for item in items.ITEMS]
     return listed + [(Item("", report.paper, ""), [report]) for report in found if report.target is None]
 
@@ -115,11 +118,11 @@ def targets(catalogue: Iterable[Report]) -> dict[str, list[str]]:
     return found
 
 
-def _sokoban(config: Mapping) -> list[Report]:
+def _sokoban(sokoban: sokoban_experiment.Families) -> list[Report]:
     found, named = [], set()
-    for sweep_name, sweep in config["sokoban"].get("sweeps", {}).items():
-        for budget_name in sweep["budgets"]:
-            figure, target = items.page("sokoban_sweep", sweep["expert"], budget_name)
+    for sweep_name, sweep in sokoban.sweep_plans.items():
+        for budget_name in sweep.budgets:
+            figure, target = items.page("sokoban_sweep", sweep.expert, budget_name)
             if target in named:  # the first sweep of an (expert, budget) pair is the figure
                 target = None
             elif target:
@@ -133,28 +136,27 @@ def _sokoban(config: Mapping) -> list[Report]:
     return found
 
 
-def _probes(config: Mapping) -> list[Report]:
-    probes = config["sokoban"].get("probes")
-    if not probes:
+def _probes(sokoban: sokoban_experiment.Families) -> list[Report]:
+    if not sokoban.probed:
         return []
     found = [_page("sokoban_probe_depth", SOKOBAN_PROBES)]
-    if "compare" in probes:
-        found.insert(0, _page("sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(probes["compare"])}))
-    if "picture" in probes:
-        found.append(_page("sokoban_plans", SOKOBAN_PROBES, {"run": probes["picture"]["run"]}))
+    if sokoban.probe_compare:
+        found.insert(0, _page("sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(sokoban.probe_compare)}))
+    if sokoban.probe_picture is not None:
+        found.append(_page("sokoban_plans", SOKOBAN_PROBES, {"run": sokoban.probe_picture}))
     return found
 
 
-def _sokoban_ablations(config: Mapping) -> list[Report]:
+def _sokoban_ablations(sokoban: sokoban_experiment.Families) -> list[Report]:
     # One report per ablation the config trains; it reads the ablations dataset (rule ablations).
     return [_page(f"sokoban_{setting}", SOKOBAN_ABLATIONS, {"setting": setting}, key=("sokoban_ablation", setting))
-            for (setting,) in items.settings("sokoban_ablation") if setting in config["sokoban"].get("ablations", {})]
+            for (setting,) in items.settings("sokoban_ablation") if setting in sokoban.ablations]
 
 
-def _lm(config: Mapping) -> list[Report]:
+def _lm(study: Study) -> list[Report]:
     # Every budget trains both families at every window (lm.experiment.runs), one sweep report for each setting.
-    settings = [(name, window) for name in config["lm"]["budgets"] for window in sorted(config["lm"]["windows"])]
-    fig5 = study.fig5_setting(config)
+    settings = [(b.name, window) for b in study.budgets["lm"] for window in sorted(study.lm.windows)]
+    fig5 = study.fig5
     found = []
     for budget_name, window in settings:
         figure, target = items.page("lm_sweep", "fig5_setting" if (budget_name, window) == fig5 else "other_settings")
@@ -166,42 +168,41 @@ def _lm(config: Mapping) -> list[Report]:
     return found
 
 
-def _lm_ablations(config: Mapping) -> list[Report]:
+def _lm_ablations(lm: lm_experiment.Families) -> list[Report]:
     # One report for every LM ablation the config trains, titled by all of them; it reads the ablations dataset
     # (rule ablations). Its target is the first listed setting's that the config has.
     present = [items.page("lm_ablation", setting) for (setting,) in items.settings("lm_ablation")
-               if setting in config["lm"].get("ablations", {})]
+               if setting in lm.ablations]
     if not present:
         return []
     return [Report("lm_ablations", "; ".join(paper for paper, _ in present), "lm_ablation", LM_ABLATIONS,
                    target=present[0][1])]
 
 
-def _expert_count(config: Mapping) -> list[Report]:
+def _expert_count(study: Study) -> list[Report]:
     """Fig. 6, where the config's runs hold a family (fixed L and d, at least two E): its inputs are exactly the
     result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window).
     Fig. 18, where the first ConvGLU sweep's runs alone hold one: the same page of that sweep only."""
-    sokoban, (_, window) = config["sokoban"], study.fig5_setting(config)  # Fig. 6 reads Fig. 5's window
-    by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
+    sokoban, (_, window) = study.sokoban, study.fig5  # Fig. 6 reads Fig. 5's window
+    by_name = {b.name: b for b in study.budgets["sokoban"]}
     sweeps = {name: [(expert_count.sokoban_panel(name), recurrent, budget_name,
                       by_name[budget_name].allocations_of(recurrent))
-                     for budget_name in sweep["budgets"] for recurrent in sweep["recurrent"]]
-              for name, sweep in sokoban.get("sweeps", {}).items()}
-    dedicated = sokoban.get("expert_count")
-    extra = [] if dedicated is None else [
-        (expert_count.sokoban_panel("expert_count"), recurrent, "",
-         [budget.Allocation(L, E, d) for L in dedicated["depths"] for d in dedicated["widths"]
-          for E in dedicated["experts"]]) for recurrent in dedicated["recurrent"]]
+                     for budget_name in sweep.budgets for recurrent in sweep.recurrent]
+              for name, sweep in sokoban.sweep_plans.items()}
+    families = dict.fromkeys(run.agent.recurrent for run in sokoban.expert_count)
+    extra = [(expert_count.sokoban_panel("expert_count"), recurrent, "",
+              [budget.Allocation(run.agent.depth, run.agent.experts, run.agent.width)
+               for run in sokoban.expert_count if run.agent.recurrent == recurrent]) for recurrent in families]
     # Every LM budget trains both families at every window (lm.experiment.runs).
-    lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in budget.budgets(config, "lm")
+    lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in study.budgets["lm"]
           for recurrent in (False, True)]
-    sources = {"sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
+    sources: dict[str, tuple[str, list[tuple]]] = {"sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
                "expert_count": (EXPERT_COUNT, extra), "lm_sweep": (LM_SWEEP["sweep"], lm)}
     inputs = {name: path for name, (path, planned) in sources.items() if _has_family(planned)}
     found = [_page("expert_count", inputs, {"window": window})] if inputs else []
     for (expert,) in items.settings("expert_count"):  # one sweep's own view, Fig. 18's of the first ConvGLU sweep
         figure, target = items.page("expert_count", expert)
-        name = next((name for name, sweep in sokoban.get("sweeps", {}).items() if sweep["expert"] == expert), None)
+        name = next((name for name, sweep in sokoban.sweep_plans.items() if sweep.expert == expert), None)
         if name is not None and _has_family(sweeps[name]):
             found.append(Report(f"expert_count_{name}", f"{figure}: {expert} Sokoban score against the number of "
                                 f"experts E at fixed depth and width ({name} sweep)", "expert_count", SOKOBAN_SWEEP,
@@ -217,6 +218,6 @@ def _has_family(planned: Iterable[tuple]) -> bool:
     return len(expert_count.families(pd.DataFrame(rows, columns=expert_count.POINT))) > 0
 
 
-def _lm_systems(config: Mapping) -> list[Report]:
+def _lm_systems(lm: lm_experiment.Families) -> list[Report]:
     """Tables 5 and 6, where the config defines them (`lm.latency`, `lm.throughput`); one notebook each."""
-    return [_page(f"lm_{table}", {table: path}) for table, path in LM_SYSTEMS.items() if table in config["lm"]]
+    return [_page(f"lm_{table}", {table: path}) for table, path in LM_SYSTEMS.items() if table in lm.tables]
