@@ -17,11 +17,24 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from parallel_experts.config import files
 from parallel_experts.lm.settings import ModelConfig, TrainConfig
 from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import REPRESENTATIONS, TARGETS
+from parallel_experts.study import Study
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def study_of(name: str = "paper.yaml", **domains: dict) -> Study:
+    """The study of config/`name`, each domain in `domains` given the keys there (its budgets replaced whole; its
+    ablations and probes dropped, which name the file's runs): what reads one part of a config, tested on a whole
+    one."""
+    config = files.load([REPO / "config" / name])
+    for domain, keys in domains.items():
+        config[domain] = {key: value for key, value in config[domain].items()
+                          if key not in ("ablations", "probes")} | keys
+    return Study.of(config)
 # The Boxoban files of the team's shared folder, which lies beside the checkout (CI gets a copy there too);
 # tests that need them skip where it is missing.
 BOXOBAN = REPO.parent / "shared/data/boxoban"

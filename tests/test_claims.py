@@ -398,9 +398,9 @@ def test_every_decision_has_its_claim_in_the_paper_order():
 
 
 def test_a_config_that_produces_no_results_runs_no_claim():
-    cfg = load("config.yaml")
+    cfg = Study.of(load("config.yaml"))
     costs = {name: f"cost of {name}" for name in claims.CLAIMS}
-    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(Study.of(cfg))], costs)
+    table = claims.table(cfg, {}, [report.name for report in catalogue.reports(cfg)], costs)
     assert len(table) == len(claims.CLAIMS) and set(table["verdict"]) == {NOT_RUN}
     assert table[claims.COST].tolist() == list(costs.values())  # each open claim says what deciding it costs
     # Fig. 5's page is the config's first window's; Fig. 3 (right) has one page.
@@ -468,9 +468,9 @@ def test_ablations_of_agents_at_chance_decide_nothing():
 # ------------------------------------------------------------------------------------------------ evidence
 
 
-def sweep_of(config, seed_scores=lambda run, seed: 10.0 + run.agent.depth + 0.3 * seed):
-    """The Sokoban sweep dataset of `config`'s runs, each at the seeds the config trains it with (NaN elsewhere)."""
-    runs = study.Study.of(config).sokoban.sweeps
+def sweep_of(found: Study, seed_scores=lambda run, seed: 10.0 + run.agent.depth + 0.3 * seed):
+    """The Sokoban sweep dataset of a study's runs, each at the seeds its config trains it with (NaN elsewhere)."""
+    runs = found.sokoban.sweeps
     seeds = sorted({seed for run in runs for seed in run.seeds})
     scores = [[seed_scores(run, seed) if seed in run.seeds else np.nan for seed in seeds] for run in runs]
     return xr.Dataset(
@@ -489,7 +489,7 @@ def sweep_of(config, seed_scores=lambda run, seed: 10.0 + run.agent.depth + 0.3 
 ])
 def test_a_trained_seed_without_a_finite_score_decides_no_claim_that_reads_it(tmp_path, monkeypatch, broken, fault):
     monkeypatch.chdir(tmp_path)
-    cfg = load("config.yaml")
+    cfg = Study.of(load("config.yaml"))
     costs = {name: "" for name in claims.CLAIMS}
     sweep = sweep_of(cfg)
     path = tmp_path / paths.SOKOBAN_SWEEP
@@ -520,7 +520,7 @@ def test_the_report_pages_decide_nothing_from_a_seed_without_a_finite_score(tmp_
     """The sweep, depth and Tables 1/7 pages' depth tests and recurrence effect, and an ablation page's verdict, are
     left undecided as the claims page leaves them (issue 44, class 3)."""
     monkeypatch.chdir(tmp_path)
-    cfg = load("config.yaml")
+    cfg = Study.of(load("config.yaml"))
     sweep = sweep_of(cfg)
     path = tmp_path / paths.SOKOBAN_SWEEP
     assert scored_seeds.of_result(cfg, path, sweep) == []
@@ -557,9 +557,8 @@ def test_a_seed_missing_by_design_is_no_fault_and_a_timing_out_of_memory_neither
 
 
 def test_the_trained_seeds_are_the_configs_by_dataset_and_run():
-    cfg = load("config.yaml")
-    trained = scored_seeds.trained_seeds(cfg)
-    runs = study.Study.of(cfg)
+    runs = Study.of(load("config.yaml"))
+    trained = scored_seeds.trained_seeds(runs)
     assert trained[paths.SOKOBAN_SWEEP] == {run.id: set(run.seeds) for run in runs.sokoban.sweeps}
     lm = trained[paths.LM_SWEEP]  # an LM dataset's run is a configuration, holding each of its seeds' runs
     assert sum(map(len, lm.values())) == len(runs.lm.sweeps) and set(lm) == {run.configuration

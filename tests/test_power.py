@@ -277,7 +277,7 @@ def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values
     """An ablation's default (the last value: the full radius at E = 7, the sqrt-sum) against its best rival, decided
     by the power analysis as findings decides an ablation dataset of the same returns, over draws that reach both
     verdicts."""
-    draws = 40
+    draws, smoke = 40, study.load([str(REPO / "config/smoke.yaml")])  # the default margins
     _, _, within_margin, _ = planned.ABLATIONS[setting]
     margin = verdicts.SOKOBAN_COMPARABLE if within_margin else 0.0
     rng = np.random.default_rng(5)
@@ -285,7 +285,7 @@ def test_a_simulated_ablation_draw_gets_the_claims_pages_verdict(setting, values
     simulated = simulated_verdict(depth_rules.AgainstRival(2, (True, True, False), margin),
                                   {True: depth_rules.Arms.of_scores(scores, np.zeros(3, int))})
     for draw in range(draws):
-        found = findings.sokoban_ablation({}, setting, ablation_data(setting, values, scores[draw]))
+        found = findings.sokoban_ablation(smoke, setting, ablation_data(setting, values, scores[draw]))
         assert page_supports(found) == simulated[draw], (draw, found)
     assert 0 < simulated.mean() < 1, simulated.mean()
 

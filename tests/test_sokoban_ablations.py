@@ -8,7 +8,7 @@ import math
 import matplotlib.pyplot
 import numpy as np
 import pytest
-from helpers import REPO, ablation_data, demo_with_every_rule, write_sokoban_results
+from helpers import REPO, ablation_data, demo_with_every_rule, study_of, write_sokoban_results
 
 from parallel_experts import study
 from parallel_experts.analysis import sokoban_ablations as ablations
@@ -240,7 +240,7 @@ def test_radius_verdict_says_whether_the_return_rises_with_r():
 
 
 def test_summary_compares_with_the_paper_only_on_its_run_and_warns_of_few_seeds():
-    paper_cfg, demo_cfg = load("paper.yaml"), load("config.yaml")
+    paper_cfg, demo_cfg = study_of("paper.yaml"), study_of("config.yaml")
     at_paper = rows("radius", {0: 13.1, 1: 13.4, 2: 13.5, 3: 13.9})
     assert ablations.is_paper_run(paper_cfg, "radius", at_paper)
     lines = ablations.summary(paper_cfg, "radius", at_paper)

@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from helpers import study_of
+
 from parallel_experts.analysis import comparison
-from parallel_experts.core import budget
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.reporting import plots
+from parallel_experts.study import Study
 
 matplotlib.use("Agg")
 
@@ -92,11 +94,13 @@ def test_sweep_summary_names_each_best_allocation_and_ends_with_the_papers_findi
     assert one == ["best non-recurrent allocation: L=4 (E=1, d=64) with 10.000", sokoban_scores.PAPER_FINDING]
 
 
-def sokoban_config(**anchors) -> dict:
-    """A config of Sokoban budgets, each with only its anchor: the paper's small budget unless changed."""
+def sokoban_config(**anchors) -> Study:
+    """The paper's study with Sokoban budgets each of only its anchor, the ConvLSTM sweep over them: the paper's small
+    budget unless changed."""
     anchors = {"small": [1, 1, 128]} | anchors
-    return {"sokoban": {"encoder_channels": 32, "budgets": {
-        name: {"anchor": anchor, "tolerance": 0.1, "allocations": [anchor]} for name, anchor in anchors.items()}}}
+    return study_of(sokoban={
+        "budgets": {name: {"anchor": anchor, "tolerance": 0.1, "allocations": [anchor]} for name, anchor in anchors.items()},
+        "sweeps": {"convlstm": {"expert": "convlstm", "recurrent": [True, False], "budgets": list(anchors)}}})
 
 
 def sweep(expert="convlstm", budget="small") -> xr.Dataset:
@@ -119,7 +123,7 @@ def sweep(expert="convlstm", budget="small") -> xr.Dataset:
 
 def test_paper_scores_only_for_the_papers_budgets_and_experts():
     config = sokoban_config(medium=[1, 1, 64])  # medium is not the paper's (anchored at width 256)
-    ours = budget.budgets(config, "sokoban")
+    ours = config.budgets["sokoban"]
     assert comparison.same_budget_as_paper(ours, "sokoban", "small")
     assert not comparison.same_budget_as_paper(ours, "sokoban", "medium")
     assert not comparison.same_budget_as_paper(ours, "sokoban", "large")  # not in this config

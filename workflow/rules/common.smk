@@ -158,10 +158,8 @@ def systems_settings(table):
     """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol,
     our protocol's defaults filled in (lm.systems), so that a change of those defaults reruns the table too."""
     protocol = {"latency": systems.latency_settings, "throughput": systems.throughput_settings}[table]
-    spec = protocol(config["lm"]) if table in config["lm"] else None
-    return json.dumps(
-        {table: spec} | {key: config["lm"].get(key) for key in ("head_dim", "vocabulary", "dtype")}, sort_keys=True
-    )
+    spec = protocol(STUDY.lm.tables) if table in STUDY.lm.tables else None
+    return json.dumps({table: spec} | dict(STUDY.lm.shape), sort_keys=True)
 
 
 def dataset_files(result):
@@ -183,9 +181,7 @@ def probe_count(wildcards):
 def probe_score_files():
     """Every probed agent's scores: each probed run's, at each of its probed seeds, in that order."""
     return [
-        paths.probe_scores(run.id, seed)
-        for run in PROBED_RUNS.values()
-        for seed in STUDY.sokoban.probe_seeds[run.id]
+        paths.probe_scores(run.id, seed) for run in PROBED_RUNS.values() for seed in STUDY.sokoban.probe_seeds[run.id]
     ]
 
 
@@ -203,4 +199,4 @@ def rehearsal_parts():
 
 
 def rehearsal_part_files(wildcards):
-    return [paths.rehearsal_part(config["scale"], part) for part in range(len(rehearsal_parts()))]
+    return [paths.rehearsal_part(STUDY.scale, part) for part in range(len(rehearsal_parts()))]

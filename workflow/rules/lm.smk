@@ -15,7 +15,7 @@ rule lm_tokens:
         **resources("lm_tokens"),
     params:
         corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
-        shard_tokens=config["lm"]["shard_tokens"],
+        shard_tokens=STUDY.lm.shard_tokens,
     shell:
         "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens:q} "
         "--out {output:q} > {log:q} 2>&1"

@@ -16,9 +16,9 @@ rule rehearse_part:
     input:
         config=ancient(CONFIG_JSON),  # a program's key is its definition: a part reruns when its keys change (params)
     output:
-        paths.rehearsal_part(config["scale"], "{part}"),
+        paths.rehearsal_part(STUDY.scale, "{part}"),
     log:
-        paths.log(f"rehearsal/{config['scale']}-parts/{{part}}"),
+        paths.log(f"rehearsal/{STUDY.scale}-parts/{{part}}"),
     wildcard_constraints:
         part=r"\d+",
     conda:
@@ -38,13 +38,13 @@ rule rehearse:
         levels=paths.levels("train"),
         parts=rehearsal_part_files,
     output:
-        paths.rehearsal(config["scale"]),
+        paths.rehearsal(STUDY.scale),
     log:
-        paths.log(f"rehearsal/{config['scale']}"),
+        paths.log(f"rehearsal/{STUDY.scale}"),
     conda:
         CONDA_ENV
     params:
-        run_dir=paths.rehearsal_runs(config["scale"]),
+        run_dir=paths.rehearsal_runs(STUDY.scale),
     shell:
         "python -m parallel_experts rehearse --config {input.config:q} --merge {input.parts:q} --out {output:q} "
         "--levels {input.levels:q} --run-dir {params.run_dir:q} > {log:q} 2>&1"

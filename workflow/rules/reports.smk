@@ -23,7 +23,7 @@ rule plan_costs:
         config=CONFIG_JSON,
         after=list(REPORTS["claims"].inputs.values()),
         # the rehearsal's predicted memory, where `snakemake rehearsal` has run (opt-in): a newer one replans
-        rehearsed=lambda wildcards: [path for path in [paths.rehearsal(config["scale"])] if Path(path).exists()],
+        rehearsed=lambda wildcards: [path for path in [paths.rehearsal(STUDY.scale)] if Path(path).exists()],
     output:
         [f"{paths.PLAN}/{name}.csv" for name in plan.FILES],
     log:

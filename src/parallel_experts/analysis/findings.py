@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from parallel_experts import study
 from parallel_experts.analysis import calibration
 from parallel_experts.analysis import depth_rules
 from parallel_experts.analysis import expert_count
@@ -44,6 +43,7 @@ from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.core import definitions
 from parallel_experts.lm import systems
 from parallel_experts.results import store
+from parallel_experts.study import Study
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 UNTESTED, NOT_RUN = "untested", "not run at this scale"
@@ -289,13 +289,13 @@ def not_evidence(faults: Iterable[str]) -> Finding:
                    "no test: a missing or non-finite result is no evidence", verdicts.UNTESTED)
 
 
-def sokoban_ablation(config: Mapping, setting: str, ablations: xr.Dataset, faults: Iterable[str] = ()) -> Finding:
+def sokoban_ablation(study: Study, setting: str, ablations: xr.Dataset, faults: Iterable[str] = ()) -> Finding:
     """The verdict of a Sokoban ablation, on the claims page and on the ablation's own report page (`faults`: what in
     `ablations` is no evidence, scored_seeds.faults; then none)."""
     if faults:
         return not_evidence(faults)
     if setting == "aggregation":
-        return sokoban_sqrt_sum(ablations, verdicts.Margins.of(config).sokoban)
+        return sokoban_sqrt_sum(ablations, study.margins.sokoban)
     return full_communication(ablations)
 
 
@@ -548,40 +548,40 @@ def training_slower(throughput: xr.Dataset) -> Finding:
 # ------------------------------------------------------------------------------------------------ the claims
 
 
-def _fine_web(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
+def _fine_web(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
     if "lm_sweep" not in data:
         return not_run("the FineWeb sweep")
-    return lm_comparable_shallow(data["lm_sweep"], *study.fig5_setting(config), verdicts.Margins.of(config).lm)
+    return lm_comparable_shallow(data["lm_sweep"], *study.fig5, study.margins.lm)
 
 
-def _experts(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
+def _experts(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
     sokoban = [data[name] for name in ("sokoban_sweep", "expert_count") if name in data]
     if not sokoban and "lm_sweep" not in data:
         return not_run("runs with two values of E at one (L, d)")
-    found = expert_count.points(sokoban, data.get("lm_sweep"), study.fig5_setting(config)[1])
+    found = expert_count.points(sokoban, data.get("lm_sweep"), study.fig5[1])
     return more_experts(found, expert_count.chance_panels(sokoban))
 
 
-def _plans(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
-    pair = config["sokoban"].get("probes", {}).get("compare")
+def _plans(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
+    pair = study.sokoban.probe_compare
     if "probes" not in data or not pair:
         return not_run("probes on two recurrent depths (sokoban.probes.compare)")
     return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair),
-                         verdicts.Margins.of(config).recall)
+                         study.margins.recall)
 
 
-def _aggregation(data: Mapping[str, xr.Dataset], config: Mapping) -> Finding:
-    return sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"), verdicts.Margins.of(config))
+def _aggregation(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
+    return sqrt_sum_default(data.get("sokoban_ablations"), data.get("lm_ablations"), study.margins)
 
 
 @dataclass(frozen=True)
 class Decision:
     reads: tuple[str, ...]  # the results it may read, by name
-    decide: Callable[[Mapping[str, xr.Dataset], Mapping], Finding]  # (the results there are, config) -> Finding
+    decide: Callable[[Mapping[str, xr.Dataset], Study], Finding]  # (the results there are, the study) -> Finding
 
 
 def _one(name: str, rule: Callable[[xr.Dataset], Finding], what: str) -> Decision:
-    return Decision((name,), lambda data, config: rule(data[name]) if name in data else not_run(what))
+    return Decision((name,), lambda data, study: rule(data[name]) if name in data else not_run(what))
 
 
 # Each claim's decision, in the order of the paper. The names are the claims page's (reporting.claims.CLAIMS); the
@@ -600,7 +600,7 @@ DECISIONS: dict[str, Decision] = {
 }
 
 
-def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, list[str]] | None = None
+def judge(study: Study, data: Mapping[str, xr.Dataset], faults: Mapping[str, list[str]] | None = None
           ) -> pd.DataFrame:
     """The table of verdicts: one row per claim of DECISIONS, in its order, with the claim's name, our measurement,
     the test, the rule that decided, the verdict, its chance with no effect (NaN where it is no tested verdict) and
@@ -611,7 +611,7 @@ def judge(config: Mapping, data: Mapping[str, xr.Dataset], faults: Mapping[str, 
     rows, faults = [], faults or {}
     for name, decision in DECISIONS.items():
         unsound = [f"{result}: {fault}" for result in decision.reads for fault in faults.get(result, ())]
-        found = not_evidence(unsound) if unsound else decision.decide(data, config)
+        found = not_evidence(unsound) if unsound else decision.decide(data, study)
         rows.append([name, found.measured, found.test, found.rule, found.verdict,
                      np.nan if found.no_effect is None else found.no_effect, found.decided_by])
     return pd.DataFrame(rows, columns=columns)

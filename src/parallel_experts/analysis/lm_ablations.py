@@ -10,7 +10,6 @@ either), and then no difference here has an error bar.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import pandas as pd
 import xarray as xr
@@ -18,6 +17,7 @@ import xarray as xr
 from parallel_experts.analysis import lm_losses
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
+from parallel_experts.study import Study
 
 # Each setting's default (ModelConfig's, the sweep's run; lm.models is not imported, so notebooks need no JAX).
 DEFAULTS = {"aggregation": "sqrt_sum", "kv_cache": "level"}
@@ -78,7 +78,7 @@ def members(runs: pd.DataFrame, data: xr.Dataset, setting: str) -> pd.DataFrame:
     return table
 
 
-def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:
+def paper_value(study: Study, setting: str, table: pd.DataFrame, vocab: int) -> tuple[float | None, list[str]]:
     """The paper's value of the default setting, where this ablation is the paper's configuration (its budget,
     window and allocation, and the sweep's corpus, vocabulary and anchors); else None and the reasons."""
     if setting not in PAPER_RUNS:
@@ -86,7 +86,7 @@ def paper_value(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) 
     budget, window, allocation = PAPER_RUNS[setting]
     row = table.iloc[0]
     ours = (row["budget"], int(row["window"]), tuple(int(row[c]) for c in lm_losses.ALLOCATION))
-    reasons = lm_losses.comparability(config, ours[0], ours[1], vocab)
+    reasons = lm_losses.comparability(study, ours[0], ours[1], vocab)
     if ours != (budget, window, allocation):
         reasons.append(f"this ablation runs the {ours[0]} budget's L{ours[2][0]} E{ours[2][1]} d{ours[2][2]} at "
                        f"W = {ours[1]}, the paper's the {budget} budget's L{allocation[0]} E{allocation[1]} "
@@ -125,10 +125,10 @@ def kv_cache_verdict(table: pd.DataFrame) -> str:
 VERDICTS = {"aggregation": aggregation_verdict, "kv_cache": kv_cache_verdict}
 
 
-def summary(config: Mapping, setting: str, table: pd.DataFrame, vocab: int) -> list[str]:
+def summary(study: Study, setting: str, table: pd.DataFrame, vocab: int) -> list[str]:
     """The lines under an ablation's figure: the verdict, the paper's value or why it is not shown, the paper's
     finding, the noise of one run per value (or of the means over seeds)."""
-    value, why_not = paper_value(config, setting, table, vocab)
+    value, why_not = paper_value(study, setting, table, vocab)
     default = DEFAULTS[setting]
     if value is None:
         paper = f"the paper's {default} value is not shown beside ours: " + "; ".join(why_not) + "."

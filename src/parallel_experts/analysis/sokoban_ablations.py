@@ -11,7 +11,6 @@ monotonically (§5.3, App. E).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import pandas as pd
 import xarray as xr
@@ -20,9 +19,9 @@ from parallel_experts.analysis import comparison
 from parallel_experts.analysis import sokoban_scores
 from parallel_experts.analysis import verdicts
 from parallel_experts.core import aggregation
-from parallel_experts.core import budget as budgets
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
+from parallel_experts.study import Study
 
 # The paper's run of each ablation (Figs. 10 left and 11): budget and allocation; its value is the authors' mean
 # final-five return of that configuration in their medium sweep (rebuttal/openreview_p_tests_and_seed_tables.md
@@ -103,13 +102,13 @@ def scores(data: xr.Dataset, setting: str) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def is_paper_run(config: Mapping, setting: str, table: pd.DataFrame) -> bool:
+def is_paper_run(study: Study, setting: str, table: pd.DataFrame) -> bool:
     """Whether the ablation runs the paper's configuration (its budget, as the paper anchors it, and allocation),
     so that the authors' value compares with ours."""
     budget, allocation = PAPER_RUNS[setting]
     ours = tuple(int(table[column].iloc[0]) for column in sokoban_scores.ALLOCATION)
     return (table["budget"].iloc[0] == budget and ours == allocation
-            and comparison.same_budget_as_paper(budgets.budgets(config, "sokoban"), "sokoban", budget))
+            and comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget))
 
 
 def label(setting: str, row: pd.Series) -> str:
@@ -164,7 +163,7 @@ def seeds_note(table: pd.DataFrame, paper_run: bool) -> str | None:
             f"scale, so the standard errors are rough and an ordering within them may be chance.")
 
 
-def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool = False) -> list[str]:
+def summary(study: Study, setting: str, table: pd.DataFrame, at_chance: bool = False) -> list[str]:
     """The lines under an ablation's figure: the verdict (with agents `at_chance`, see at_chance, a warning
     that the ordering means nothing), the authors' value, the paper's finding, the seeds."""
     verdict = aggregation_verdict(table) if setting == "aggregation" else radius_verdict(table)
@@ -173,7 +172,7 @@ def summary(config: Mapping, setting: str, table: pd.DataFrame, at_chance: bool 
                    f"nothing about the paper's pattern: {verdict}")
     budget, allocation = PAPER_RUNS[setting]
     which = "sqrt-sum" if setting == "aggregation" else "full radius"
-    paper_run = is_paper_run(config, setting, table)
+    paper_run = is_paper_run(study, setting, table)
     where = ("the same configuration" if paper_run else
              "not comparable: this config runs another budget or allocation")
     lines = [f"this run: {verdict}",

@@ -16,9 +16,10 @@ import xarray as xr
 
 from parallel_experts.analysis import calibration, comparison, depth_rules, verdicts
 from parallel_experts.core import definitions
-from parallel_experts.core import budget as budgets
 from parallel_experts.results import others
 from parallel_experts.results import paper as published
+from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.study import Study
 
 ALLOCATION = ["depth", "experts", "width"]
 DEPTH_TESTS = ((4, 2), (2, 1))  # (deeper, shallower): the authors' tests
@@ -49,27 +50,27 @@ def paper_per_seed_scores() -> pd.DataFrame:
                                                            "score"]]
 
 
-def paper_scores(config: Mapping, budget: str | None = None) -> pd.DataFrame:
+def paper_scores(study: Study, budget: str | None = None) -> pd.DataFrame:
     """The authors' configuration scores (Table 7) of every budget that `config` shares with the paper (the same
     anchor), or of `budget` only; empty where none is shared."""
     table = configuration_scores(paper_per_seed_scores())
     shared = [name for name in dict.fromkeys(table["budget"]) if budget in (None, name)
-              and comparison.same_budget_as_paper(budgets.budgets(config, "sokoban"), "sokoban", name)]
+              and comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", name)]
     return table[table["budget"].isin(shared)]
 
 
-def paper_scores_beside(config: Mapping, runs: xr.Dataset, budget: str | None = None) -> pd.DataFrame | None:
+def paper_scores_beside(study: Study, runs: xr.Dataset, budget: str | None = None) -> pd.DataFrame | None:
     """The authors' configuration scores to draw beside the sweep `runs` (of `budget` only, where given): None
     unless its experts are the authors' ConvLSTM and `config` shares a budget with the paper."""
     if runs["expert"].values[0] != PAPER_EXPERT:
         return None
-    table = paper_scores(config, budget)
+    table = paper_scores(study, budget)
     return table if len(table) else None
 
 
-def paper_best_up_to_depth(config: Mapping, runs: xr.Dataset) -> pd.DataFrame | None:
+def paper_best_up_to_depth(study: Study, runs: xr.Dataset) -> pd.DataFrame | None:
     """Fig. 3 (left) of the authors' scores, beside the sweep `runs` (see `paper_scores_beside`)."""
-    paper = paper_scores_beside(config, runs)
+    paper = paper_scores_beside(study, runs)
     return None if paper is None else best_up_to_depth(paper)
 
 
@@ -315,16 +316,16 @@ def describe_levels(source: Mapping) -> str:
     return f"{g['count']} generated {g['room_size']}×{g['room_size']} rooms with {g['boxes']} box{'es' * (g['boxes'] > 1)}"
 
 
-def same_levels_as_prior_work(config: Mapping) -> bool:
+def same_levels_as_prior_work(sokoban: sokoban_experiment.Families) -> bool:
     """Whether the config tests on the levels of the published solve rates (Boxoban unfiltered/test)."""
-    return config["sokoban"]["levels"]["test"].get("boxoban") == others.LEVELS["boxoban"]
+    return sokoban.test_source.get("boxoban") == others.LEVELS["boxoban"]
 
 
-def prior_work_comparison(config: Mapping) -> str:
+def prior_work_comparison(sokoban: sokoban_experiment.Families) -> str:
     """Whether the config's solve rates compare like for like with the published ones: the same test levels, and
     which published rows were trained for as many environment steps as this config."""
-    test, steps = config["sokoban"]["levels"]["test"], config["sokoban"]["env_steps"]
-    if not same_levels_as_prior_work(config):
+    test, steps = sokoban.test_source, sokoban.env_steps
+    if not same_levels_as_prior_work(sokoban):
         return (f"Not like for like: the published solve rates are on {describe_levels(others.LEVELS)}, this "
                 f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")
     matched = [f"{row.agent} at {steps_text(row.env_steps)}" for row in others.SOKOBAN_SOLVE_RATES
@@ -342,7 +343,7 @@ def steps_text(steps: int) -> str:
     return str(steps)
 
 
-def prior_work_note(config: Mapping) -> str:
+def prior_work_note(sokoban: sokoban_experiment.Families) -> str:
     """The earlier agents' solve rates in one sentence, and whether they compare with this config's."""
     by_source: dict[tuple[str, str], list[str]] = {}
     for row in others.SOKOBAN_SOLVE_RATES:
@@ -351,4 +352,4 @@ def prior_work_note(config: Mapping) -> str:
             f"{row.agent} {row.solve_rate:.3f}{spread} at {steps_text(row.env_steps)} steps")
     rates = " ".join(f"{'; '.join(found)} ({source}{'; ' + protocol if protocol else ''})."
                      for (source, protocol), found in by_source.items())
-    return f"Earlier agents on {describe_levels(others.LEVELS)}: {rates} {prior_work_comparison(config)}"
+    return f"Earlier agents on {describe_levels(others.LEVELS)}: {rates} {prior_work_comparison(sokoban)}"

@@ -205,6 +205,7 @@ class Families:
     ablations: dict[str, list[Run]]
     seeds: dict[str, tuple[int, ...]]  # each budget's (`seeds`)
     windows: tuple[int, ...]  # `lm.windows`, in the config's order
+    corpus: Mapping  # where the tokens come from (`lm.corpus`: demo, files, hf or pretokenized)
     shard_tokens: int  # the validation shard's tokens, which every run's evaluation scores (`lm.shard_tokens`)
     evaluation: Mapping[str, int]  # `lm.evaluation`, its defaults filled in (`evaluation`): streams, lanes
     devices: int  # a training job's (`devices`)
@@ -222,7 +223,7 @@ def families(config: Mapping) -> Families:
     """Every family of LM runs of a validated config, the sweep built once for both."""
     sweeps, lm = runs(config), config["lm"]
     return Families(sweeps, ablation_runs(config, sweeps), {name: seeds(config, name) for name in lm["budgets"]},
-                    tuple(lm["windows"]), lm["shard_tokens"], MappingProxyType(evaluation(config)),
+                    tuple(lm["windows"]), MappingProxyType(lm["corpus"]), lm["shard_tokens"], MappingProxyType(evaluation(config)),
                     devices(config), devices(config, "bench"),
                     MappingProxyType({table: lm[table] for table in TABLES if table in lm}),
                     MappingProxyType({key: lm[key] for key in SHAPE}))

@@ -16,15 +16,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from parallel_experts import study
 from parallel_experts.analysis import calibration, findings, scored_seeds
 from parallel_experts.analysis import probes as probe_analysis
 from parallel_experts.analysis import sokoban_ablations as ablations
 from parallel_experts.analysis import verdicts
+from parallel_experts.config.settings import Margins
 from parallel_experts.lm import systems
 from parallel_experts.reporting import markup
 from parallel_experts.results import paper as published
 from parallel_experts.results import store
+from parallel_experts.study import Study
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ COST = "to decide it (paper scale, power 0.8)"
 NO_EFFECT = "chance of this verdict with no effect"
 
 
-def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], costs: Mapping[str, str]
+def table(study: Study, results: Mapping[str, str], reports: Iterable[str], costs: Mapping[str, str]
           ) -> pd.DataFrame:
     """The claims table: one row per claim with the paper's statement, number and section, our measurement, the
     test, the verdict, its chance with no effect at this design (tested verdicts), the parts that decided it, the
@@ -124,9 +125,9 @@ def table(config: Mapping, results: Mapping[str, str], reports: Iterable[str], c
     parameters, the path of each result this config produces by name (targets.catalogue.CLAIM_INPUTS), "" where it
     produces none."""
     data = {name: store.open_dataset(path) for name, path in results.items() if path}
-    judged = findings.judge(config, data, scored_seeds.of_results(config, results, data))
+    judged = findings.judge(study, data, scored_seeds.of_results(study, results, data))
     present = set(reports)
-    budget, window = study.fig5_setting(config)  # names Fig. 5's page
+    budget, window = study.fig5  # names Fig. 5's page
     rows = []
     for found in judged.itertuples():
         claim = CLAIMS[found.claim]
@@ -149,7 +150,7 @@ def tally(table: pd.DataFrame) -> str:
     return f"{count(findings.TESTED)} by a test at alpha = {verdicts.ALPHA}; {count(untested)} (of {len(table)} claims)"
 
 
-def rules(margins: verdicts.Margins) -> str:
+def rules(margins: Margins) -> str:
     """How the page's rules decide, in words."""
     return ("Each verdict names the rule that decided it (column rule; parallel_experts/analysis/verdicts.py), and each"
             " part's rule is a test at alpha = 0.05 against its own null at this design: the share of simulated studies"
@@ -173,9 +174,9 @@ def rules(margins: verdicts.Margins) -> str:
             " more test levels than a random policy decide nothing.")
 
 
-def summary(table: pd.DataFrame, config: Mapping) -> str:
+def summary(table: pd.DataFrame, margins: Margins) -> str:
     """The page's first line, in Markdown: the tally of verdicts, then the rules that decided them."""
-    return f"**{tally(table)}.** {rules(verdicts.Margins.of(config))}"
+    return f"**{tally(table)}.** {rules(margins)}"
 
 
 VERDICT_COLOURS = {findings.SUPPORTED: "tab:green", findings.CONTRADICTED: "tab:red",

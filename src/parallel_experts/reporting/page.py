@@ -4,7 +4,6 @@ a sweep reduced, and the allocation report's headings and grids."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -16,15 +15,16 @@ from parallel_experts.analysis import lm_losses
 from parallel_experts.config import files
 from parallel_experts.reporting import figure_check, markup
 from parallel_experts.results import snapshot
+from parallel_experts.study import Study
 
 # The allocation report's section titles, one per domain.
 DOMAIN_TITLES = {"sokoban": "Sokoban (ConvLSTM experts, per environment step)",
                  "lm": "FineWeb language model (Transformer experts, per token)"}
 
 
-def begin(scale: str, description: str, config_path: str | None = None, precision: int = 3) -> dict | None:
-    """Show the banner of the page's scale and what the config reduced; return the config read from
-    `config_path` (the workflow's snapshot, results/config.json), if given."""
+def begin(scale: str, description: str, config_path: str | None = None, precision: int = 3) -> Study | None:
+    """Show the banner of the page's scale and what the config reduced; return the study of the config read from
+    `config_path` (the workflow's snapshot, results/config.json, validated when the workflow started), if given."""
     pd.set_option("display.precision", precision)
     plt.rcParams["text.parse_math"] = False  # a `$` in a name from a config or results file is text, not mathtext
     figure_check.watch()
@@ -33,13 +33,13 @@ def begin(scale: str, description: str, config_path: str | None = None, precisio
         return None
     config = files.load([config_path])
     snapshot.verify(config, config_path)
-    return config
+    return Study.of(config, validated=True)
 
 
-def scale_note(config: Mapping, sweep: xr.Dataset) -> str:
+def scale_note(study: Study, sweep: xr.Dataset) -> str:
     """The paragraph under an LM report's scale banner: what this sweep reduced (Markdown), or that it is the
     paper's setting."""
-    reduced = lm_losses.scale_differences(config, sweep)
+    reduced = lm_losses.scale_differences(study, sweep)
     if reduced:
         return "What this run reduced or changed relative to the paper's FineWeb runs:\n" + markup.bullets(reduced)
     return "Same corpus, vocabulary, budget anchors, windows and training length as the paper's FineWeb runs."

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from dataclasses import dataclass, replace
 
 import xarray as xr
@@ -266,6 +267,8 @@ class Families:
     ablation_values: dict[str, tuple]  # each ablation's values, as the config gives them (a run each, in this order)
     probed: list[Run]
     test_levels: int  # every run is evaluated on every test level
+    test_source: Mapping  # where they come from (`sokoban.levels.test`)
+    env_steps: int  # every run's training steps (`sokoban.env_steps`)
     probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
     probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
     probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds (`probe_seeds`), by run id
@@ -289,7 +292,8 @@ def families(config: Mapping) -> Families:
              for name, spec in sokoban.get("sweeps", {}).items()}
     values = {setting: tuple(spec["values"]) for setting, spec in sokoban.get("ablations", {}).items()}
     return Families(sweeps, plans, expert_count, ablation_runs(config, sweeps), values, probed,
-                    level_count(sokoban["levels"]["test"]), probe_levels(config) if probes else {},
+                    level_count(sokoban["levels"]["test"]), MappingProxyType(sokoban["levels"]["test"]),
+                    sokoban["env_steps"], probe_levels(config) if probes else {},
                     ProbeConfig(**probes.get("fit", {})) if probes else None,
                     {run.id: probe_seeds(config, run) for run in probed}, tuple((probes or {}).get("compare", ())),
                     (probes or {}).get("picture", {}).get("run"))
