@@ -11,7 +11,6 @@ import xarray as xr
 from scipy import stats
 from helpers import REPO, ablation_data, probe_recall
 
-from parallel_experts import study
 from parallel_experts.analysis import calibration, depth_rules, findings, scored_seeds, sokoban_scores, verdicts
 from parallel_experts.analysis.depth_rules import Arms
 from parallel_experts.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, UNTESTED, Finding

@@ -12,7 +12,7 @@ import xarray as xr
 
 from parallel_experts.analysis import comparison
 from parallel_experts.analysis import lm_losses
-from parallel_experts.core import budget, definitions
+from parallel_experts.core import definitions
 from parallel_experts.reporting import markup, page, plots
 from parallel_experts.results import grids
 

@@ -68,8 +68,9 @@ class Study:
 
     @property
     def fig5(self) -> tuple[str, int]:
-        """Fig. 5's LM sweep (`fig5_setting`)."""
-        return FIG5_BUDGET, self.lm.windows[0]
+        """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper). Its page, the
+        expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting."""
+        return "small", self.lm.windows[0]
 
     @property
     def digest(self) -> str:
@@ -170,13 +171,3 @@ def _check_evaluation(lm: lm_experiment.Families, windows: Sequence[int], publis
             check_fit(lm.shard_tokens, window, lm.evaluation["streams"], lm.evaluation["lanes"])
         except DataError as error:
             raise ConfigError(f"lm.evaluation: {error}") from None
-
-
-FIG5_BUDGET = "small"
-
-
-def fig5_setting(config: Mapping) -> tuple[str, int]:
-    """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper). Its page, the
-    expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting (`Study.fig5`; this, for
-    a validated config that is not yet a study)."""
-    return FIG5_BUDGET, config["lm"]["windows"][0]

@@ -26,7 +26,7 @@ class Item:
 
 
 # The claims page first. The paper has no large ConvGLU sweep (App. K): a config that adds one gets its sweep page
-# without a target. Fig. 5 is the LM sweep at the small budget and the config's first window (study.fig5_setting);
+# without a target. Fig. 5 is the LM sweep at the small budget and the config's first window (Study.fig5);
 # every other LM sweep is one of the appendix's fixed-compute panels (Figs. 14-15).
 ITEMS = (
     Item("claims", "The paper's claims, each judged from the results", "any results",
