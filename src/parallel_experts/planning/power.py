@@ -525,10 +525,9 @@ def analyse(study: Study, counters: costs.Counters, directory: Path, draws: int,
 
 def closed_form(test: Decision, seeds: Mapping[bool, stats.Seeds]) -> float | None:
     """The closed-form Welch power of a depth test whose two depths hold one allocation each."""
-    n = seeds[True]
-    if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or np.ndim(n) or int(n) < 2:
-        return None
-    truth, n = test.truth[True], int(n)
+    if test.claim != stats.DEPTH_TEST or len(test.truth[True].depth) != 2 or np.ndim(seeds[True]) or seeds[True] < 2:
+        return None  # a depth test's two arms have one seed count (`_given`)
+    truth, n = test.truth[True], int(seeds[True])
     deeper = int(np.argmax(truth.depth))
     shallower = 1 - deeper
     return stats.welch_power(truth.mean[deeper] - truth.mean[shallower], truth.sd[deeper], n, truth.sd[shallower], n)
