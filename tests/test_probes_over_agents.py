@@ -162,6 +162,6 @@ def test_the_planner_prices_one_probe_job_per_agent_as_the_dag_runs_them(tmp_pat
         if rule.startswith("sokoban_probe_"):
             planned.add((rule, wildcards[0]))
     config = files.load([REPO / "config" / "config.yaml"])
-    priced = {(job.rule, job.wildcards) for job in costs.jobs_by_result(Study.of(config), COUNTERS, [paths.SOKOBAN_PROBES])[
-        paths.SOKOBAN_PROBES] if job.rule.startswith("sokoban_probe_")}
+    jobs = costs.jobs_by_result(Study.of(config), COUNTERS, [paths.SOKOBAN_PROBES])[paths.SOKOBAN_PROBES]
+    priced = {(job.rule, job.wildcards) for job in jobs if job.rule.startswith("sokoban_probe_")}
     assert len(priced) == 4 * 2 * (3 + 1) and priced == planned  # 4 runs x 2 agents x (3 splits of data + 1 fit)

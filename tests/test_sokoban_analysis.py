@@ -99,7 +99,8 @@ def sokoban_config(**anchors) -> Study:
     budget unless changed."""
     anchors = {"small": [1, 1, 128]} | anchors
     return study_of(sokoban={
-        "budgets": {name: {"anchor": anchor, "tolerance": 0.1, "allocations": [anchor]} for name, anchor in anchors.items()},
+        "budgets": {name: {"anchor": anchor, "tolerance": 0.1, "allocations": [anchor]}
+                    for name, anchor in anchors.items()},
         "sweeps": {"convlstm": {"expert": "convlstm", "recurrent": [True, False], "budgets": list(anchors)}}})
 
 

@@ -138,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = atomic.refusal(error)
         if refused is None:
             raise
-        print(f"error: {refused.filename or 'a file'}: the file system refused it ({os.strerror(refused.errno or 0)})",
-              file=sys.stderr)
+        reason = os.strerror(refused.errno or 0)
+        print(f"error: {refused.filename or 'a file'}: the file system refused it ({reason})", file=sys.stderr)
         return 1
 
 

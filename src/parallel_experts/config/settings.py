@@ -2,9 +2,9 @@
 and the power analysis's stated assumptions, the claims' margins.
 
 Each class is one block of the schema, named in its docstring; its fields are that block's keys, and each default
-is the one config/README.md states (tests/test_settings.py compares the three key by key). `of` reads the block from a config the schema has validated,
-so it checks nothing again. The domains' settings are their runs' (`sokoban.experiment`, `lm.experiment`), and
-`parallel_experts.study.Study` holds all of them, built once.
+is the one config/README.md states (tests/test_settings.py compares the three key by key). `of` reads the block from
+a config the schema has validated, so it checks nothing again. The domains' settings are their runs'
+(`sokoban.experiment`, `lm.experiment`), and `parallel_experts.study.Study` holds all of them, built once.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def _frozen(mapping: Mapping) -> Mapping:
 class Resource:
     """What one job of a family of rules asks the scheduler for (`resources.<family>`)."""
 
-
     cpus: int
     mem_mb: int
     runtime: int  # minutes
@@ -50,7 +49,6 @@ class Resource:
 @dataclass(frozen=True)
 class Resources:
     """`resources`: each named family's, and the default for every other."""
-
 
     default: Resource
     families: Mapping[str, Resource]  # the families the config names, `default` included
@@ -75,7 +73,6 @@ class Resources:
 class Serial:
     """`plan.<family>.serial`: the latency of the level-steps an LM update runs in turn (planning/lm_time.py)."""
 
-
     step_ms: float
     per_sequence_us: float
 
@@ -84,7 +81,6 @@ class Serial:
 class AssumedDevice:
     """`plan.<family>`: the device a family's jobs are priced on, its peak, and the fraction of it they reach (one
     number, or one per model family: `recurrent`, `non-recurrent`, `default`)."""
-
 
     device: str
     peak_tflops: float
@@ -105,7 +101,6 @@ class AssumedDevice:
 class PlanAssumptions:
     """`plan`: the assumption of each family the config names (none: the planner can price only timed jobs)."""
 
-
     families: Mapping[str, AssumedDevice] = field(default_factory=lambda: _frozen({}))
 
     def where(self, family: str) -> str | None:
@@ -124,7 +119,6 @@ class PlanAssumptions:
 class FamilyAssumption:
     """`power.<domain>.<family>`: a family's scores over depth where the authors published no per-seed scores."""
 
-
     best_depth: int | Literal["deepest"]
     depth_gain: float
     sd: float
@@ -136,7 +130,6 @@ class FamilyAssumption:
 class AblationAssumption:
     """`power.sokoban.ablations.<setting>`: the default value's lead over every other value, at one seed spread."""
 
-
     lead: float
     sd: float
     reason: str
@@ -145,7 +138,6 @@ class AblationAssumption:
 @dataclass(frozen=True)
 class DomainPower:
     """`power.<domain>`: each family's assumption, and (Sokoban) each ablation's, where the config gives them."""
-
 
     recurrent: FamilyAssumption | None = None
     nonrecurrent: FamilyAssumption | None = None
@@ -167,7 +159,6 @@ class DomainPower:
 class PowerAssumptions:
     """`power`: the simulated studies per design and each domain's assumptions."""
 
-
     draws: int = 10_000  # per design: a Monte Carlo standard error of at most 0.004 at a power of 0.8
     sokoban: DomainPower = DomainPower()
     lm: DomainPower = DomainPower()
@@ -186,7 +177,6 @@ class PowerAssumptions:
 class Margins:
     """`claims.margins`: the non-inferiority margins of the claims "comparable", "competitive" and "catches up";
     the schema's entries give each default's reason."""
-
 
     sokoban: float = 0.2  # final-five return: about one seed's SD of the authors' returns (Table 7)
     lm: float = 0.02  # nats: the paper's cost of one KV cache per level (App. A.3; results.paper.KV_SHARING_COST)

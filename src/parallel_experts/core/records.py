@@ -36,7 +36,10 @@ def read_bytes(path: str | Path, what: str) -> bytes:
         return file.read()
 
 
-def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], what: str) -> dict:
+Fields = Mapping[str, type | tuple[type, ...]]  # a record's fields: each name and the types its value may have
+
+
+def read_json(path: str | Path, fields: Fields, what: str) -> dict:
     """The JSON object in `path`, with every key of `fields` present and of its type; `what` says what the file
     should be ("a report's sidecar"). Other keys are kept as they are."""
     try:
@@ -46,7 +49,7 @@ def read_json(path: str | Path, fields: Mapping[str, type | tuple[type, ...]], w
     return fields_of(found, fields, f"{path}: not {what}")
 
 
-def fields_of(found, fields: Mapping[str, type | tuple[type, ...]], where: str, fix: str = "") -> dict:
+def fields_of(found, fields: Fields, where: str, fix: str = "") -> dict:
     """`found`, a JSON object with every key of `fields` present and of its type; else a PipelineError that
     starts with `where` (the file and what it should be, and where in it) and ends with `fix`, if given."""
 

@@ -223,8 +223,8 @@ def families(config: Mapping) -> Families:
     """Every family of LM runs of a validated config, the sweep built once for both."""
     sweeps, lm = runs(config), config["lm"]
     return Families(sweeps, ablation_runs(config, sweeps), {name: seeds(config, name) for name in lm["budgets"]},
-                    tuple(lm["windows"]), MappingProxyType(lm["corpus"]), lm["shard_tokens"], MappingProxyType(evaluation(config)),
-                    devices(config), devices(config, "bench"),
+                    tuple(lm["windows"]), MappingProxyType(lm["corpus"]), lm["shard_tokens"],
+                    MappingProxyType(evaluation(config)), devices(config), devices(config, "bench"),
                     MappingProxyType({table: lm[table] for table in TABLES if table in lm}),
                     MappingProxyType({key: lm[key] for key in SHAPE}))
 

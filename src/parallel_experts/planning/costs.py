@@ -147,7 +147,8 @@ def sokoban_train_job(run: sokoban_experiment.Run, forward: float) -> Job:
 def _sokoban_job(rule: str, run: sokoban_experiment.Run, flops: float, seed: int | None = None, split: str = ""
                  ) -> Job:
     """A job of one run (a probe job: of its agent of training `seed`, on `split`), its wildcards as Snakemake's."""
-    wildcards = {"run": run.id} | ({"seed": str(seed)} if seed is not None else {}) | ({"split": split} if split else {})
+    wildcards = ({"run": run.id} | ({"seed": str(seed)} if seed is not None else {})
+                 | ({"split": split} if split else {}))
     return Job(rule, ", ".join(f"{key}={value}" for key, value in wildcards.items()), flops,
                paths.benchmark(rule, **wildcards), family(run.agent.recurrent), run, paths.run_dir("sokoban", run.id),
                1 if seed is not None else len(run.seeds), run.budget, bool(run.train.remat))  # a probe job: one agent
@@ -270,7 +271,8 @@ def jobs_by_target(study: Study, counters: Counters, targets: Sequence[str] = ()
         raise ConfigError(f"plan: unknown target {unknown[0]!r} at this config (targets: {', '.join(named)})")
     by_name = {report.name: report for report in reports}
 
-    def reads(report: catalogue.Report) -> Iterable[str]:  # the plan page's rule (plan_costs) waits for the results that the claims page reads
+    # the plan page's rule (plan_costs) waits for the results that the claims page reads
+    def reads(report: catalogue.Report) -> Iterable[str]:
         return by_name["claims"].inputs.values() if report.name == "plan" else report.inputs.values()
 
     by_result = jobs_by_result(study, counters, {path for target in targets or named for name in named[target]

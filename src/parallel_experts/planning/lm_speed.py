@@ -78,7 +78,7 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
 
 def _ended_well(check: Mapping, section: str, fields: Mapping, where: str) -> list[tuple[str, dict]]:
     """The entries of a section of the check that ended well, each with the fields a timing is made of."""
-    needed: dict[str, type | tuple[type, ...]] = {"seconds_per_update": (int, float), "job_devices": int, **fields}
+    needed: records.Fields = {"seconds_per_update": (int, float), "job_devices": int, **fields}
     return [(name, records.fields_of(entry, needed, f"{where}: {section}.{name}"))
             for name, entry in check[section].items() if entry.get("ok")]
 

@@ -538,14 +538,16 @@ def closed_form(test: Decision, seeds: Mapping[bool, stats.Seeds]) -> float | No
 
 # What an analysis holds (`analyse`), checked wherever one is read back (the cache, the pages), so that a file with
 # the right keys and nothing under them, or a truncated one, is refused naming the file and the place in it.
-_ANALYSIS: dict[str, type | tuple[type, ...]] = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict, "tests": list,
-             "not_modelled": dict, "decided": list}
-_TEST: dict[str, type | tuple[type, ...]] = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list, "curves": dict}
-_OURS: dict[str, type | tuple[type, ...]] = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict,
-         "no_effect": dict, "holds_alpha": bool, "no_effect_per_allocation": dict}
-_DESIGN: dict[str, type | tuple[type, ...]] = {"design": str, "target": (int, float), "seeds": (int, type(None))}
-_REACHED: dict[str, type | tuple[type, ...]] = {"power": (int, float), "stderr": (int, float), "hours": (int, float), "hours_on": dict}
-_STEP: dict[str, type | tuple[type, ...]] = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
+_ANALYSIS: records.Fields = {"alpha": (int, float), "draws": int, "targets": list, "devices": dict, "inputs": dict,
+                             "tests": list, "not_modelled": dict, "decided": list}
+_TEST: records.Fields = {"claim": str, "part": str, "domain": str, "config_design": dict, "designs": list,
+                         "curves": dict}
+_OURS: records.Fields = {"seeds": dict, "power": (int, float), "stderr": (int, float), "hours": (int, float),
+                         "hours_on": dict, "no_effect": dict, "holds_alpha": bool, "no_effect_per_allocation": dict}
+_DESIGN: records.Fields = {"design": str, "target": (int, float), "seeds": (int, type(None))}
+_REACHED: records.Fields = {"power": (int, float), "stderr": (int, float), "hours": (int, float),
+                            "hours_on": dict}
+_STEP: records.Fields = {"claim": str, "decided": int, "hours": (int, float, type(None)), "hours_on": dict}
 
 
 def read(path: str | Path, what: str = "a power analysis (python -m parallel_experts power --out)") -> dict:

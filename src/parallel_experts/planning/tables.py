@@ -119,7 +119,8 @@ def check_by_rule(check: pd.DataFrame) -> pd.DataFrame:
     predicted ÷ measured (1: exact)."""
     ratios = check.assign(held_out_ratio=check["held_out_seconds"] / check["measured_seconds"],
                           assumed_ratio=check["assumed_seconds"] / check["measured_seconds"])
-    def total(values: pd.Series) -> float:  # a rule none of whose jobs has a prediction (one timed job: no other to learn from): NaN
+    # a rule none of whose jobs has a prediction (one timed job: no other to learn from): NaN
+    def total(values: pd.Series) -> float:
         return values.sum(min_count=1)
 
     return ratios.groupby("rule").agg(jobs=("rule", "size"), measured_s=("measured_seconds", "sum"),

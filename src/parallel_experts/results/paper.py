@@ -52,7 +52,8 @@ ANCHORS = {
     "sokoban": {"small": [1, 1, 128], "medium": [1, 1, 256], "large": [1, 1, 1024]},
     "lm": {"small": [16, 1, 768, 8, 4], "medium": [32, 1, 768, 8, 4]},
 }
-DOMAIN_CONFIG: dict[str, dict[str, Any]] = {"sokoban": {"encoder_channels": 32}, "lm": {"head_dim": 96, "windows": [128, 1024]}}
+DOMAIN_CONFIG: dict[str, dict[str, Any]] = {"sokoban": {"encoder_channels": 32},
+                                             "lm": {"head_dim": 96, "windows": [128, 1024]}}
 
 
 # ----------------------------------------------------------------------------------- FineWeb (§5.2, App. A.3)

@@ -196,8 +196,9 @@ def _expert_count(study: Study) -> list[Report]:
     # Every LM budget trains both families at every window (lm.experiment.runs).
     lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in study.budgets["lm"]
           for recurrent in (False, True)]
-    sources: dict[str, tuple[str, list[tuple]]] = {"sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
-               "expert_count": (EXPERT_COUNT, extra), "lm_sweep": (LM_SWEEP["sweep"], lm)}
+    sources: dict[str, tuple[str, list[tuple]]] = {
+        "sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
+        "expert_count": (EXPERT_COUNT, extra), "lm_sweep": (LM_SWEEP["sweep"], lm)}
     inputs = {name: path for name, (path, planned) in sources.items() if _has_family(planned)}
     found = [_page("expert_count", inputs, {"window": window})] if inputs else []
     for (expert,) in items.settings("expert_count"):  # one sweep's own view, Fig. 18's of the first ConvGLU sweep
