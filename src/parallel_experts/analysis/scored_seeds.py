@@ -20,11 +20,11 @@ SCORES = {"final_five": "final-five return", "validation_loss": "validation loss
 TIMES = ("decode_seconds", "round_seconds")  # Table 5's, Table 6's
 
 
-def trained_seeds(found: Study) -> dict[str, dict[str, set[int]]]:
+def trained_seeds(study: Study) -> dict[str, dict[str, set[int]]]:
     """Each run dataset of the study (by path, Study.dataset_runs) -> each of its runs (by its id there) -> the
     seeds the config trains it with."""
-    seeds = {path: {run.id: set(run.seeds) for run in runs} for path, runs in found.sokoban_datasets.items()}
-    for path, runs in found.lm_datasets.items():  # an LM run is one seed; the dataset's `run`, its configuration
+    seeds = {path: {run.id: set(run.seeds) for run in runs} for path, runs in study.sokoban_datasets.items()}
+    for path, runs in study.lm_datasets.items():  # an LM run is one seed; the dataset's `run`, its configuration
         for run in runs:
             seeds.setdefault(path, {}).setdefault(run.configuration, set()).add(run.seed)
     return seeds

@@ -27,11 +27,6 @@ class Definition:
     """A frozen dataclass of settings (nested dataclasses, tuples, plain values) that travels as JSON, in rule
     params and netCDF attributes, and is rebuilt from it: a run's definition."""
 
-    @property
-    def id(self) -> str:
-        """What defines the run, as its folder and the reports name it (each domain's Run says how)."""
-        raise NotImplementedError
-
     def to_dict(self) -> dict:
         assert dataclasses.is_dataclass(self)  # every definition is a frozen dataclass
         return dataclasses.asdict(self)
@@ -52,7 +47,17 @@ def _rebuilt(kind, value):
     return tuple(value) if typing.get_origin(kind) is tuple else value
 
 
-D = typing.TypeVar("D", bound=Definition)  # a domain's run
+class Identified(typing.Protocol):
+    """A run as the planner and `by_id` read it, of either domain: its id (what defines it, as its folder and the
+    reports name it) and its definition, which its run folder records."""
+
+    @property
+    def id(self) -> str: ...
+
+    def to_dict(self) -> dict: ...
+
+
+D = typing.TypeVar("D", bound=Identified)  # a domain's run
 
 
 def named(runs: Mapping[str, D], run_id: str, config_files: Sequence[str]) -> D:

@@ -31,7 +31,7 @@ import pandas as pd
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.settings import PlanAssumptions, Serial
 from parallel_experts.core.budget import Allocation
-from parallel_experts.core.definitions import family
+from parallel_experts.core.definitions import Identified, family
 from parallel_experts.core.flops import TRAIN_PASSES
 from parallel_experts.core.records import benchmark_seconds, read_json
 from parallel_experts.core.run_folder import attempts, records
@@ -52,16 +52,6 @@ EVAL_MODES = 2  # greedy and sampled
 FIT_FROM = 8  # a family of at least this many models is fitted (12 counts), a smaller one counted model by model
 
 
-class Trained(Protocol):
-    """What planning needs of a run of either domain (`sokoban.experiment.Run`, `lm.experiment.Run`): its id, and
-    its definition, which its run folder records."""
-
-    @property
-    def id(self) -> str: ...
-
-    def to_dict(self) -> dict: ...
-
-
 @dataclass(frozen=True)
 class Job:
     """One timed job of the DAG, as Snakemake names it, and the FLOPs it computes."""
@@ -71,7 +61,7 @@ class Job:
     flops: float
     benchmark: str  # its Snakemake benchmark file
     family: str = ""  # recurrent or non-recurrent, where the rule's throughput depends on it
-    run: Trained | None = None  # the run it trains or evaluates (a systems table: None)
+    run: Identified | None = None  # the run it trains or evaluates (a systems table: None)
     folder: str = ""  # the run's folder (`paths.run_dir`), where its definition and attempts are recorded
     seeds: int = 0  # the seeds a Sokoban job trains or plays together (0: an LM or systems job)
     budget: str | None = None  # the run's budget (None: the expert-count sweep, a systems table)
