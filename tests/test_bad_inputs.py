@@ -31,8 +31,9 @@ from parallel_experts.core.atomic import WriteError
 from parallel_experts.reporting import render
 from parallel_experts.results import paths, rehearsal_file, store
 from parallel_experts.results import snapshot as config_snapshot
-from parallel_experts.sokoban import boxoban, experiment
+from parallel_experts.sokoban import boxoban
 from parallel_experts.sokoban.levels import LevelSet, pad_to
+from parallel_experts.study import Study
 
 SMOKE = REPO / "config/smoke.yaml"
 SMOKE_LINES = SMOKE.read_bytes().count(b"\n")  # a line appended to it is the next
@@ -69,7 +70,7 @@ def smoke(tmp_path_factory):
     folder = tmp_path_factory.mktemp("smoke")
     config = files.load([SMOKE])
     (folder / "config.json").write_text(json.dumps(config))
-    return folder / "config.json", experiment.runs(config)[0]
+    return folder / "config.json", Study.of(config).sokoban.sweeps[0]
 
 
 # --------------------------------------------------------------------------------------------------

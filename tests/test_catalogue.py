@@ -11,7 +11,6 @@ from helpers import REPO
 
 from parallel_experts import study
 from parallel_experts.config import files
-from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.targets import catalogue, items
 from parallel_experts.study import Study
 
@@ -77,7 +76,7 @@ def test_app_k_is_the_convglu_expert_counts_and_its_small_and_medium_sweeps():
     paper["sokoban"]["sweeps"]["convglu"]["budgets"].append("large")
     large = {r.name: r for r in catalogue.reports(Study.of(paper))}["sokoban_convglu_large"]
     assert large.target is None and large.paper == "Sokoban allocation sweep: convglu, large budget"
-    runs = {run.sweep: run for run in sokoban_experiment.runs(paper)}
+    runs = {run.sweep: run for run in Study.of(paper).sokoban.sweeps}
     assert catalogue.shows(fig18, runs["convglu"], {}) and not catalogue.shows(fig18, runs["convlstm"], {})
 
 
@@ -113,15 +112,13 @@ def test_every_notebook_exists_and_takes_the_parameters_it_is_given(name):
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smoke.yaml"])
 def test_sweep_reports_are_exactly_the_settings_that_have_runs(name):
-    from parallel_experts.lm import experiment as lm_experiment
-    from parallel_experts.sokoban import experiment as sokoban_experiment
 
     cfg = load(name)
     reports = catalogue.reports(Study.of(cfg))
     lm_pages = {(r.params["budget"], r.params["window"]) for r in reports if r.notebook == "lm_sweep"}
-    assert lm_pages == {(run.budget, run.window) for run in lm_experiment.runs(cfg)}
+    assert lm_pages == {(run.budget, run.window) for run in Study.of(cfg).lm.sweeps}
     sokoban_pages = {(r.params["sweep_name"], r.params["budget"]) for r in reports if r.notebook == "sokoban_sweep"}
-    assert sokoban_pages == {(run.sweep, run.budget) for run in sokoban_experiment.runs(cfg)}
+    assert sokoban_pages == {(run.sweep, run.budget) for run in Study.of(cfg).sokoban.sweeps}
 
 
 def test_probe_reports_exist_exactly_where_the_config_probes():

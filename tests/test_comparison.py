@@ -16,9 +16,8 @@ def test_in_this_config_matches_budget_and_allocation():
 
 
 def test_budget_differences_check_the_window_only_where_the_domain_has_one():
-    config = {"sokoban": {"encoder_channels": 32, "budgets": {
-        "small": {"anchor": [1, 1, 128], "tolerance": 0.1, "allocations": [[1, 1, 128]]}}}}
-    ours = budget.budgets(config, "sokoban")
+    ours = budget.budgets({"small": budget.BudgetSpec((1, 1, 128), 0.1, ((1, 1, 128),))},
+                          budget.Proxy("sokoban", encoder_channels=32))
     assert comparison.budget_differences(ours, "sokoban", "small") == []
     assert comparison.budget_differences(ours, "sokoban", "small", window=64) == []  # Sokoban has no window
     assert comparison.budget_differences(ours, "sokoban", "tiny") == ["the paper has no 'tiny' budget"]

@@ -16,7 +16,6 @@ from parallel_experts.planning import costs, resources
 from parallel_experts.planning import tables as plan
 from parallel_experts.targets import catalogue
 from parallel_experts.results import paths
-from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import flops as sokoban_flops
 
 SMOKE = REPO / "config/smoke.yaml"
@@ -115,9 +114,9 @@ def test_the_paper_plan_prices_every_figure_and_what_it_shows():
     assert (sums.loc[without_runs, "jobs"] == 0).all() and (sums.drop(without_runs)["device_hours"] > 0).all()
     assert set(table["source"].str.split(":").str[0]) == {"assumed", "modelled (plan.lm_train)", "modelled (plan.bench)"}
     # Fig. 2 shows the small ConvLSTM sweep, train and evaluate per run; its target builds every Sokoban sweep run.
-    small = [r for r in sokoban_experiment.runs(paper.config) if (r.sweep, r.budget) == ("convlstm", "small")]
+    small = [r for r in Study.of(paper.config).sokoban.sweeps if (r.sweep, r.budget) == ("convlstm", "small")]
     assert sums.loc["fig2", "shown_jobs"] == 2 * len(small)
-    assert sums.loc["fig2", "jobs"] == 2 * len(sokoban_experiment.runs(paper.config))
+    assert sums.loc["fig2", "jobs"] == 2 * len(Study.of(paper.config).sokoban.sweeps)
     # A job two targets share is counted once in the total; every GPU-hour is a job's seconds × its GPUs.
     distinct = table.drop_duplicates(["rule", "wildcards"])
     assert sums.loc[plan.TOTAL, "device_hours"] == pytest.approx(distinct["device_hours"].sum())

@@ -209,12 +209,12 @@ def test_table2_exists_exactly_where_sokoban_sweeps_train():
 def test_expert_count_runs_have_readable_ids_and_are_the_grids_runs_where_it_trains_them(tmp_path):
     demo = files.load([REPO / "config/config.yaml"])
     demo["sokoban"]["expert_count"].update(recurrent=[True, False], experts=[1, 2, 4])
-    runs = experiment.expert_count_runs(demo)
+    runs = Study.of(demo).sokoban.expert_count
     assert [run.id for run in runs] == [f"expert_count/{family}/L1-E{e}-d8" if e < 4 else
                                         f"convlstm/{family}/small/L1-E4-d8"  # the grid's run, trained once
                                         for family in ("recurrent", "nonrecurrent") for e in (1, 2, 4)]
     assert [run.budget for run in runs] == [None, None, "small"] * 2 and {run.seeds for run in runs} == {(0, 1)}
-    assert experiment.expert_count_runs(files.load([REPO / "config/paper.yaml"])) == []
+    assert Study.of(files.load([REPO / "config/paper.yaml"])).sokoban.expert_count == []
     # Its dataset is one family whatever the runs' origin: the sweep's run is labelled a run of expert_count.
     curves, evals = write_sokoban_results(tmp_path, runs, {run.id: run.agent.experts for run in runs})
     out = tmp_path / "expert_count.nc"  # through the command that rule sokoban_dataset runs

@@ -7,7 +7,6 @@ import pytest
 from helpers import REPO
 
 from parallel_experts.config import files
-from parallel_experts.core import budget
 from parallel_experts.core.benchmarking import counted_flops, flops_of
 from parallel_experts.core.budget import Allocation
 from parallel_experts.lm import flops as lm_flops
@@ -17,6 +16,7 @@ from parallel_experts.results import grids
 from parallel_experts.sokoban import flops as sokoban_flops
 from parallel_experts.sokoban.agent import agent_step_flops
 from parallel_experts.sokoban.settings import AgentConfig
+from parallel_experts.study import Study
 
 
 @pytest.mark.parametrize("agent", [AgentConfig(4, 52, 64), AgentConfig(3, 5, 40, expert="convglu", recurrent=False),
@@ -45,30 +45,32 @@ def test_the_allocations_report_counts_the_demo_agent_on_its_own_view_with_its_o
     demo = files.load([REPO / "config/config.yaml"])
     channels, view = demo["sokoban"]["encoder_channels"], demo["sokoban"]["training"]["view"]
     assert (channels, view) == (16, 6)
-    counted = sokoban_flops.allocation_flops(demo)
+    counted = sokoban_flops.allocation_flops(Study.of(demo).sokoban.settings)
     d = 8
     one, two = counted(Allocation(1, 1, d)), counted(Allocation(1, 2, d))
     by_hand = 72 * view * view * d * (channels + 2 * d)
     assert 1.0 <= (two - one) / by_hand < 1.1
     assert two == agent_step_flops(AgentConfig(1, 2, d, encoder_channels=16), 6, 6)  # not the 10×10 default
     assert agent_step_flops(AgentConfig(1, 2, d, encoder_channels=16), 10, 10) > 2 * two
-    grid = grids.allocation_dataset(demo, "sokoban", counted, sokoban_flops.flops_per(demo))
+    sokoban = Study.of(demo).sokoban
+    grid = grids.allocation_dataset(sokoban.budgets, sokoban.settings.proxy, counted,
+                                    sokoban_flops.flops_per(sokoban.settings))
     assert grid.attrs["work_proxy"].startswith("L·E·d·(16 + 2d) per environment step")
     assert "on the 6×6 view" in grid["measured_flops"].attrs["long_name"]
 
 
 def test_the_allocations_sokoban_flops_are_the_recurrent_agents_on_the_trained_view():
     smoke = files.load([REPO / "config/smoke.yaml"])
-    a = budget.budgets(smoke, "sokoban")[0].anchor
+    a = Study.of(smoke).budgets["sokoban"][0].anchor
     channels, view = smoke["sokoban"]["encoder_channels"], smoke["sokoban"]["training"].get("view", 10)
-    assert sokoban_flops.allocation_flops(smoke)(a) == agent_step_flops(
+    assert sokoban_flops.allocation_flops(Study.of(smoke).sokoban.settings)(a) == agent_step_flops(
         AgentConfig(a.depth, a.experts, a.width, encoder_channels=channels), view, view)
 
 
 def test_the_allocations_lm_flops_have_one_value_per_window_and_family():
     smoke = files.load([REPO / "config/smoke.yaml"])
-    [anchor] = [b.anchor for b in budget.budgets(smoke, "lm")][:1]
-    flops = lm_flops.allocation_flops(smoke)(anchor)
+    [anchor] = [b.anchor for b in Study.of(smoke).budgets["lm"]][:1]
+    flops = lm_flops.allocation_flops(Study.of(smoke).lm.settings)(anchor)
     assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
     assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache
 

@@ -15,7 +15,6 @@ from helpers import REPO
 
 from parallel_experts import gpu_check, study
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.rehearsal import programs as rehearsal
 
@@ -28,19 +27,20 @@ def positive(value) -> bool:
 
 @pytest.mark.pipeline
 def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields(tmp_path):
-    config = study.load([str(REPO / SMOKE)]).config
+    smoke = study.load([str(REPO / SMOKE)])
     plan = yaml.safe_load((REPO / SMOKE).read_text())["plan"]["default"]  # the smoke's one assumption
-    sokoban_run = gpu_check.default_sokoban_runs(config)[0]
-    transformer, recurrent = gpu_check.default_lm_runs(config)
+    sokoban_run = gpu_check.default_sokoban_runs(smoke.sokoban)[0]
+    transformer, recurrent = gpu_check.default_lm_runs(smoke.lm)
     # The CPU rehearsal of the Transformer's update: on a CPU the check compiles that very program, so its plan
     # must equal the rehearsal's, byte for byte. The Sokoban program is left out of the file: its figure is null.
-    run = lm_experiment.runs_by_id(config)[transformer]
+    run = smoke.lm.by_id[transformer]
     rehearsed = tmp_path / "rehearsal.json"
-    rehearsal.write(config, [rehearsal.compile_program(lm_programs.train_update(run.model, run.train, 1))], rehearsed)
+    rehearsal.write(smoke, [rehearsal.compile_program(lm_programs.train_update(run.model, run.train, 1))], rehearsed)
     out = tmp_path / "check.json"
 
     done = subprocess.run(["bash", "workflow/scripts/gpu_check.sh", "--smoke", str(out), "--rehearsal", str(rehearsed),
-                           "--sokoban-run", sokoban_run, "--sokoban-updates", "3"], cwd=REPO, capture_output=True, text=True, timeout=900,
+                           "--sokoban-run", sokoban_run, "--sokoban-updates", "3"], cwd=REPO, capture_output=True,
+                          text=True, timeout=900,
                           env={**os.environ, "PYTHON": sys.executable})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads(out.read_text())
@@ -108,16 +108,16 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
 
 
 def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_cell():
-    paper = study.load([str(REPO / "config/paper.yaml")]).config
+    paper = study.load([str(REPO / "config/paper.yaml")])
     # by default: the Transformer at its longest C, L1 E16 at the shortest and the longest the authors ran, L8 E2
-    assert gpu_check.table6_cells(paper) == [((False, 16, 1), 2048), ((True, 1, 16), 32), ((True, 1, 16), 1024),
+    assert gpu_check.table6_cells(paper.lm) == [((False, 16, 1), 2048), ((True, 1, 16), 32), ((True, 1, 16), 1024),
                                              ((True, 8, 2), 32)]
-    assert gpu_check.table6_cells(paper, ["L2-E8@64", "transformer@32", "l2-e8@64"]) == [((True, 2, 8), 64),
+    assert gpu_check.table6_cells(paper.lm, ["L2-E8@64", "transformer@32", "l2-e8@64"]) == [((True, 2, 8), 64),
                                                                                           ((False, 16, 1), 32)]
-    assert len(gpu_check.table6_cells(paper, ["all"])) == 5 * 6
+    assert len(gpu_check.table6_cells(paper.lm, ["all"])) == 5 * 6
     for bad in ("L3-E16@32", "L1-E16@33", "transformer", "L1-E16"):
         with pytest.raises(ConfigError, match=f"--table6 '{bad}': not a cell"):
-            gpu_check.table6_cells(paper, [bad])
+            gpu_check.table6_cells(paper.lm, [bad])
     chosen = gpu_check.sections(paper)
     gpu_check.traced(chosen, REPO / "traces")
     traced = {spec.get("trace") for spec in chosen} - {None}
@@ -133,8 +133,8 @@ def test_a_failing_or_hanging_section_is_its_own_error():
 
 
 def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_path, monkeypatch):
-    config = study.load([str(REPO / SMOKE)]).config
-    chosen = gpu_check.sections(config, lm_runs=gpu_check.default_lm_runs(config)[:1])
+    smoke = study.load([str(REPO / SMOKE)])
+    chosen = gpu_check.sections(smoke, lm_runs=gpu_check.default_lm_runs(smoke.lm)[:1])
     results = iter([{"ok": False, "error": "RuntimeError: out of memory"},
                     {"ok": True, "flops_per_update": 2e12, "seconds_per_update": 4.0, "peak_bytes": 10,
                      "program_key": "a", "job_program_key": "b"},
@@ -142,7 +142,7 @@ def test_the_sections_after_a_failed_one_still_run_and_the_file_keeps_both(tmp_p
     monkeypatch.setattr(gpu_check, "isolated", lambda config, spec, timeout: dict(next(results)))
     out = tmp_path / "check.json"
     latency = next(spec for spec in chosen if spec["section"] == "lm_latency")
-    found = gpu_check.check(config, [*chosen[:2], latency], out, progress=lambda line: None)
+    found = gpu_check.check(smoke, [*chosen[:2], latency], out, progress=lambda line: None)
 
     assert json.loads(out.read_text()) == found
     assert [e.split(":")[0] for e in found["errors"]] == [f"sokoban_train {chosen[0]['run']}", "lm_latency"]
@@ -155,7 +155,7 @@ def test_the_check_itself_never_loads_jax():
     """XLA preallocates most of a GPU's memory in the first process that uses it: the check's own process must
     leave the GPU to the sections' processes."""
     code = ("import sys; from parallel_experts import gpu_check, study; "
-            f"gpu_check.sections(study.load([{SMOKE!r}]).config); print('jax' in sys.modules)")
+            f"gpu_check.sections(study.load([{SMOKE!r}])); print('jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -34,21 +34,21 @@ def load(name):
 
 def test_paper_ablation_is_the_sweeps_recurrent_L2_E8_at_the_first_window():
     paper = load("paper.yaml")
-    found = experiment.ablation_runs(paper)
+    found = Study.of(paper).lm.ablations
     assert list(found) == ["aggregation", "kv_cache"]
     runs = found["aggregation"]
     assert [r.model.aggregation for r in runs] == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
     assert [r.id for r in runs] == ["recurrent/small/W128/L2-E8-d768", "recurrent/small/W128/L2-E8-d768-mean",
                                     "recurrent/small/W128/L2-E8-d768-routed_mean",
                                     "recurrent/small/W128/L2-E8-d768-routed_sqrt_sum"]
-    sweep = {run.id: run for run in experiment.runs(paper)}
+    sweep = {run.id: run for run in Study.of(paper).lm.sweeps}
     assert runs[0] == sweep[runs[0].id]  # the sqrt-sum is the sweep's run itself: trained once
     for run in runs:  # only the rule differs from the sweep's run
         assert dataclasses.replace(run.model, aggregation="sqrt_sum") == sweep[runs[0].id].model
         assert run.train == sweep[runs[0].id].train and run.train.memory == 128 and run.model.recurrent
         assert (run.model.q_heads, run.model.kv_heads) == (8, 4)
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
-    every = experiment.by_id([experiment.runs(paper), runs])
+    every = experiment.by_id([Study.of(paper).lm.sweeps, runs])
     assert len(every) == len(sweep) + 3 and not set(r.id for r in runs[1:]) & set(sweep)
     shared, per_expert = found["kv_cache"]  # App. A.3's pair: the shared cache is the same sweep run
     assert shared == runs[0] and per_expert.id == runs[0].id + "-kv_expert"
@@ -56,21 +56,21 @@ def test_paper_ablation_is_the_sweeps_recurrent_L2_E8_at_the_first_window():
 
 
 def test_demo_and_smoke_ablations():
-    demo = experiment.ablation_runs(load("config.yaml"))["aggregation"]
+    demo = Study.of(load("config.yaml")).lm.ablations["aggregation"]
     assert [r.id for r in demo] == ["recurrent/small/W64/L2-E2-d64", "recurrent/small/W64/L2-E2-d64-mean"]
     smoke = load("smoke.yaml")
-    runs = experiment.ablation_runs(smoke)
+    runs = Study.of(smoke).lm.ablations
     assert [r.id for r in runs["aggregation"]] == ["recurrent/small/W16/L1-E2-d16"]  # the sweep's run: no training
-    assert runs["aggregation"][0] in experiment.runs(smoke)
+    assert runs["aggregation"][0] in Study.of(smoke).lm.sweeps
     assert [r.id for r in runs["kv_cache"]] == ["recurrent/small/W16/L1-E2-d16", "recurrent/small/W16/L1-E2-d16-kv_expert"]
 
 
 def test_a_sweep_with_another_rule_gives_ids_that_name_it():
     demo = load("config.yaml")
     demo["lm"]["aggregation"] = "mean"
-    sweep = {run.id: run for run in experiment.runs(demo)}
+    sweep = {run.id: run for run in Study.of(demo).lm.sweeps}
     assert "recurrent/small/W64/L2-E2-d64-mean" in sweep and "nonrecurrent/small/W64/L4-E1-d64-mean" in sweep
-    runs = experiment.ablation_runs(demo)["aggregation"]
+    runs = Study.of(demo).lm.ablations["aggregation"]
     assert runs[1] == sweep[runs[1].id] and runs[0].id == "recurrent/small/W64/L2-E2-d64"  # mean is the sweep's
 
 
@@ -78,7 +78,7 @@ def test_one_id_never_names_two_runs(monkeypatch):
     demo = load("config.yaml")
     monkeypatch.setattr(experiment, "VARIANTS", {})  # a varied setting that the ids do not show
     with pytest.raises(PipelineError, match="recurrent/small/W64/L2-E2-d64 names two different runs"):
-        experiment.by_id([experiment.runs(demo), *experiment.ablation_runs(demo).values()])
+        experiment.by_id([Study.of(demo).lm.sweeps, *Study.of(demo).lm.ablations.values()])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -92,7 +92,7 @@ def test_bad_ablations_name_the_key(change, message):
     demo = load("config.yaml")
     demo["lm"]["ablations"]["aggregation"].update(change)
     with pytest.raises(ConfigError, match=message):
-        experiment.ablation_runs(demo)
+        Study.of(demo).lm.ablations
 
 
 def test_the_schema_refuses_unknown_rules_and_settings():
@@ -113,9 +113,9 @@ def test_the_schema_refuses_unknown_rules_and_settings():
 
 def test_the_schedule_key_reaches_the_runs():
     demo = load("config.yaml")
-    assert {run.train.schedule for run in experiment.runs(demo)} == {"authors"}  # TrainConfig's default
+    assert {run.train.schedule for run in Study.of(demo).lm.sweeps} == {"authors"}  # TrainConfig's default
     demo["lm"]["training"]["schedule"] = "total"
-    assert {run.train.schedule for run in experiment.runs(demo)} == {"total"}
+    assert {run.train.schedule for run in Study.of(demo).lm.sweeps} == {"total"}
 
 
 def test_each_settings_default_is_model_configs():
@@ -159,7 +159,7 @@ KV_COST = {"level": 0.0, "expert": -0.03}  # per-expert caches 0.03 nats lower: 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    found = experiment.ablation_runs(demo_with_every_rule("lm"))
+    found = Study.of(demo_with_every_rule("lm")).lm.ablations
     runs = experiment.by_id(found.values()).values()
     files = [write_run(tmp_path_factory.mktemp("runs"), run, LOSSES[run.model.aggregation] + KV_COST[run.model.kv_cache])
              for run in runs]
@@ -194,7 +194,7 @@ def test_the_papers_value_only_at_the_papers_configuration(dataset):
     value, why_not = ablations.paper_value(study_of("config.yaml"), "aggregation", table, 4096)
     assert value is None and any("L2 E8 d768 at W = 128" in reason for reason in why_not)
     paper = Study.of(load("paper.yaml") | {})
-    assert "pretokenized" in paper.lm.corpus
+    assert "pretokenized" in paper.lm.settings.corpus
     at_paper = table.assign(window=128, experts=8, width=768)
     assert ablations.paper_value(paper, "aggregation", at_paper, 50304) == (3.51, [])
     assert ablations.paper_value(paper, "aggregation", at_paper.assign(experts=4), 50304)[0] is None
@@ -234,7 +234,7 @@ def test_seeds_are_one_configuration_each_in_the_dataset(tmp_path):
     sqrt-sum (losses 4.19 and 4.21)."""
     demo = load("config.yaml")
     demo["lm"]["budgets"]["small"]["seeds"] = [0, 1]
-    found = experiment.ablation_runs(demo)
+    found = Study.of(demo).lm.ablations
     runs = experiment.by_id(found.values()).values()
     offset = {0: -0.01, 1: 0.01}
     files = [write_run(tmp_path, run, LOSSES[run.model.aggregation] + KV_COST[run.model.kv_cache] + offset[run.seed])

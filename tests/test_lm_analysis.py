@@ -272,8 +272,8 @@ def test_families_have_one_definition_and_keep_their_names_on_disk(paper_config)
     assert [definitions.family(r) for r in (True, False)] == list(definitions.FAMILIES.values())
     assert [definitions.family_id(r) for r in (True, False)] == ["recurrent", "nonrecurrent"]
     assert set(lm_losses.run_table(sweep())["family"]) == set(definitions.FAMILIES.values())
-    config = paper_config()
-    grid = grids.allocation_dataset(dict(config.config) | {"scale": "test"}, "lm")
+    lm = paper_config().lm
+    grid = grids.allocation_dataset(lm.budgets, lm.settings.proxy)
     assert grid["family"].values.tolist() == ["nonrecurrent", "recurrent"]  # as planning.plan.allocations measures
 
 

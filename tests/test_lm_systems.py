@@ -65,6 +65,7 @@ def test_a_cell_is_timed_with_its_flops_or_reported_oom_without_running(shards):
 TWO_DEVICES = """
 import json, sys
 import jax, numpy as np
+from parallel_experts.config.settings import Resources
 from parallel_experts.lm import experiment, throughput
 from parallel_experts.lm.settings import ModelConfig
 assert len(jax.devices()) == 2
@@ -76,7 +77,8 @@ shards = throughput.training_shards(folder, 64)
 found = {d: throughput.measure(config, 16, spec, shards, 2**40, devices=d) for d in (1, 2)}
 print(json.dumps({"inputs_on": len(inputs.sharding.device_set), "planned": {d: f["planned_bytes"] for d, (f, _) in
                   found.items()}, "timed": {d: len(cell.run(3)) for d, (_, cell) in found.items()},
-                  "configured": experiment.devices({"resources": {"default": {"gpus": 0}, "bench": {"gpus": 2}}},
+                  "configured": experiment.devices(Resources.of({"resources": {"default": {"gpus": 0, "cpus": 1,
+                  "mem_mb": 100, "runtime": 1}, "bench": {"gpus": 2, "cpus": 1, "mem_mb": 100, "runtime": 1}}}),
                                                    "bench")}))
 """
 

@@ -17,6 +17,7 @@ from parallel_experts.lm import experiment
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, lm_time
+from parallel_experts.study import Study
 
 AIMS = {"median": 0.15, "worst": 1.5}  # issue 42: Table 6 held out, median error within 15 %, no cell off by 1.5×
 
@@ -86,8 +87,9 @@ def test_without_the_serial_term_the_long_contexts_fail(our_speed):
 def test_the_h200_timings_are_one_gpus_share_of_the_paper_runs(paper):
     for (recurrent, depth, experts), (train, _) in lm_time.H200_UPDATES.items():
         model = systems.model_config((recurrent, depth, experts), 768, paper["lm"])
-        run = experiment.train_config(paper, model, 1024)
-        gpus = experiment.devices(paper)
+        lm = Study.of(paper).lm
+        run = experiment.train_config(lm.settings, model, 1024, lm.devices)
+        gpus = lm.devices
         assert train == dataclasses.replace(run, batch_tokens=run.batch_tokens // gpus,
                                             microbatch=run.microbatch // gpus, train_tokens=train.train_tokens)
 
@@ -108,10 +110,10 @@ def test_an_update_runs_the_recurrent_levels_in_turn_and_evaluation_a_third_of_a
 
 def h200_check(paper) -> dict:
     """A GPU check's file holding the H200's two training updates (docs/benchmarks.md), as `gpu-check` writes them."""
-    runs = {run.model.recurrent: run.id for run in experiment.runs(paper)
+    runs = {run.model.recurrent: run.id for run in Study.of(paper).lm.sweeps
             if run.window == 1024 and allocation_id(run.model) == "L16-E1-d768" and run.budget == "small"}
     return {"config_scale": "paper", "machine": {"device_kind": "NVIDIA H200"}, "lm_table6": {},
-            "lm_train": {runs[recurrent]: {"ok": True, "job_devices": experiment.devices(paper),
+            "lm_train": {runs[recurrent]: {"ok": True, "job_devices": Study.of(paper).lm.devices,
                                            "seconds_per_update": seconds}
                          for (recurrent, *_), (_, seconds) in lm_time.H200_UPDATES.items()}}
 

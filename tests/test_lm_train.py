@@ -23,11 +23,12 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
 from parallel_experts.core.checkpoint import NonFiniteLossError, checkpoint_update
 from parallel_experts.core.walltime import Deadline
-from parallel_experts.lm import experiment, models
+from parallel_experts.lm import models
 from parallel_experts.lm.corpus import write_shards
 from parallel_experts.lm.settings import TrainConfig
 from parallel_experts.lm.shards import DataError, num_batches
 from parallel_experts.lm.train import Trainer, train
+from parallel_experts.study import Study
 
 
 def params_close(a, b, atol=0.0):
@@ -232,7 +233,7 @@ def test_cli_training_survives_a_kill(tmp_path):
     config["lm"]["training"] = {"batch_tokens": 256, "microbatch_tokens": 128, "segment": 8, "log_every": 2,
                                 "checkpoint_every": 2}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    run = experiment.runs_by_id(config)["recurrent/small/W16/L1-E2-d16"]
+    run = Study.of(config).lm.by_id["recurrent/small/W16/L1-E2-d16"]
     assert run.model == model_config(True) and run.train == train_config(True, checkpoint_every=2)
 
     train = ["lm-train", "--config", str(tmp_path / "config.json"), "--run", run.id, "--tokens", str(folder)]

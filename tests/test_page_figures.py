@@ -19,6 +19,7 @@ from parallel_experts.planning import tables as planner  # noqa: E402
 from parallel_experts.reporting import claims, plots  # noqa: E402
 from parallel_experts.reporting.figure_check import defects  # noqa: E402
 from parallel_experts.results import grids  # noqa: E402
+from parallel_experts.study import Study  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +36,8 @@ def legend_texts(fig) -> list[str]:
 
 def test_the_lm_grid_labels_depths_at_powers_of_two_and_keys_its_sizes_and_tolerance():
     """The paper's LM grid has depths 7, 8, 13 and 16, whose labels ran together ("1316")."""
-    table = grids.allocation_table(grids.allocation_dataset(files.load([REPO / "config/paper.yaml"]), "lm"))
+    lm = Study.of(files.load([REPO / "config/paper.yaml"])).lm
+    table = grids.allocation_table(grids.allocation_dataset(lm.budgets, lm.settings.proxy))
     fig = plots.work_ratios(table, "test", {name: 0.3 for name in table["budget"].unique()})
     assert defects(fig) == []
     medium = fig.axes[1]

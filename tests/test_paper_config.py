@@ -13,12 +13,11 @@ from helpers import REPO
 from parallel_experts.analysis.sokoban_scores import PAPER_EXPERT
 from parallel_experts.config.files import load
 from parallel_experts.core import budget
-from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.results import paper
 from parallel_experts.results.paper import Quoted
-from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban.settings import ProbeConfig
+from parallel_experts.study import Study
 
 PAPER_YAML = REPO / "config/paper.yaml"
 DEFAULT = "omitted: the library's default"
@@ -64,7 +63,7 @@ def written(block: dict, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def sokoban_runs(config) -> list:
-    return list(sokoban_experiment.runs_by_id(config).values())
+    return list(Study.of(config).sokoban.by_id.values())
 
 
 @pytest.mark.parametrize("name", list(paper.SOKOBAN_TRAINING))
@@ -104,7 +103,7 @@ def test_the_recurrent_convlstm_runs_train_the_authors_grid(config):
     """The authors' Sokoban grid is their recurrent ConvLSTM runs'. Allocations that only the non-recurrent agents
     train (inferred from §5.1, not published) may come on top, so the grid is read off the recurrent runs."""
     published = paper.allocations("sokoban")
-    recurrent = [run for run in sokoban_experiment.runs(config)
+    recurrent = [run for run in Study.of(config).sokoban.sweeps
                  if run.agent.recurrent and run.agent.expert == PAPER_EXPERT]
     for name in paper.ANCHORS["sokoban"]:
         ours = sorted({(run.agent.depth, run.agent.experts, run.agent.width)
@@ -131,7 +130,7 @@ def test_each_sokoban_sweep_trains_the_papers_seeds(config, sokoban_runs):
 def test_the_large_budget_adds_the_nonrecurrent_depth_16_runs(config, sokoban_runs):
     """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
     the budget code admits, trained by the non-recurrent runs only (none of App. K's ConvGLU runs are large)."""
-    large = next(b for b in budget.budgets(config, "sokoban") if b.name == "large")
+    large = next(b for b in Study.of(config).budgets["sokoban"] if b.name == "large")
     quoted = paper.SOKOBAN_FAMILY_ALLOCATIONS
     inferred = quoted._replace(value={family: tuple(budget.Allocation(*a) for a in by_budget["large"])
                                       for family, by_budget in quoted.value.items()})
@@ -157,7 +156,7 @@ def test_the_sokoban_ablations_vary_the_papers_runs(config):
 
 def test_the_probes_read_the_papers_agents_with_its_settings(config):
     probes = config["sokoban"]["probes"]
-    compared = [sokoban_experiment.runs_by_id(config)[name] for name in probes["compare"]]
+    compared = [Study.of(config).sokoban.by_id[name] for name in probes["compare"]]
     ours = shared((run.budget for run in compared), "sokoban.probes.compare (budget)"), tuple(
         sorted(run.agent.depth for run in compared if run.agent.recurrent))
     agrees("sokoban.probes.compare (budget, recurrent depths)", ours, paper.PROBES["compare"])
@@ -170,7 +169,7 @@ def test_the_probes_read_the_papers_agents_with_its_settings(config):
 
 @pytest.mark.parametrize("domain", budget.DOMAINS)
 def test_every_budget_of_the_paper_is_anchored_where_the_paper_anchors_it(config, domain):
-    ours = {b.name: b.anchor.as_list() for b in budget.budgets(config, domain)}
+    ours = {b.name: b.anchor.as_list() for b in Study.of(config).budgets[domain]}
     for name, anchor in paper.ANCHORS[domain].items():
         agrees(f"{domain}.budgets.{name}.anchor", ours.get(name), plain("ANCHORS", anchor))
 
@@ -179,7 +178,7 @@ def test_every_budget_of_the_paper_is_anchored_where_the_paper_anchors_it(config
 
 @pytest.fixture(scope="module")
 def lm_runs(config) -> list:
-    return list(lm_experiment.runs_by_id(config).values())
+    return list(Study.of(config).lm.by_id.values())
 
 
 def test_every_fineweb_run_has_the_papers_data_and_precision(config, lm_runs):
@@ -217,7 +216,7 @@ def test_each_fineweb_family_trains_on_the_authors_windows(config, lm_runs):
 
 
 def test_fineweb_evaluation_and_machines_are_the_authors(config):
-    agrees("lm.evaluation.streams", lm_experiment.evaluation(config)["streams"],
+    agrees("lm.evaluation.streams", Study.of(config).lm.settings.evaluation.streams,
            paper.FINEWEB_TRAINING["evaluation_streams"], written(config["lm"].get("evaluation", {}), "streams"))
     for family in ("lm_train", "bench"):
         agrees(f"resources.{family}.gpus", config["resources"][family]["gpus"], paper.FINEWEB_TRAINING["gpus"])

@@ -8,11 +8,12 @@ from helpers import REPO
 from parallel_experts.config import files
 from parallel_experts.reporting import plots
 from parallel_experts.results import grids
+from parallel_experts.study import Study
 
 
 def test_work_ratios_draws_every_allocation_of_every_budget_at_its_ratio():
-    paper = files.load([REPO / "config/paper.yaml"])
-    table = grids.allocation_table(grids.allocation_dataset(paper, "sokoban"))
+    sokoban = Study.of(files.load([REPO / "config/paper.yaml"])).sokoban
+    table = grids.allocation_table(grids.allocation_dataset(sokoban.budgets, sokoban.settings.proxy))
     tolerance = {name: 0.3 for name in table["budget"].unique()}
     fig = plots.work_ratios(table, "test", tolerance)
     axes = fig.axes

@@ -16,6 +16,7 @@ from parallel_experts.config import files
 from parallel_experts.core import precision
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.study import Study
 
 SMOKE = str(REPO / "config/smoke.yaml")
 
@@ -53,11 +54,12 @@ def test_the_precision_defines_a_run_only_where_it_is_not_the_default():
     paper = files.load([REPO / "config/paper.yaml"])
     demo = files.load([REPO / "config/config.yaml"])
     for domain, experiment in (("sokoban", sokoban_experiment), ("lm", lm_experiment)):
-        assert paper[domain]["training"]["matmul_precision"] == precision.of(demo, domain) == "default"  # stated
+        stated = paper[domain]["training"]["matmul_precision"]
+        assert stated == Study.of(demo).matmul_precision(domain) == "default"
         for config in (paper, demo):
             assert all("matmul_precision" not in run.to_dict()["train"]
-                       for run in experiment.runs_by_id(config).values())
+                       for run in Study.of(config).families(domain).by_id.values())
         demo[domain]["training"]["matmul_precision"] = "float32"
-        run = next(iter(experiment.runs_by_id(demo).values()))
+        run = next(iter(Study.of(demo).families(domain).by_id.values()))
         assert run.train.matmul_precision == "float32" and run.to_dict()["train"]["matmul_precision"] == "float32"
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run

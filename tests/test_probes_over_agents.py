@@ -19,7 +19,6 @@ from parallel_experts.study import Study
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.planning import costs
 from parallel_experts.results import paths
-from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban import flops as sokoban_flops
 
 COUNTERS = costs.Counters(sokoban_flops, lm_flops)
@@ -146,9 +145,9 @@ def probed_config(seeds):
 
 def test_each_probed_seed_must_be_a_seed_every_probed_run_trains():
     config = probed_config([0, 1])
-    assert [experiment.probe_seeds(config, run) for run in experiment.probed_runs(config)] == [(0, 1)] * 4
+    assert [Study.of(config).sokoban.probe_seeds[run.id] for run in Study.of(config).sokoban.probed] == [(0, 1)] * 4
     with pytest.raises(ConfigError, match=r"sokoban\.probes\.seeds\[1\]: 7 is not a seed of convlstm/recurrent/small"):
-        experiment.probed_runs(probed_config([0, 7]))
+        Study.of(probed_config([0, 7])).sokoban.probed
 
 
 def test_the_planner_prices_one_probe_job_per_agent_as_the_dag_runs_them(tmp_path):

@@ -37,7 +37,7 @@ def planned_jobs(config) -> set[tuple[str, str]]:
 
 def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
     config = files.load([SMOKE])
-    programs = rehearsal.programs(config)
+    programs = rehearsal.programs(Study.of(config))
     keys = [program.key for program in programs]
     assert len(keys) == len(set(keys))
     assert {tuple(job) for program in programs for job in program.jobs} == planned_jobs(config)
@@ -50,23 +50,23 @@ def test_the_smoke_programs_are_distinct_and_cover_every_job_of_the_dag():
 def test_an_unknown_only_key_is_refused_before_anything_compiles(tmp_path):
     out = tmp_path / "rehearsal.json"
     with pytest.raises(ConfigError, match=r"rehearse --only: no program 'NOSUCHKEY' at this config; its \d+ keys: "):
-        rehearsal.rehearse(files.load([SMOKE]), out, keys={"NOSUCHKEY"})
+        rehearsal.rehearse(Study.of(files.load([SMOKE])), out, keys={"NOSUCHKEY"})
     assert not out.exists()
 
 
 def test_the_parts_hold_every_program_once_in_order_and_are_full():
     config = files.load([PAPER])
-    parts = rehearsal.parts(config)
-    assert [p.key for part in parts for p in part] == [p.key for p in rehearsal.programs(config)]
+    parts = rehearsal.parts(Study.of(config))
+    assert [p.key for part in parts for p in part] == [p.key for p in rehearsal.programs(Study.of(config))]
 
     def units(programs):
         return sum(5 if p.rule == "sokoban_train" else 1 for p in programs)  # a training update: 80 s of 16
 
     assert all(units(part) <= 40 for part in parts)
     assert all(units(part) + units(after[:1]) > 40 for part, after in zip(parts, parts[1:]))  # none could take more
-    assert rehearsal.part_keys(config, 1) == {p.key for p in parts[1]}
+    assert rehearsal.part_keys(Study.of(config), 1) == {p.key for p in parts[1]}
     with pytest.raises(PipelineError, match=f"--part {len(parts)}: .* parts 0 to {len(parts) - 1}"):
-        rehearsal.part_keys(config, len(parts))
+        rehearsal.part_keys(Study.of(config), len(parts))
 
 
 def test_the_paper_training_updates_are_compiled_for_the_gpus_their_job_splits_them_over():
@@ -75,7 +75,7 @@ def test_the_paper_training_updates_are_compiled_for_the_gpus_their_job_splits_t
     config = files.load([PAPER])
     assert config["resources"]["lm_train"]["gpus"] == config["resources"]["bench"]["gpus"] == 4
     found = {}
-    for program in lm_programs.programs(config):
+    for program in lm_programs.programs(Study.of(config).lm):
         split = program.rule in ("lm_train", "lm_throughput") and "/update/" in program.key or "/advance/" in program.key
         found.setdefault((program.rule, split), set()).add(program.devices)
     assert found == {("lm_train", True): {4}, ("lm_throughput", True): {4}, ("lm_evaluate", False): {1},
@@ -92,7 +92,7 @@ def test_a_real_update_trains_the_seeds_this_machine_holds():
 
 def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
     config = files.load([SMOKE])
-    keys = [p.key for p in rehearsal.programs(config)]
+    keys = [p.key for p in rehearsal.programs(Study.of(config))]
 
     def part(name, chosen, scale="smoke"):
         path = tmp_path / f"{name}.json"
@@ -103,15 +103,15 @@ def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
         return path
 
     one, two = part("one", keys[10:]), part("two", keys[:10])
-    assert [r["key"] for r in rehearsal.merge(config, [one, two])] == keys  # in the config's order
+    assert [r["key"] for r in rehearsal.merge(Study.of(config), [one, two])] == keys  # in the config's order
     with pytest.raises(PipelineError, match=f"{one}: 10 programs .* not rehearsed"):
-        rehearsal.merge(config, [one])
+        rehearsal.merge(Study.of(config), [one])
     with pytest.raises(PipelineError, match=f"{two}: program {keys[0]!r}.* twice"):
-        rehearsal.merge(config, [one, two, two])
+        rehearsal.merge(Study.of(config), [one, two, two])
     with pytest.raises(PipelineError, match="other.json: program 'lm_train/x'"):
-        rehearsal.merge(config, [one, two, part("other", ["lm_train/x"])])
+        rehearsal.merge(Study.of(config), [one, two, part("other", ["lm_train/x"])])
     with pytest.raises(PipelineError, match="paper.json: program .* of scale 'paper'"):
-        rehearsal.merge(config, [one, part("paper", keys[:10], scale="paper")])
+        rehearsal.merge(Study.of(config), [one, part("paper", keys[:10], scale="paper")])
 
 
 @pytest.mark.pipeline
@@ -120,7 +120,7 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
                      timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     # compiled in parts, as jobs of their own: a rehearsal stopped with one part to go compiles that part only
-    parts = rehearsal.parts(files.load([SMOKE]))
+    parts = rehearsal.parts(Study.of(files.load([SMOKE])))
     assert len(parts) >= 2 and all((tmp_path / paths.rehearsal_part("smoke", n)).exists() for n in range(len(parts)))
     rehearsed = json.loads((tmp_path / paths.rehearsal("smoke")).read_text())
     (tmp_path / paths.rehearsal("smoke")).rename(tmp_path / "rehearsed.json")
@@ -132,7 +132,7 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     edited = yaml.safe_load(SMOKE.read_text())
     edited["resources"]["bench"] = edited["resources"]["default"] | {"gpus": 2}
     (tmp_path / "edited.yaml").write_text(yaml.safe_dump(edited))
-    before, after = parts, rehearsal.parts(files.load([tmp_path / "edited.yaml"]))
+    before, after = parts, rehearsal.parts(Study.of(files.load([tmp_path / "edited.yaml"])))
     changed = [n for n, (a, b) in enumerate(zip(before, after)) if [p.key for p in a] != [p.key for p in b]]
     assert len(before) == len(after) and 0 < len(changed) < len(parts)
     snapshot = tmp_path / paths.CONFIG_JSON
@@ -140,7 +140,7 @@ def test_the_smoke_rehearsal_compiles_every_program_and_the_plan_marks_the_jobs_
     assert helpers.planned_jobs("rehearsal", "--directory", str(tmp_path), configfile=tmp_path / "edited.yaml") == {
         "rehearse_part": len(changed), "rehearse": 1, "rehearsal": 1}
     records = rehearsed["programs"]
-    assert len(records) == len(rehearsal.programs(files.load([SMOKE])))
+    assert len(records) == len(rehearsal.programs(Study.of(files.load([SMOKE]))))
     for record in records:
         assert "error" not in record and record["backend"] == "cpu" and record["compile_seconds"] > 0
         m = record["memory"]
@@ -195,7 +195,7 @@ def test_a_paper_sokoban_update_compiles_at_its_exact_shape():
     """The small budget's anchor (L1 E1 d128, 9 seeds, 200 updates per call, rematerialised) with the 900k-level
     table as an argument: nothing is allocated, its parameters are the hand count, and the carry is donated."""
     key = "sokoban_train/convlstm-recurrent-L1-E1-d128/seeds9/envs32x20/view10/levels900000/updates200/remat"
-    [program] = [p for p in sokoban_programs.programs(files.load([PAPER])) if p.key == key]
+    [program] = [p for p in sokoban_programs.programs(Study.of(files.load([PAPER])).sokoban) if p.key == key]
     record = rehearsal.compile_program(program)
     d, z, inputs, hidden = 128, 32, 32 + 128 + 128, 256  # level 0 reads concat(z, s, h)
     encoder = 2 * 5 * z // 2  # two embedding tables of C/2 over the 5 cell values
@@ -210,7 +210,7 @@ def test_a_paper_lm_program_compiles_at_its_exact_shape():
     """The Transformer L16 E1 d768 of the small budget evaluated at W = 128 in blocks of 128 streams: its
     parameters are GPT-2's block count at the paper's vocabulary (untied head, 4 KV heads of 96, no norm weights)."""
     key = "lm_evaluate/transformer-L16-E1-d768-h8x4-V50304-bfloat16-sqrt_sum-kv_level/W128/lanes128"
-    [program] = [p for p in lm_programs.programs(files.load([PAPER])) if p.key == key]
+    [program] = [p for p in lm_programs.programs(Study.of(files.load([PAPER])).lm) if p.key == key]
     record = rehearsal.compile_program(program)
     d, vocab, kv = 768, 50304, 4 * 96
     block = d * d + 2 * d * kv + d * d + 2 * d * 4 * d
@@ -221,12 +221,12 @@ def test_a_paper_lm_program_compiles_at_its_exact_shape():
 def test_a_sokoban_update_is_compiled_with_the_trainers_donation():
     """The rehearsal measures the program the job runs: the trainer's compiled updates donate exactly the arguments
     that the rehearsal's program donates (the carry), so XLA's aliases are the job's."""
-    from parallel_experts.sokoban import experiment
     from parallel_experts.sokoban.train import Trainer
 
     config = files.load([SMOKE])
-    run = experiment.runs(config)[0]
-    [program] = [p for p in sokoban_programs.programs(config) if p.jobs == [("sokoban_train", f"run={run.id}")]]
+    sokoban = Study.of(config).sokoban
+    run = sokoban.sweeps[0]
+    [program] = [p for p in sokoban_programs.programs(sokoban) if p.jobs == [("sokoban_train", f"run={run.id}")]]
     function, args, _ = program.build()
     rehearsed = jax.jit(function, donate_argnums=program.donate).lower(*args)
     trained = Trainer(run.agent, run.train, sokoban_programs.dummy_levels()).run_updates.lower(*args)
@@ -247,13 +247,12 @@ def test_every_view_accepts_the_stand_in_levels():
 
 def test_the_real_updates_train_the_largest_run_of_each_budget_and_kind_and_one_small_large_one():
     config = files.load([PAPER])
-    from parallel_experts.sokoban import experiment
 
-    runs = experiment.runs(config)
+    runs = Study.of(config).sokoban.sweeps
     peak = {run.id: run.agent.depth * run.agent.experts * run.agent.width + run.agent.recurrent for run in runs}
     records = [{"rule": "sokoban_train", "jobs": [["sokoban_train", f"run={run_id}"]], "peak_bytes": bytes_}
                for run_id, bytes_ in peak.items()]
-    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(config, records)]
+    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(Study.of(config).sokoban, records)]
     expected = []
     for budget in ("small", "medium"):
         for kind in ("convglu", "convlstm"):

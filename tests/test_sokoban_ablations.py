@@ -31,7 +31,7 @@ def load(name):
 
 
 def test_paper_ablations_are_the_papers_settings():
-    by_setting = experiment.ablation_runs(load("paper.yaml"))
+    by_setting = Study.of(load("paper.yaml")).sokoban.ablations
     runs = [run for group in by_setting.values() for run in group]
     rules = [r.agent.aggregation for r in by_setting["aggregation"]]
     assert rules == ["sqrt_sum", "mean", "routed_mean", "routed_sqrt_sum"]
@@ -48,7 +48,7 @@ def test_paper_ablations_are_the_papers_settings():
         "ablation/recurrent/medium/L2-E7-d64-r2", "convlstm/recurrent/medium/L2-E7-d64"]
     assert [r.id for r in by_setting["aggregation"][:2]] == [
         "convlstm/recurrent/medium/L1-E4-d128", "ablation/recurrent/medium/L1-E4-d128-mean"]
-    sweep_runs = experiment.runs(load("paper.yaml"))
+    sweep_runs = Study.of(load("paper.yaml")).sokoban.sweeps
     assert [run.seeds for run in runs] == [tuple(range(9)) if run in sweep_runs else (0, 1, 2) for run in runs]
     assert sum(run in sweep_runs for run in runs) == 2
 
@@ -56,15 +56,15 @@ def test_paper_ablations_are_the_papers_settings():
 def test_run_ids_and_params_of_the_sweeps_do_not_change():
     # A run without a radius has the id and the JSON definition (Snakemake params) it had before radii existed.
     paper = load("paper.yaml")
-    run = experiment.runs(paper)[0]
+    run = Study.of(paper).sokoban.sweeps[0]
     assert run.id == "convlstm/recurrent/small/L1-E1-d128"
     assert "radius" not in run.to_dict()["agent"]
-    for run in experiment.runs_by_id(paper).values():
+    for run in Study.of(paper).sokoban.by_id.values():
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
 
 
 def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
-    by_setting = experiment.ablation_runs(load("config.yaml"))
+    by_setting = Study.of(load("config.yaml")).sokoban.ablations
     runs = [run for group in by_setting.values() for run in group]
     assert {(r.budget, r.agent.depth, r.agent.experts, r.agent.width) for r in runs} == {("small", 1, 4, 8)}
     assert [r.agent.radius for r in by_setting["radius"]] == [0, None]  # E = 4: r = 2 is already full
@@ -75,18 +75,19 @@ def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
 
 def test_an_agent_that_a_budget_sweep_trains_is_trained_once():
     demo = demo_with_every_rule("sokoban")
-    by_setting = experiment.ablation_runs(demo)
-    [sweep_run] = [run for run in experiment.runs(demo) if run.id == "convlstm/recurrent/small/L1-E4-d8"]
+    by_setting = Study.of(demo).sokoban.ablations
+    [sweep_run] = [run for run in Study.of(demo).sokoban.sweeps if run.id == "convlstm/recurrent/small/L1-E4-d8"]
     assert by_setting["aggregation"][0] == by_setting["radius"][1] == sweep_run  # sqrt-sum, full radius
-    assert experiment.expert_count_runs(demo)[1] == sweep_run  # L1 E4 d8 of Fig. 6's family
-    own = {run.id for run in experiment.runs_by_id(demo).values() if run.sweep == experiment.ABLATION}
+    assert Study.of(demo).sokoban.expert_count[1] == sweep_run  # L1 E4 d8 of Fig. 6's family
+    own = {run.id for run in Study.of(demo).sokoban.by_id.values() if run.sweep == experiment.ABLATION}
     assert own == {f"ablation/recurrent/small/L1-E4-d8-{variant}" for variant in
                    ("mean", "routed_mean", "routed_sqrt_sum", "r0")}
     # A seed the sweep does not train makes the family's own run.
+    del demo["sokoban"]["probes"]  # which probe seeds that the changed budget no longer trains
     demo["sokoban"]["ablations"]["radius"]["seeds"] = [0, 2]
-    assert experiment.ablation_runs(demo)["radius"][1].id == "ablation/recurrent/small/L1-E4-d8"
+    assert Study.of(demo).sokoban.ablations["radius"][1].id == "ablation/recurrent/small/L1-E4-d8"
     demo["sokoban"]["budgets"]["small"]["seeds"] = [0]
-    assert experiment.expert_count_runs(demo)[1].id == "expert_count/recurrent/L1-E4-d8"
+    assert Study.of(demo).sokoban.expert_count[1].id == "expert_count/recurrent/L1-E4-d8"
 
 
 def test_two_ablations_of_one_allocation_train_their_default_agent_once():
@@ -94,7 +95,7 @@ def test_two_ablations_of_one_allocation_train_their_default_agent_once():
     demo["sokoban"]["ablations"]["aggregation"]["seeds"] = [2]  # a seed the sweep lacks: the ablations' own run
     default = "ablation/recurrent/small/L1-E4-d8"  # the sqrt-sum rule and the full radius: the same agent
     demo["sokoban"]["ablations"]["radius"]["seeds"] = [2]
-    by_setting = experiment.ablation_runs(demo)
+    by_setting = Study.of(demo).sokoban.ablations
     assert by_setting["aggregation"][0].id == by_setting["radius"][1].id == default
     assert by_setting["aggregation"][0] == by_setting["radius"][1]
     demo["sokoban"]["ablations"]["radius"]["seeds"] = [2, 3]  # then the two are different runs under one id
@@ -105,12 +106,13 @@ def test_two_ablations_of_one_allocation_train_their_default_agent_once():
 
 def test_an_ablation_takes_the_budgets_seeds_unless_it_lists_its_own():
     demo = load("config.yaml")
+    del demo["sokoban"]["probes"]  # which probe seeds that the changed budget no longer trains
     for spec in demo["sokoban"]["ablations"].values():
         del spec["seeds"]
-    assert {r.seeds for runs in experiment.ablation_runs(demo).values() for r in runs} == {tuple(demo["seeds"])}
+    assert {r.seeds for runs in Study.of(demo).sokoban.ablations.values() for r in runs} == {tuple(demo["seeds"])}
     demo["sokoban"]["budgets"]["small"]["seeds"] = [4]
     demo["sokoban"]["ablations"]["radius"].update(seeds=[7, 8, 9], values=[0])  # full would be the sqrt-sum run
-    seeds = {setting: {r.seeds for r in runs} for setting, runs in experiment.ablation_runs(demo).items()}
+    seeds = {setting: {r.seeds for r in runs} for setting, runs in Study.of(demo).sokoban.ablations.items()}
     assert seeds == {"aggregation": {(4,)}, "radius": {(7, 8, 9)}}
 
 
@@ -168,7 +170,7 @@ def test_a_sweep_cannot_take_an_ablations_name():
 def test_ablation_reports_exist_exactly_where_the_config_trains_the_ablation(name):
     cfg = load(name)
     reports = {r.name: r for r in catalogue.reports(Study.of(cfg)) if r.inputs == catalogue.SOKOBAN_ABLATIONS}
-    trained = set(experiment.ablation_runs(cfg))
+    trained = set(Study.of(cfg).sokoban.ablations)
     assert {f"sokoban_{s}" for s in trained} == set(reports)
     targets = catalogue.targets(reports.values())
     assert targets == {items.page("sokoban_ablation", s)[1]: [f"sokoban_{s}"] for s in trained}
@@ -283,7 +285,7 @@ def test_the_plots_draw_each_setting_at_its_mean_and_standard_error():
 
 
 def test_run_ids_name_an_ablations_setting_only_where_it_is_not_the_default():
-    run = experiment.ablation_runs(load("paper.yaml"))["radius"][-1]
+    run = Study.of(load("paper.yaml")).sokoban.ablations["radius"][-1]
     assert run.agent == AgentConfig(2, 7, 64) and experiment.variant_id(run.agent) == ""
     assert experiment.variant_id(AgentConfig(2, 7, 64, aggregation="routed_mean")) == "-routed_mean"
     assert experiment.variant_id(AgentConfig(2, 7, 64, radius=1)) == "-r1"
@@ -299,7 +301,7 @@ def test_the_report_module_does_not_load_jumanji():
 
 
 def test_the_ablations_dataset_names_each_ablations_runs_and_holds_the_shared_run_once(tmp_path):
-    by_setting = experiment.ablation_runs(demo_with_every_rule("sokoban"))
+    by_setting = Study.of(demo_with_every_rule("sokoban")).sokoban.ablations
     runs = list(definitions.by_id(by_setting.values()).values())
     score = {run.id: 10.0 + i for i, run in enumerate(runs)}  # hand-made final-five returns, one per run
     curves, evals = write_sokoban_results(tmp_path, runs, score)

@@ -9,14 +9,14 @@ from helpers import REPO
 from parallel_experts import study
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.core import budget
 from parallel_experts.sokoban import experiment, generator, solver
+from parallel_experts.study import Study
 
 
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     demo = files.load([REPO / "config/config.yaml"])
-    runs = experiment.runs(demo)
-    allocations = {b.name: b.allocations for b in budget.budgets(demo, "sokoban")}
+    runs = Study.of(demo).sokoban.sweeps
+    allocations = {b.name: b.allocations for b in Study.of(demo).budgets["sokoban"]}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())
     assert len(runs) == expected == 6 and len({run.id for run in runs}) == len(runs)  # 3 allocations × 2 recurrences
@@ -51,9 +51,9 @@ def probing(edit):
 
 def test_probed_runs_are_the_named_runs_in_order():
     cfg = probing(lambda s: s["probes"].update(runs=list(reversed(s["probes"]["runs"]))))
-    assert [run.id for run in experiment.probed_runs(cfg)] == cfg["sokoban"]["probes"]["runs"]
-    assert experiment.probe_seeds(cfg, experiment.probed_runs(cfg)[0]) == (0,)  # the run's first seed by default
-    assert experiment.probed_runs(probing(lambda s: s.pop("probes"))) == []
+    assert [run.id for run in Study.of(cfg).sokoban.probed] == cfg["sokoban"]["probes"]["runs"]
+    assert Study.of(cfg).sokoban.probe_seeds[Study.of(cfg).sokoban.probed[0].id] == (0,)  # the run's first seed by default
+    assert Study.of(probing(lambda s: s.pop("probes"))).sokoban.probed == []
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -79,7 +79,7 @@ def test_the_memory_settings_define_a_run_only_where_they_apply():
     """`sokoban.training.remat` and a budget's `seeds_at_once` change a seed's numbers in the last bits, so a run's
     definition shows them; at their defaults it is the definition it was before they existed (not retrained)."""
     paper = files.load([REPO / "config/paper.yaml"])
-    runs = {run.id: run for run in experiment.runs_by_id(paper).values()}
+    runs = {run.id: run for run in Study.of(paper).sokoban.by_id.values()}
     large, small = runs["convlstm/recurrent/large/L1-E208-d64"], runs["convlstm/recurrent/small/L1-E1-d128"]
     assert large.train.remat and small.train.remat
     assert (large.train.seeds_at_once, small.train.seeds_at_once) == (1, None)
@@ -87,11 +87,11 @@ def test_the_memory_settings_define_a_run_only_where_they_apply():
     for run in (large, small):
         assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
     demo = files.load([REPO / "config/config.yaml"])
-    for run in experiment.runs_by_id(demo).values():
+    for run in Study.of(demo).sokoban.by_id.values():
         assert not {"remat", "seeds_at_once"} & set(run.to_dict()["train"])
     # A group as large as the seeds is all of them at once: the same program as without the key.
     demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
-    assert all(run.train.seeds_at_once is None for run in experiment.runs(demo))
+    assert all(run.train.seeds_at_once is None for run in Study.of(demo).sokoban.sweeps)
 
 
 def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
@@ -100,7 +100,7 @@ def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
     demo["sokoban"]["budgets"]["small"]["seeds_at_once"] = 2
     with pytest.raises(ConfigError, match=r"sokoban\.budgets\.small\.seeds_at_once: 2 does not divide the 3 seeds "
                                           r"\[0, 1, 2\] of sokoban\.sweeps\.convlstm"):
-        experiment.runs(demo)
+        Study.of(demo).sokoban.sweeps
 
 
 @pytest.mark.parametrize("seeds, recurrent, nonrecurrent", [
@@ -110,11 +110,11 @@ def test_seeds_at_once_must_divide_the_seeds_of_every_run_of_its_budget():
 ])
 def test_a_sweep_gives_its_seeds_by_family_and_budget_and_keeps_its_run_ids(seeds, recurrent, nonrecurrent):
     demo = files.load([REPO / "config/config.yaml"])
-    before = [run.id for run in experiment.runs(demo)]
+    before = [run.id for run in Study.of(demo).sokoban.sweeps]
     demo["sokoban"]["sweeps"]["convlstm"]["seeds"] = seeds
     demo["sokoban"]["probes"].pop("seeds")  # the demo probes seeds 0 and 1, which these sweeps may not train
     study.check(demo)
-    runs = experiment.runs(demo)
+    runs = Study.of(demo).sokoban.sweeps
     assert [run.id for run in runs] == before
     assert {run.seeds for run in runs if run.agent.recurrent} == {recurrent}
     assert {run.seeds for run in runs if not run.agent.recurrent} == {nonrecurrent}
@@ -140,4 +140,4 @@ def test_seeds_at_once_must_divide_a_sweeps_own_seeds():
     demo["sokoban"]["sweeps"]["convlstm"]["seeds"] = {"nonrecurrent": [0, 1, 2]}
     with pytest.raises(ConfigError, match=r"seeds_at_once: 2 does not divide the 3 seeds \[0, 1, 2\] of "
                                           r"sokoban\.sweeps\.convlstm"):
-        experiment.runs(demo)
+        Study.of(demo).sokoban.sweeps

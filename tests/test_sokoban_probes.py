@@ -19,10 +19,11 @@ from parallel_experts.config import files
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.results import store
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import evaluate, experiment, generator, probe_scores, probes
+from parallel_experts.sokoban import evaluate, generator, probe_scores, probes
 from parallel_experts.sokoban.agent import Agent
 from parallel_experts.sokoban.levels import pad_to
 from parallel_experts.sokoban.settings import AgentConfig
+from parallel_experts.study import Study
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3  # Jumanji's actions; label classes are action + 1
 
@@ -253,7 +254,7 @@ def test_every_probed_agents_scores_are_collected_by_run_and_agent(linear_code, 
     test = test.assign_coords(level=test["level"] - 250)
     config = probe_scores.ProbeConfig(seeds=1, epochs=1, learning_rate=3e-2, bootstrap=20)
     cfg = files.load([REPO / "config/smoke.yaml"])
-    runs = experiment.probed_runs(cfg)
+    runs = Study.of(cfg).sokoban.probed
     paths = []
     for run in runs:
         for seed in (3, 5):

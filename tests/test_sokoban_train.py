@@ -19,12 +19,12 @@ from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import walltime
 from parallel_experts.core.run_folder import attempts
 from parallel_experts.core.walltime import Deadline
-from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.programs import dummy_levels
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
 from parallel_experts.sokoban.train import (LOSS_TERMS, NonFiniteLossError, Trainer, checkpoint_update, gae,
                                             initial_agent, train)
+from parallel_experts.study import Study
 
 TINY = TrainConfig(env_steps=8 * 5 * 6, num_envs=8, num_steps=5, log_interval=2, checkpoint_every=1,
                    time_limit=20)
@@ -143,7 +143,7 @@ def cli(*args, **kwargs):
 @pytest.mark.pipeline
 def test_cli_training_survives_a_kill(repo, tmp_path):
     config = smoke_config(repo)
-    run = experiment.runs(config)[0]
+    run = Study.of(config).sokoban.sweeps[0]
     levels = tmp_path / "train.npz"
     source = json.dumps(config["sokoban"]["levels"]["train"])
     assert cli("sokoban-levels", "--source", source, "--out", str(levels)).wait() == 0

@@ -30,8 +30,8 @@ class Command(NamedTuple):
     run: str  # "module:function", imported once the config is checked (most of them import JAX)
     domain: str | None = None  # the family whose matmul precision the command computes at
     counters: bool = False  # the function also takes the domains' FLOP counters (planning never imports JAX)
-    # The part of the study (`study.Study`) the function takes: the whole study, a domain's runs ("sokoban", "lm"),
-    # or, for a function not yet given typed settings, the validated mapping ("config").
+    # The part of the study (`study.Study`) the function takes: the whole study (""), or a domain's runs with their
+    # settings ("sokoban", "lm": the domain layer may not import the study).
     takes: str = ""
 
     @property
@@ -57,8 +57,7 @@ COMMANDS = {
     "report": Command("parallel_experts.reporting.jobs:Report", "parallel_experts.reporting.render:report_job"),
     "plan": Command(f"{PLANNING}.plan:Plan", f"{PLANNING}.plan:run", counters=True),
     "power": Command(f"{PLANNING}.power:Power", f"{PLANNING}.power:run", counters=True),
-    "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job",
-                        takes="config"),
+    "rehearse": Command("parallel_experts.rehearsal.jobs:Rehearse", "parallel_experts.rehearsal.programs:job"),
     "index": Command("parallel_experts.reporting.jobs:Index", "parallel_experts.reporting.render:index_job"),
     "sokoban-levels": Command(f"{SOKOBAN}:Levels", "parallel_experts.sokoban.experiment:levels_job"),
     "sokoban-train": Command(f"{SOKOBAN}:Train", "parallel_experts.sokoban.train:job", "sokoban", takes="sokoban"),
@@ -73,11 +72,10 @@ COMMANDS = {
     "lm-evaluate": Command(f"{LM}:Evaluate", "parallel_experts.lm.evaluate:job", "lm", takes="lm"),
     "sokoban-sweep": Command(f"{SOKOBAN}:Sweep", "parallel_experts.sokoban.experiment:sweep_job"),
     "lm-sweep": Command(f"{LM}:Sweep", "parallel_experts.lm.experiment:sweep_job"),
-    "sokoban-bench": Command(f"{SOKOBAN}:Bench", "parallel_experts.sokoban.bench:run", "sokoban", takes="config"),
-    "lm-latency": Command(f"{LM}:Latency", "parallel_experts.benchmarks:latency_job", "lm", takes="config"),
-    "lm-throughput": Command(f"{LM}:Throughput", "parallel_experts.benchmarks:throughput_job", "lm",
-                             takes="config"),
-    "gpu-check": Command("parallel_experts.gpu_check:GpuCheck", "parallel_experts.gpu_check:job", takes="config"),
+    "sokoban-bench": Command(f"{SOKOBAN}:Bench", "parallel_experts.sokoban.bench:run", "sokoban", takes="sokoban"),
+    "lm-latency": Command(f"{LM}:Latency", "parallel_experts.benchmarks:latency_job", "lm"),
+    "lm-throughput": Command(f"{LM}:Throughput", "parallel_experts.benchmarks:throughput_job", "lm"),
+    "gpu-check": Command("parallel_experts.gpu_check:GpuCheck", "parallel_experts.gpu_check:job"),
     "lm-speed": Command(f"{PLANNING}.lm_speed:LmSpeed", f"{PLANNING}.lm_speed:run", counters=True),
 }
 # Their help lists every option's default; the other commands' defaults are plain.

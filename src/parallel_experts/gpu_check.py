@@ -43,15 +43,15 @@ from pathlib import Path
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.config.options import at_least, config_files, count, option, output, seconds
-from parallel_experts.config.settings import PlanAssumptions
 from parallel_experts.core import atomic, precision
-from parallel_experts.core.budget import allocation_id, budgets, sokoban_work
+from parallel_experts.core.budget import allocation_id, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, lm_time, memory, resources
 from parallel_experts.results import paths, rehearsal_file
 from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.study import Study
 
 BUDGET_SECONDS = 540  # the whole check: ten minutes of a GPU less the machine's start and a margin
 SECTION_SECONDS = 240  # the most one section may take, compiling included
@@ -87,17 +87,17 @@ class GpuCheck:
     budget_seconds: float | None = option("no section starts after this (default: 540)", type=seconds, default=None)
 
 
-def job(options: GpuCheck, config: Mapping) -> int:
+def job(options: GpuCheck, study: Study) -> int:
     """`gpu-check`: the sections measured, one line for the file, one per failed section and per plan update; exit
     status 1 where a section failed."""
     if options.rehearsal:  # a file named must be there, and whole; the scale's default may not exist yet
         rehearsal_file.read(options.rehearsal, missing_ok=False)
     peak = peaks(options.peak_tflops)
-    chosen = sections(config, options.sokoban_run, options.lm_run, options.context, options.batch,
+    chosen = sections(study, options.sokoban_run, options.lm_run, options.context, options.batch,
                       options.sokoban_updates or SOKOBAN_UPDATES, options.table6)
     traced(chosen, atomic.writable_folder(traces_folder(options.out)))
-    rehearsal = options.rehearsal or paths.rehearsal(config["scale"])
-    found = check(config, chosen, options.out, rehearsal, peak, options.budget_seconds or BUDGET_SECONDS)
+    rehearsal = options.rehearsal or paths.rehearsal(study.scale)
+    found = check(study, chosen, options.out, rehearsal, peak, options.budget_seconds or BUDGET_SECONDS)
     print(f"{options.out}: {len(chosen) - len(found['errors'])} of {len(chosen)} sections measured in "
           f"{found['seconds']:.0f} s" + "".join(f"\n  failed: {error}" for error in found["errors"]))
     for key, entry in found["plan_updates"].items():
@@ -105,33 +105,32 @@ def job(options: GpuCheck, config: Mapping) -> int:
     return 1 if found["errors"] else 0
 
 
-def sections(config: Mapping, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
+def sections(study: Study, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
              context: int | None = None, batch: int | None = None, updates: int = SOKOBAN_UPDATES,
              table6: Sequence[str] = ()) -> list[dict]:
     """What the check measures, most wanted first (a check that runs out of time loses the last): one Sokoban run,
     the LM runs, the Table 6 cells, Table 5's cell (by default the config's longest context and smallest batch), the
     other Sokoban runs."""
-    sokoban = list(sokoban_runs) or default_sokoban_runs(config)
-    lm = list(lm_runs) or default_lm_runs(config)
-    for option, ids, known in (("--sokoban-run", sokoban, sokoban_experiment.runs_by_id(config)),
-                               ("--lm-run", lm, lm_experiment.runs_by_id(config))):
+    sokoban = list(sokoban_runs) or default_sokoban_runs(study.sokoban)
+    lm = list(lm_runs) or default_lm_runs(study.lm)
+    for option, ids, known in (("--sokoban-run", sokoban, study.sokoban.by_id), ("--lm-run", lm, study.lm.by_id)):
         for run in ids:
             if run not in known:
                 raise ConfigError(f"gpu-check {option}: the config defines no run {run!r}")
-    latency = systems.latency_settings(config["lm"])
+    latency = systems.latency_settings(study.lm.settings.tables)
     cell = {"section": "lm_latency", "context": context or max(latency["contexts"]),
             "batch": batch or min(latency["batches"])}
     training = [{"section": "sokoban_train", "run": run, "updates": updates} for run in sokoban]
-    cells = [{"section": "lm_table6", "row": list(row), "context": c} for row, c in table6_cells(config, table6)]
+    cells = [{"section": "lm_table6", "row": list(row), "context": c} for row, c in table6_cells(study.lm, table6)]
     return [*training[:1], *({"section": "lm_train", "run": run} for run in lm), *cells, cell, *training[1:]]
 
 
-def table6_cells(config: Mapping, given: Sequence[str] = ()) -> list[tuple[tuple[bool, int, int], int]]:
+def table6_cells(lm: lm_experiment.Families, given: Sequence[str] = ()) -> list[tuple[tuple[bool, int, int], int]]:
     """The Table 6 cells named (`L1-E16@1024`, `transformer@1024`, `all`), each a row and context of the config's
     Table 6; by default four that span the serial term: the Transformer at its longest context, the recurrent
     L1 E16 at the shortest and the longest, L8 E2 at the shortest (at the paper's shapes, the longest the authors
     ran without running out of memory)."""
-    spec = systems.throughput_settings(config["lm"])
+    spec = systems.throughput_settings(lm.settings.tables)
     rows, contexts = systems.selected(systems.THROUGHPUT_ROWS, spec), sorted(spec["contexts"])
     if "all" in given:
         return [(row, c) for row in rows for c in contexts]
@@ -171,23 +170,23 @@ def traced(chosen: Sequence[dict], folder: Path) -> None:
             short[0]["trace"] = str(folder / _cell_name(tuple(short[0]["row"]), short[0]["context"]).replace("@", "-c"))
 
 
-def default_sokoban_runs(config: Mapping) -> list[str]:
+def default_sokoban_runs(sokoban: sokoban_experiment.Families) -> list[str]:
     """The largest budget's anchor and its allocation of the most experts (the paper: L1 E1 d1024 and L1 E208 d64,
     equal work per step; the large budget is most of the plan's GPU-hours), recurrent, of the first sweep's kind."""
-    channels = config["sokoban"]["encoder_channels"]
-    largest = max(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))
-    runs = [run for run in sokoban_experiment.runs(config) if run.budget == largest.name and run.agent.recurrent]
+    channels = sokoban.settings.encoder_channels
+    largest = max(sokoban.budgets, key=lambda b: sokoban_work(b.anchor, channels))
+    runs = [run for run in sokoban.sweeps if run.budget == largest.name and run.agent.recurrent]
     runs = [run for run in runs if run.agent.expert == runs[0].agent.expert]
     anchor = next((run for run in runs if allocation_id(run.agent) == allocation_id(largest.anchor)), runs[0])
     most = max(runs, key=lambda run: (run.agent.experts, run.agent.depth))
     return list(dict.fromkeys([anchor.id, most.id]))
 
 
-def default_lm_runs(config: Mapping) -> list[str]:
+def default_lm_runs(lm: lm_experiment.Families) -> list[str]:
     """The first budget's anchor at the longest window, non-recurrent and recurrent (the paper: L16 E1 d768 at
     W = 1,024)."""
-    first, window = budgets(config, "lm")[0], max(config["lm"]["windows"])
-    runs = [run for run in lm_experiment.runs(config) if run.budget == first.name and run.window == window]
+    first, window = lm.budgets[0], max(lm.settings.windows)
+    runs = [run for run in lm.sweeps if run.budget == first.name and run.window == window]
     anchor = [run for run in runs if allocation_id(run.model) == allocation_id(first.anchor)]
     chosen = anchor or [run for run in runs if allocation_id(run.model) == allocation_id(runs[0].model)]
     return [run.id for run in sorted(chosen, key=lambda run: run.model.recurrent)]
@@ -212,13 +211,13 @@ def peaks(given: Sequence[str]) -> dict[str, float]:
     return found
 
 
-def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal: str | Path | None = None,
+def check(study: Study, chosen: Sequence[Mapping], out: str | Path, rehearsal: str | Path | None = None,
           peaks: Mapping[str, float] | None = None, budget: float = BUDGET_SECONDS,
           progress: Callable[[str], None] = print) -> dict:
     """Measure every section of `chosen` (`sections`), each in a fresh process, price the updates and write it all
     to `out` (JSON) after each section; what was found."""
     rehearsed = read_rehearsal(rehearsal)
-    found: dict = {"config_scale": config["scale"], "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+    found: dict = {"config_scale": study.scale, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
                    "budget_seconds": budget, "rehearsal": rehearsed["about"], "machine": None,
                    "sokoban_train": {}, "lm_train": {}, "lm_table6": {}, "lm_latency": None, "plan_updates": {},
                    "errors": []}
@@ -232,7 +231,7 @@ def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal
             result = {"ok": False, "error": f"not run: the check's {budget:.0f} s were spent"}
         else:
             progress(f"[{index}/{len(chosen)}] {name} (at most {min(SECTION_SECONDS, left):.0f} s)")
-            result = isolated(config, spec, min(SECTION_SECONDS, left))
+            result = isolated(study.config, spec, min(SECTION_SECONDS, left))
         machine = result.pop("machine", None)
         found["machine"] = found["machine"] or machine
         if spec["section"] == "lm_latency":
@@ -240,7 +239,7 @@ def check(config: Mapping, chosen: Sequence[Mapping], out: str | Path, rehearsal
         elif spec["section"] == "lm_table6":
             entry = found["lm_table6"][name.split()[1]] = spec | result
         else:
-            entry = found[spec["section"]][spec["run"]] = spec | priced(config, spec, result, peaks or {}, rehearsed)
+            entry = found[spec["section"]][spec["run"]] = spec | priced(study, spec, result, peaks or {}, rehearsed)
         if not result.get("ok"):
             found["errors"].append(f"{name}: {result.get('error')}")
         progress(f"[{index}/{len(chosen)}] {name}: {summary(entry)}")
@@ -273,29 +272,29 @@ def isolated(config: Mapping, spec: Mapping, timeout: float) -> dict:
 
 
 def _measure(config: dict, spec: dict, out: str) -> None:
+    study = Study.of(config, validated=True)  # the mapping crossed the process boundary: the study does not pickle
     # The family's matmul precision, as its jobs set it (study.load), before JAX is imported here.
-    precision.use(precision.of(config, "sokoban" if spec["section"] == "sokoban_train" else "lm"))
+    precision.use(study.matmul_precision("sokoban" if spec["section"] == "sokoban_train" else "lm"))
     from parallel_experts import gpu_measure  # JAX: in the section's own process only
 
-    gpu_measure.run(config, spec, out)
+    gpu_measure.run(study, spec, out)
 
 
 # ---------------------------------------------------------------------------------------------------- pricing
 
 
-def priced(config: Mapping, spec: Mapping, result: Mapping, peaks: Mapping[str, float], rehearsed: Mapping) -> dict:
+def priced(study: Study, spec: Mapping, result: Mapping, peaks: Mapping[str, float], rehearsed: Mapping) -> dict:
     """A training section's result with its achieved TFLOP/s and their fraction of the plan's peak (in the plan's
     terms: `planning.costs.assumption` of its rule and model family), and the CPU rehearsal's memory figure for its
     program."""
     rule = spec["section"]
-    runs = sokoban_experiment.runs_by_id(config) if rule == "sokoban_train" else lm_experiment.runs_by_id(config)
-    run = runs[spec["run"]]
+    run = study.families("sokoban" if rule == "sokoban_train" else "lm").by_id[spec["run"]]
     recurrent = run.agent.recurrent if rule == "sokoban_train" else run.model.recurrent
     found = dict(result) | {"cpu_rehearsal": cpu_figure(rehearsed, result)}
     if "flops_per_update" not in result or "seconds_per_update" not in result:
         return found
     try:
-        assumed = costs.assumption(PlanAssumptions.of(config), rule, family(recurrent))
+        assumed = costs.assumption(study.plan, rule, family(recurrent))
     except ConfigError:  # the config states no throughput to compare with: measured, not priced
         return found
     name = resources.FAMILY[rule]

@@ -23,7 +23,6 @@ import numpy as np
 from parallel_experts.analysis.systems import paper_table
 from parallel_experts.core import atomic, compile_cache, traces
 from parallel_experts.core.benchmarking import machine_info, time_calls
-from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import latency, systems
 from parallel_experts.lm import programs as lm_programs
@@ -34,14 +33,16 @@ from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import flops as sokoban_flops
 from parallel_experts.sokoban import generator
 from parallel_experts.sokoban import programs as sokoban_programs
+from parallel_experts.sokoban.settings import SokobanSettings
 from parallel_experts.sokoban.train import Trainer as SokobanTrainer
+from parallel_experts.study import Study
 
 TIMING_SECONDS = 20  # timed calls of an update: at least two, more while they sum to less, at most TIMED_CALLS
 TIMED_CALLS = 5
 STAND_INS = 64  # generated Boxoban-like levels tiled to a Boxoban split's size (no download on a GPU node)
 
 
-def run(config: Mapping, spec: Mapping, out: str) -> None:
+def run(study: Study, spec: Mapping, out: str) -> None:
     """Measure one section (`spec`, from `gpu_check.sections`) and write what it found to `out` (JSON) after
     every stage; an error ends it with its message beside what was found before."""
     compile_cache.off()  # compile seconds are measured, not read from a cache
@@ -50,7 +51,7 @@ def run(config: Mapping, spec: Mapping, out: str) -> None:
     measure = {"sokoban_train": sokoban_update, "lm_train": lm_update, "lm_table6": table6_update,
                "lm_latency": decode_latency}
     try:
-        for stage in measure[spec["section"]](config, spec):
+        for stage in measure[spec["section"]](study, spec):
             found |= stage
             atomic.write_text(out, json.dumps(found, indent=1))
     except Exception as error:  # an out-of-memory, a failed compile: this section's result, not the check's end
@@ -62,11 +63,11 @@ def run(config: Mapping, spec: Mapping, out: str) -> None:
 # ------------------------------------------------------------------------------------------- training updates
 
 
-def sokoban_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
+def sokoban_update(study: Study, spec: Mapping) -> Iterator[dict]:
     """The job's compiled call of a Sokoban run (all its seeds) with `spec["updates"]` updates instead of the job's
     `log_interval`: the same update under a shorter `lax.scan`."""
-    run = sokoban_experiment.runs_by_id(config)[spec["run"]]
-    levels, where = level_table(config)
+    run = study.sokoban.by_id[spec["run"]]
+    levels, where = level_table(study.sokoban.settings)
     length = min(spec["updates"], run.train.log_interval)
     program = sokoban_programs.train_update(run.agent, run.train, len(run.seeds), len(levels), length)
     job = sokoban_programs.train_update(run.agent, run.train, len(run.seeds), len(levels), run.train.log_interval)
@@ -86,12 +87,11 @@ def sokoban_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
     yield from timed_update(program, start, length, planner_flops(run), spec.get("trace"))
 
 
-def lm_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
+def lm_update(study: Study, spec: Mapping) -> Iterator[dict]:
     """One optimiser update of an LM run, one GPU's share of it: the job splits its streams over the GPUs of
     `resources.lm_train`, so one device of it runs every group of microbatch / GPUs streams (the per-device shapes
     of the job's program, without its gradient all-reduce)."""
-    run = lm_experiment.runs_by_id(config)[spec["run"]]
-    devices = lm_experiment.devices(config)
+    run, devices = study.lm.by_id[spec["run"]], study.lm.devices
     train = one_device_share(run.train, devices)
     program = lm_programs.train_update(run.model, train, 1)
     yield {"program_key": program.key, "job_program_key": lm_programs.train_update(run.model, run.train, devices).key,
@@ -104,13 +104,13 @@ def lm_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
                             spec.get("trace"))
 
 
-def table6_update(config: Mapping, spec: Mapping) -> Iterator[dict]:
+def table6_update(study: Study, spec: Mapping) -> Iterator[dict]:
     """One GPU's share of an update of a cell of our Table 6 job (`lm.throughput`: the config's width and tokens per
     update, the streams split over `resources.bench.gpus`; the carry donated), and where the cell is the authors'
     own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours."""
     row, context = tuple(spec["row"]), spec["context"]
-    model, job = systems.throughput_cell(config["lm"], config["lm"], row, context)
-    devices = lm_experiment.devices(config, "bench")
+    model, job = systems.throughput_cell(study.lm.settings.tables, study.lm.settings.shape, row, context)
+    devices = study.lm.bench_devices
     train = one_device_share(job, devices)
     authors = lm_time.authors_per_gpu(row, context, model, job, devices)
     program = lm_programs.train_update(model, train, 1, rule="lm_throughput")
@@ -174,12 +174,12 @@ def planner_flops(run) -> float:
     return costs.lm_train_job(run, lm_flops.forward(run.model, run.window), gpus=1).flops / run.train.updates  # any GPUs
 
 
-def level_table(config: Mapping) -> tuple[np.ndarray, str]:
+def level_table(sokoban: SokobanSettings) -> tuple[np.ndarray, str]:
     """The training table at the config's size: its own levels where it generates them, else generated Boxoban-like
     levels (10×10, 4 boxes) tiled to the split's size: the program depends on the table's shape only."""
-    source = config["sokoban"]["levels"]["train"]
+    source = sokoban.levels["train"]
     if "generate" in source:
-        return sokoban_experiment.level_set(source, config["sokoban"].get("boxoban", {})).levels, "the config's"
+        return sokoban_experiment.level_set(source, sokoban.boxoban).levels, "the config's"
     count = sokoban_experiment.level_count(source)
     levels = generator.generate_levels(STAND_INS, seed=0)
     return np.resize(levels, (count, *levels.shape[1:])), f"{STAND_INS} generated levels tiled to {count}"
@@ -207,20 +207,19 @@ def device_stat(name: str) -> int | None:
 # ------------------------------------------------------------------------------------------------- Table 5
 
 
-def decode_latency(config: Mapping, spec: Mapping) -> Iterator[dict]:
+def decode_latency(study: Study, spec: Mapping) -> Iterator[dict]:
     """Table 5's job (`lm.latency.run`) for the recurrent L1 E16 and the Transformer L16 E1 at one context and
     batch, with the paper's figures where it reports that context (four H100s, B = 16 in all: 4 per GPU)."""
-    lm = config["lm"]
-    table = {**lm["latency"], "contexts": [spec["context"]], "batches": [spec["batch"]],
+    table = {**study.lm.settings.tables["latency"], "contexts": [spec["context"]], "batches": [spec["batch"]],
              "rows": [systems.label(systems.SHALLOWEST)]}
-    one_cell = {**config, "lm": {**lm, "latency": table}}
-    ds = latency.run(one_cell, progress=lambda line: print(line, flush=True))
+    one_cell = dataclasses.replace(study.lm, settings=dataclasses.replace(study.lm.settings, latency=table))
+    ds = latency.run(one_cell, study.config, progress=lambda line: print(line, flush=True))
     cell = {"context": spec["context"], "batch": spec["batch"]}
     labels = [systems.label(systems.TRANSFORMER), systems.label(systems.SHALLOWEST)]
 
     def per_row(name):
         return {label: float(ds[name].sel(allocation=label, **cell)) for label in labels}
-    found = {**cell, "width": table["width"], "settings": systems.latency_settings(one_cell["lm"]),
+    found = {**cell, "width": table["width"], "settings": systems.latency_settings(one_cell.settings.tables),
              "ms_per_token": per_row("ms_per_token"), "step_ms": per_row("step_ms"),
              "first_call_seconds": per_row("first_call_seconds"),
              "ratio": float(ds["ratio"].sel(allocation=labels[1], **cell))}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from parallel_experts.config import files, locations, schema, settings
 from parallel_experts.config.errors import ConfigError
@@ -21,9 +20,11 @@ from parallel_experts.config.options import option
 from parallel_experts.core import atomic, budget, compile_cache, precision
 from parallel_experts.core.definitions import by_id
 from parallel_experts.lm import experiment as lm_experiment
+from parallel_experts.lm import settings as lm_settings
 from parallel_experts.lm.shards import DataError, check_fit
 from parallel_experts.results import paths, snapshot
 from parallel_experts.sokoban import experiment as sokoban_experiment
+from parallel_experts.sokoban import settings as sokoban_settings
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,6 @@ class Study:
     plan: settings.PlanAssumptions
     power: settings.PowerAssumptions
     margins: settings.Margins
-    budgets: Mapping[str, tuple[budget.Budget, ...]]  # per domain, in the config's order
     sokoban: sokoban_experiment.Families
     lm: lm_experiment.Families
 
@@ -54,23 +54,39 @@ class Study:
         is read."""
         if not validated:
             schema.validate(config)
-        budgets = {domain: tuple(budget.budgets(config, domain)) for domain in budget.DOMAINS}
+        domains = sokoban_settings.SokobanSettings.of(config), lm_settings.LmSettings.of(config)
+        budgets = {settings_.proxy.domain: tuple(budget.budgets(settings_.budgets, settings_.proxy))
+                   for settings_ in domains}
         if not validated:
             schema.check_references(config)
             locations.check(config)
-        sokoban = sokoban_experiment.families(config)
-        lm = lm_experiment.families(config)  # the sweep and the ablations
-        _check_evaluation(lm, config["lm"]["windows"], "pretokenized" in config["lm"]["corpus"])
-        return cls(config, config["scale"], config["description"], config["accelerator"],
-                   settings.Resources.of(config), settings.PlanAssumptions.of(config),
-                   settings.PowerAssumptions.of(config), settings.Margins.of(config), MappingProxyType(budgets),
-                   sokoban, lm)
+        resources = settings.Resources.of(config)
+        sokoban = sokoban_experiment.families(domains[0], budgets["sokoban"])
+        lm = lm_experiment.families(domains[1], budgets["lm"], resources)  # the sweep and the ablations
+        _check_evaluation(lm.settings)
+        return cls(config, config["scale"], config["description"], config["accelerator"], resources,
+                   settings.PlanAssumptions.of(config), settings.PowerAssumptions.of(config),
+                   settings.Margins.of(config), sokoban, lm)
+
+    @property
+    def budgets(self) -> dict[str, tuple[budget.Budget, ...]]:
+        """Each domain's budgets, in the config's order."""
+        return {"sokoban": self.sokoban.budgets, "lm": self.lm.budgets}
 
     @property
     def fig5(self) -> tuple[str, int]:
         """Fig. 5's LM sweep: the small budget at the config's first window (128 tokens in the paper). Its page, the
         expert-count page's LM panel and the claims that quote Fig. 5 all read this one setting."""
-        return "small", self.lm.windows[0]
+        return "small", self.lm.settings.windows[0]
+
+    def families(self, domain: str) -> sokoban_experiment.Families | lm_experiment.Families:
+        """The runs of `domain` (`sokoban` or `lm`), with the settings and budgets they were built from."""
+        return self.sokoban if domain == "sokoban" else self.lm
+
+    def matmul_precision(self, domain: str) -> str:
+        """The precision of `domain`'s float32 matmuls in every job of it (`<domain>.training.matmul_precision`)."""
+        return self.sokoban.settings.train.matmul_precision if domain == "sokoban" else \
+            self.lm.settings.training.matmul_precision
 
     @property
     def digest(self) -> str:
@@ -118,7 +134,7 @@ def load(config_files: Sequence[str], domain: str | None = None) -> Study:
     cache = loaded.get("compile_cache", paths.XLA_CACHE)
     compile_cache.use(atomic.writable(cache) if cache else None)
     if domain is not None:
-        precision.use(precision.of(loaded, domain))
+        precision.use(found.matmul_precision(domain))
     return found
 
 
@@ -161,13 +177,13 @@ def _problem(config: Mapping) -> str | None:
     return None
 
 
-def _check_evaluation(lm: lm_experiment.Families, windows: Sequence[int], published: bool) -> None:
+def _check_evaluation(lm: lm_settings.LmSettings) -> None:
     """That the evaluation fits the validation shard at every window, so that it does not fail after training (the
     published validation shard, 100M tokens, fits any setting)."""
-    if published:
+    if "pretokenized" in lm.corpus:
         return
-    for window in windows:
+    for window in lm.windows:
         try:  # shard 0 (validation) holds lm.shard_tokens tokens wherever training shards follow it
-            check_fit(lm.shard_tokens, window, lm.evaluation["streams"], lm.evaluation["lanes"])
+            check_fit(lm.shard_tokens, window, lm.evaluation.streams, lm.evaluation.lanes)
         except DataError as error:
             raise ConfigError(f"lm.evaluation: {error}") from None

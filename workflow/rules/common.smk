@@ -1,6 +1,7 @@
 # Shared by every stage: the validated config, where jobs find the library, per-rule resources, the runs and
 # the reports that the config defines. Functions only; the rules live in the stage files.
 
+import dataclasses
 import functools
 import json
 import re
@@ -158,8 +159,8 @@ def systems_settings(table):
     """What a systems table (lm.latency, lm.throughput) reads from the config: its rows' models and its protocol,
     our protocol's defaults filled in (lm.systems), so that a change of those defaults reruns the table too."""
     protocol = {"latency": systems.latency_settings, "throughput": systems.throughput_settings}[table]
-    spec = protocol(STUDY.lm.tables) if table in STUDY.lm.tables else None
-    return json.dumps({table: spec} | dict(STUDY.lm.shape), sort_keys=True)
+    spec = protocol(STUDY.lm.settings.tables) if table in STUDY.lm.settings.tables else None
+    return json.dumps({table: spec} | STUDY.lm.settings.shape, sort_keys=True)
 
 
 def dataset_files(result):
@@ -174,7 +175,7 @@ def probe_levels(wildcards):
 
 def probe_count(wildcards):
     """How many levels a probe split plays (sokoban.experiment.probe_episodes, as the planner prices them)."""
-    count = sokoban_experiment.probe_episodes(config)[wildcards.split]
+    count = sokoban_experiment.probe_episodes(STUDY.sokoban.settings.probes)[wildcards.split]
     return "all" if count is None else count
 
 

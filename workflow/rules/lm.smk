@@ -15,7 +15,7 @@ rule lm_tokens:
         **resources("lm_tokens"),
     params:
         corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
-        shard_tokens=STUDY.lm.shard_tokens,
+        shard_tokens=STUDY.lm.settings.shard_tokens,
     shell:
         "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens:q} "
         "--out {output:q} > {log:q} 2>&1"
@@ -73,7 +73,7 @@ rule lm_evaluate:
     params:
         definition=run_json(LM_RUNS),  # reruns the job when the run's definition changes
         run_dir=run_dir("lm"),
-        evaluation=json.dumps(dict(STUDY.lm.evaluation), sort_keys=True),
+        evaluation=json.dumps(dataclasses.asdict(STUDY.lm.settings.evaluation), sort_keys=True),
     shell:
         "python -m parallel_experts lm-evaluate --config {input.config:q} --run {wildcards.run:q} --run-dir {params.run_dir:q} "
         "--tokens {input.tokens:q} --evaluation {params.evaluation:q} --out {output:q} > {log:q} 2>&1"

@@ -32,11 +32,12 @@ def main() -> None:
     args = parser.parse_args()
     cli = [sys.executable, "-m", "parallel_experts"]
     from parallel_experts.config import files
-    from parallel_experts.sokoban import experiment
     from parallel_experts.sokoban import programs as sokoban_programs
+    from parallel_experts.study import Study
 
     config = files.load([args.config])
-    keys = [p.key for p in sokoban_programs.programs(config) if ["sokoban_train", f"run={args.run}"] in
+    sokoban = Study.of(config).sokoban
+    keys = [p.key for p in sokoban_programs.programs(sokoban) if ["sokoban_train", f"run={args.run}"] in
             [list(job) for job in p.jobs] and p.rule == "sokoban_train"]
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
@@ -49,7 +50,7 @@ def main() -> None:
         planned = max(r["peak_bytes"] for r in records)
         job = peak_rss([*cli, "sokoban-train", "--config", args.config, "--run", args.run, "--levels", str(levels),
                         "--run-dir", str(folder / "run")])
-    seeds = len(experiment.runs_by_id(config)[args.run].seeds)
+    seeds = len(sokoban.by_id[args.run].seeds)
     print(f"run {args.run} ({seeds} seeds), programs: {', '.join(keys)}")
     print(f"XLA's planned peak (largest program): {planned / 2**20:9.1f} MiB")
     print(f"peak RSS of the real job:              {job / 2**20:9.1f} MiB  (x{job / planned:.2f} of the plan)")

@@ -20,6 +20,7 @@ import yaml
 
 from parallel_experts.config import files
 from parallel_experts.sokoban import evaluate, experiment, train
+from parallel_experts.study import Study
 
 
 def main() -> None:
@@ -30,13 +31,12 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = parser.parse_args()
 
-    config = files.load(args.config)
-    run = experiment.runs_by_id(config)[args.run]
+    sokoban = Study.of(files.load(args.config)).sokoban
+    run = sokoban.by_id[args.run]
     changes = {key: yaml.safe_load(value) for key, value in (change.split("=", 1) for change in args.changes)}
     settings = dataclasses.replace(run.train, **{"log_interval": 1, **changes})  # any step count is valid
     settings = dataclasses.replace(settings, log_interval=max(1, settings.num_updates // 10))
-    sokoban = config["sokoban"]
-    levels = {split: experiment.level_set(sokoban["levels"][split], sokoban.get("boxoban", {}))
+    levels = {split: experiment.level_set(sokoban.settings.levels[split], sokoban.settings.boxoban)
               for split in ("train", "test")}
     trainer = train.Trainer(run.agent, settings, levels["train"].levels)
     start = time.monotonic()

@@ -563,7 +563,8 @@ def _experts(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
 
 
 def _plans(data: Mapping[str, xr.Dataset], study: Study) -> Finding:
-    pair = study.sokoban.probe_compare
+    probes = study.sokoban.settings.probes
+    pair = probes.compare if probes is not None else ()
     if "probes" not in data or not pair:
         return not_run("probes on two recurrent depths (sokoban.probes.compare)")
     return plans_earlier(data["probes"], *probe_analysis.deeper_first(data["probes"], pair),

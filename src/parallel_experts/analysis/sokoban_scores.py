@@ -318,13 +318,13 @@ def describe_levels(source: Mapping) -> str:
 
 def same_levels_as_prior_work(sokoban: sokoban_experiment.Families) -> bool:
     """Whether the config tests on the levels of the published solve rates (Boxoban unfiltered/test)."""
-    return sokoban.test_source.get("boxoban") == others.LEVELS["boxoban"]
+    return sokoban.settings.levels["test"].get("boxoban") == others.LEVELS["boxoban"]
 
 
 def prior_work_comparison(sokoban: sokoban_experiment.Families) -> str:
     """Whether the config's solve rates compare like for like with the published ones: the same test levels, and
     which published rows were trained for as many environment steps as this config."""
-    test, steps = sokoban.test_source, sokoban.env_steps
+    test, steps = sokoban.settings.levels["test"], sokoban.settings.env_steps
     if not same_levels_as_prior_work(sokoban):
         return (f"Not like for like: the published solve rates are on {describe_levels(others.LEVELS)}, this "
                 f"config's test levels are {describe_levels(test)} ({steps:,} environment steps per run).")

@@ -23,6 +23,13 @@ def _frozen(mapping: Mapping) -> Mapping:
     return MappingProxyType(dict(mapping))
 
 
+def read_only(block: Mapping) -> Mapping:
+    """A read-only copy of a config block of mappings, lists and scalars, at every depth (its lists as tuples): what
+    a typed setting keeps of a block that stays a mapping (a tagged union, a block another module fills in)."""
+    return MappingProxyType({key: read_only(value) if isinstance(value, Mapping)
+                             else tuple(value) if isinstance(value, list) else value for key, value in block.items()})
+
+
 # ------------------------------------------------------------------------------------------------ resources
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -56,11 +57,60 @@ def lm_work(a: Allocation, window: int) -> float:
     return a.depth * a.experts * lm_block_cost(a.width, a.q_heads, a.kv_heads, window)
 
 
-def work(domain: str, a: Allocation, domain_config: Mapping) -> np.ndarray:
-    """Work proxy of `a`: one value for Sokoban, one per attention window for the LM."""
-    if domain == "sokoban":
-        return np.array([sokoban_work(a, domain_config["encoder_channels"])])
-    return np.array([lm_work(a, window) for window in domain_config["windows"]])
+@dataclass(frozen=True)
+class Proxy:
+    """A domain's work proxy with what it reads besides the allocation: Sokoban's encoder channels (`sokoban_work`),
+    the LM's attention windows (`lm_work`, one value per window), and the LM's head width, which gives an
+    allocation [L, E, d] its heads."""
+
+    domain: str
+    encoder_channels: int = 0
+    windows: tuple[int, ...] = ()
+    head_dim: int = 0
+
+    def work(self, a: Allocation) -> np.ndarray:
+        """Work proxy of `a`: one value for Sokoban, one per attention window for the LM."""
+        if self.domain == "sokoban":
+            return np.array([sokoban_work(a, self.encoder_channels)])
+        return np.array([lm_work(a, window) for window in self.windows])
+
+
+@dataclass(frozen=True)
+class Enumerated:
+    """`<domain>.budgets.<name>.enumerate`: every (depth, width) pair, with the expert count nearest the anchor's
+    work."""
+
+    depths: tuple[int, ...]
+    widths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """`<domain>.budgets.<name>` as the config gives it: an anchor, a tolerance, and its allocations listed or
+    enumerated (`budgets` turns it into a `Budget`); the seeds of its runs where the budget gives them."""
+
+    anchor: tuple[int, ...]
+    tolerance: float
+    allocations: tuple[tuple[int, ...], ...] | None = None
+    enumerate: Enumerated | None = None
+    family_allocations: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    seeds: tuple[int, ...] | None = None
+    seeds_at_once: int | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping) -> BudgetSpec:
+        """The spec of a schema-valid `<domain>.budgets.<name>` block."""
+        def allocations(items: Sequence) -> tuple[tuple[int, ...], ...]:
+            return tuple(tuple(item) for item in items)
+
+        listed = spec.get("allocations")
+        enumerated = spec.get("enumerate")
+        seeds = spec.get("seeds")
+        return cls(tuple(spec["anchor"]), spec["tolerance"], None if listed is None else allocations(listed),
+                   None if enumerated is None else Enumerated(tuple(enumerated["depths"]), tuple(enumerated["widths"])),
+                   MappingProxyType({family: allocations(items)
+                                     for family, items in spec.get("family_allocations", {}).items()}),
+                   None if seeds is None else tuple(seeds), spec.get("seeds_at_once"))
 
 
 @dataclass(frozen=True)
@@ -78,33 +128,31 @@ class Budget:
         return self.allocations + self.family_only.get(recurrent, ())
 
 
-def budgets(config: Mapping, domain: str) -> list[Budget]:
-    """Every budget of `domain` in a schema-valid config, its allocations enumerated or validated."""
-    domain_config = config[domain]
-    return [
-        _budget(domain, name, spec, domain_config, f"{domain}.budgets.{name}")
-        for name, spec in domain_config["budgets"].items()
-    ]
+def budgets(specs: Mapping[str, BudgetSpec], proxy: Proxy) -> list[Budget]:
+    """Every budget of a domain (`specs`: its `budgets` block, in the config's order), its allocations enumerated or
+    validated against the domain's work `proxy`."""
+    return [_budget(name, spec, proxy, f"{proxy.domain}.budgets.{name}") for name, spec in specs.items()]
 
 
-def _budget(domain: str, name: str, spec: Mapping, domain_config: Mapping, where: str) -> Budget:
-    anchor = _parse(domain, spec["anchor"], domain_config, f"{where}.anchor")
-    tolerance = spec["tolerance"]
-    anchor_work = work(domain, anchor, domain_config)
+def _budget(name: str, spec: BudgetSpec, proxy: Proxy, where: str) -> Budget:
+    domain = proxy.domain
+    anchor = _parse(spec.anchor, proxy, f"{where}.anchor")
+    tolerance = spec.tolerance
+    anchor_work = proxy.work(anchor)
 
     def ratio(a: Allocation) -> np.ndarray:
-        return work(domain, a, domain_config) / anchor_work
+        return proxy.work(a) / anchor_work
 
-    def listed(items: Sequence, at: str, taken: Sequence[Allocation] = ()) -> tuple[Allocation, ...]:
+    def listed(items: Sequence[Sequence[int]], at: str, taken: Sequence[Allocation] = ()) -> tuple[Allocation, ...]:
         """The allocations `items` of config key `at`, each within tolerance, none twice nor among `taken`."""
-        found = []
+        found: list[Allocation] = []
         for index, item in enumerate(items):
-            here = f"{at}[{index}] = {item}"
-            a = _parse(domain, item, domain_config, here)
+            here = f"{at}[{index}] = {list(item)}"
+            a = _parse(item, proxy, here)
             if np.abs(ratio(a) - 1).max() > tolerance + 1e-12:
                 shown = "/".join(f"{r:.3g}" for r in ratio(a))
                 raise ConfigError(
-                    f"{here}: work {shown}× the anchor {spec['anchor']}, "
+                    f"{here}: work {shown}× the anchor {list(spec.anchor)}, "
                     f"outside tolerance {tolerance} (raise {where}.tolerance or change the allocation)"
                 )
             if a in found:
@@ -114,19 +162,19 @@ def _budget(domain: str, name: str, spec: Mapping, domain_config: Mapping, where
             found.append(a)
         return tuple(found)
 
-    if "enumerate" in spec:
+    if spec.enumerate is not None:
         allocations = tuple(enumerate_allocations(
-            lambda L, E, d: _parse(domain, [L, E, d], domain_config, f"{where}.enumerate"),
-            ratio, spec["enumerate"]["depths"], spec["enumerate"]["widths"], tolerance,
+            lambda L, E, d: _parse([L, E, d], proxy, f"{where}.enumerate"),
+            ratio, spec.enumerate.depths, spec.enumerate.widths, tolerance,
         ))
         if not allocations:
             raise ConfigError(f"{where}.enumerate: no allocation within tolerance {tolerance} of the anchor")
     else:
-        allocations = listed(spec["allocations"], f"{where}.allocations")
-    if domain != "sokoban" and "seeds_at_once" in spec:
+        allocations = listed(spec.allocations or (), f"{where}.allocations")
+    if domain != "sokoban" and spec.seeds_at_once is not None:
         raise ConfigError(f"{where}.seeds_at_once: Sokoban only (an LM run trains one seed)")
     family_only = {}
-    for family, items in spec.get("family_allocations", {}).items():
+    for family, items in spec.family_allocations.items():
         at = f"{where}.family_allocations.{family}"
         if domain != "sokoban":
             raise ConfigError(f"{at}: Sokoban only (an LM budget trains both families at every allocation)")
@@ -153,8 +201,8 @@ def enumerate_allocations(
     return found
 
 
-def _parse(domain: str, item: Sequence[int], domain_config: Mapping, where: str) -> Allocation:
-    if domain == "sokoban":
+def _parse(item: Sequence[int], proxy: Proxy, where: str) -> Allocation:
+    if proxy.domain == "sokoban":
         if len(item) != 3:
             raise ConfigError(f"{where}: expected [depth, experts, width], got {list(item)}")
         return Allocation(*item)
@@ -162,12 +210,12 @@ def _parse(domain: str, item: Sequence[int], domain_config: Mapping, where: str)
         depth, experts, width, q_heads, kv_heads = item
     elif len(item) == 3:
         depth, experts, width = item
-        head_dim = domain_config["head_dim"]
+        head_dim = proxy.head_dim
         q_heads, rest = divmod(width, head_dim)
         if rest or q_heads % 2:
             raise ConfigError(
                 f"{where}: width {width} does not split into an even number of heads of "
-                f"{key_path([domain, 'head_dim'])} = {head_dim}; give [L, E, d, q_heads, kv_heads]"
+                f"{key_path([proxy.domain, 'head_dim'])} = {head_dim}; give [L, E, d, q_heads, kv_heads]"
             )
         kv_heads = q_heads // 2
     else:

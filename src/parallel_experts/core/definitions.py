@@ -61,7 +61,7 @@ D = typing.TypeVar("D", bound=Identified)  # a domain's run
 
 
 def named(runs: Mapping[str, D], run_id: str, config_files: Sequence[str]) -> D:
-    """The run `run_id` of a domain's `runs` (its `runs_by_id`) in the config of `config_files`."""
+    """The run `run_id` of a domain's `runs` (its `Families.by_id`) in the config of `config_files`."""
     if run_id not in runs:
         raise ConfigError(f"{' + '.join(config_files)}: defines no run {run_id!r}")
     return runs[run_id]

@@ -12,18 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-
 from parallel_experts.config.errors import ConfigError
 
 MATMUL_PRECISIONS = ("default", "tensorfloat32", "float32", "bfloat16")
 DEFAULT = "default"
 VARIABLE = "JAX_DEFAULT_MATMUL_PRECISION"  # read by JAX when imported: the processes a job starts inherit it
-
-
-def of(config: Mapping, domain: str) -> str:
-    """The matmul precision of a domain's jobs (`sokoban` or `lm`) in a validated config."""
-    return config[domain].get("training", {}).get("matmul_precision", DEFAULT)
 
 
 def check(name: str, key: str) -> None:

@@ -20,31 +20,25 @@ per update and in total; each run is evaluated at its own window W (paper §5.2)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from types import MappingProxyType
 
 import xarray as xr
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.settings import Resources
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
 from parallel_experts.lm import jobs
-from parallel_experts.lm.settings import DTYPE_BYTES, ModelConfig, TrainConfig, memory_for
+from parallel_experts.lm.settings import DTYPE_BYTES, LmSettings, ModelConfig, TrainConfig, memory_for
 from parallel_experts.results import store
 from parallel_experts.results.store import run_results, with_ablations
 
-# lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py); a run setting,
-# not TrainConfig's
-SEGMENT = 64
-# The lm.training keys that TrainConfig takes as they are; omitted: TrainConfig's defaults.
+# The lm.training keys that TrainConfig takes as they are.
 TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule", "matmul_precision")
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
-EVALUATION_DEFAULTS = {"streams": 2048, "lanes": 256}
-TABLES = ("latency", "throughput")  # the systems tables a config may define (Tables 5 and 6)
-SHAPE = ("head_dim", "vocabulary", "dtype")  # what every model of a config shares, the systems tables' too
 
 
 DEFAULT_SEEDS = (0,)  # lm.budgets.<name>.seeds where not given: one run, key 0 (the top-level seeds are Sokoban's)
@@ -87,50 +81,48 @@ def variant_id(model: ModelConfig) -> str:
                    if getattr(model, name) != _DEFAULTS[name])
 
 
-def runs(config: Mapping) -> list[Run]:
-    """Every run of every LM budget in a validated config, in a stable order."""
-    lm = config["lm"]
-    model_options = {"aggregation": lm["aggregation"]} if "aggregation" in lm else {}
+def runs(settings: LmSettings, budgets: Sequence[budget.Budget], devices: int) -> list[Run]:
+    """Every run of every LM budget (`budgets`: the config's, parsed), in a stable order; `devices`: a training
+    job's (`Families.devices`)."""
+    model_options = {"aggregation": settings.aggregation} if settings.aggregation is not None else {}
     found = []
-    for b in budget.budgets(config, "lm"):
-        for window in lm["windows"]:
+    for b in budgets:
+        for window in settings.windows:
             for recurrent in (False, True):
                 for a in b.allocations:
-                    model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=lm["vocabulary"],
-                                        recurrent=recurrent, dtype=lm["dtype"], **model_options)
-                    train = train_config(config, model, window)
-                    found += [Run(b.name, window, model, train, seed) for seed in seeds(config, b.name)]
+                    model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=settings.vocabulary,
+                                        recurrent=recurrent, dtype=settings.dtype, **model_options)
+                    train = train_config(settings, model, window, devices)
+                    found += [Run(b.name, window, model, train, seed) for seed in seeds(settings, b.name)]
     return found
 
 
-def seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
+def seeds(settings: LmSettings, budget_name: str) -> tuple[int, ...]:
     """The seeds of an LM budget's runs: `lm.budgets.<name>.seeds`, else DEFAULT_SEEDS."""
-    return tuple(config["lm"]["budgets"][budget_name].get("seeds", DEFAULT_SEEDS))
+    return settings.budgets[budget_name].seeds or DEFAULT_SEEDS
 
 
-def train_config(config: Mapping, model: ModelConfig, window: int) -> TrainConfig:
+def train_config(settings: LmSettings, model: ModelConfig, window: int, devices: int) -> TrainConfig:
     """The training settings of `model` at `window`: `lm.training`, the microbatch bounded by
-    `microbatch_cache_gb` for the recurrent model (`cache_bounded`)."""
-    lm = config["lm"]
-    training = lm.get("training", {})
-    options = {key: training[key] for key in TRAINING_KEYS if key in training}
-    sequence = training.get("segment", SEGMENT) if model.recurrent else 2 * window
+    `microbatch_cache_gb` for the recurrent model (`cache_bounded`) on a job's `devices`."""
+    training = settings.training
+    sequence = training.segment if model.recurrent else 2 * window
     # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
-    microbatch = ({"microbatch": max(1, training["microbatch_tokens"] // sequence)}
-                  if "microbatch_tokens" in training else {})
+    microbatch = ({"microbatch": max(1, training.microbatch_tokens // sequence)}
+                  if training.microbatch_tokens is not None else {})
     train = TrainConfig(sequence=sequence, memory=memory_for(window, model.recurrent),
-                        train_tokens=lm["train_tokens"], **options, **microbatch)
-    if not model.recurrent or "microbatch_cache_gb" not in training:
+                        train_tokens=settings.train_tokens, **{key: getattr(training, key) for key in TRAINING_KEYS},
+                        **microbatch)
+    if not model.recurrent or training.microbatch_cache_gb is None:
         return train
-    return cache_bounded(train, model, training["microbatch_cache_gb"], devices(config))
+    return cache_bounded(train, model, training.microbatch_cache_gb, devices)
 
 
-def devices(config: Mapping, family: str = "lm_train") -> int:
+def devices(resources: Resources, family: str = "lm_train") -> int:
     """The devices a job of a resources family (as planning.resources.FAMILY names them) splits its streams over:
     the family's GPUs, one where it has none. `lm_train`: a training job; `bench`: Table 6, as the paper's four
     H100s split theirs."""
-    resources = config["resources"]
-    return max(1, resources.get(family, resources["default"])["gpus"])
+    return max(1, resources.of_family(family).gpus)
 
 
 def cache_bytes(model: ModelConfig, memory: int) -> int:
@@ -158,36 +150,35 @@ def cache_bounded(train: TrainConfig, model: ModelConfig, limit_gb: float, devic
     return replace(train, microbatch=max(fitting))
 
 
-def ablation_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> dict[str, list[Run]]:
+def ablation_runs(settings: LmSettings, sweep_runs: list[Run], devices: int) -> dict[str, list[Run]]:
     """Each ablation's runs (`lm.ablations.<setting>`), in the order of its values, each value's seeds together:
     the sweep's recurrent run at the ablation's budget, window and allocation, with ModelConfig.<setting> set to
     each value, once per seed of the ablation (default: the budget's). A value equal to the sweep's setting gives
-    the sweep's runs themselves (`sweep_runs`: `runs`, where the caller has them)."""
-    sweep = [run for run in (runs(config) if sweep_runs is None else sweep_runs)
-             if run.seed == seeds(config, run.budget)[0]]  # one per configuration
-    found = {}
-    for setting, spec in config["lm"].get("ablations", {}).items():
+    the sweep's runs themselves (`sweep_runs`: `runs`)."""
+    sweep = [run for run in sweep_runs if run.seed == seeds(settings, run.budget)[0]]  # one per configuration
+    found: dict[str, list[Run]] = {}
+    for setting, spec in settings.ablations.items():
         where = f"lm.ablations.{setting}"
-        if spec["window"] not in config["lm"]["windows"]:
-            raise ConfigError(f"{where}.window: {spec['window']} is not one of lm.windows {config['lm']['windows']}")
-        if spec["budget"] not in config["lm"]["budgets"]:
-            raise ConfigError(f"{where}.budget: unknown budget {spec['budget']!r} (defined: "
-                              f"{', '.join(config['lm']['budgets'])})")
+        if spec.window not in settings.windows:
+            raise ConfigError(f"{where}.window: {spec.window} is not one of lm.windows {list(settings.windows)}")
+        if spec.budget not in settings.budgets:
+            raise ConfigError(f"{where}.budget: unknown budget {spec.budget!r} (defined: "
+                              f"{', '.join(settings.budgets)})")
         recurrent = [run for run in sweep
-                     if run.model.recurrent and run.budget == spec["budget"] and run.window == spec["window"]]
+                     if run.model.recurrent and run.budget == spec.budget and run.window == spec.window]
         # [L, E, d] names the allocation as the budget lists it; [L, E, d, H, K] its heads too
-        base = [run for run in recurrent if _allocation(run.model)[:len(spec["allocation"])] == spec["allocation"]]
+        base = [run for run in recurrent if _allocation(run.model)[:len(spec.allocation)] == list(spec.allocation)]
         if len(base) != 1:
-            raise ConfigError(f"{where}.allocation: {spec['allocation']} names no single allocation of budget "
-                              f"{spec['budget']!r} (its allocations: "
+            raise ConfigError(f"{where}.allocation: {list(spec.allocation)} names no single allocation of budget "
+                              f"{spec.budget!r} (its allocations: "
                               f"{', '.join(str(_allocation(run.model)) for run in recurrent)})")
         [run] = base
         found[setting] = []
-        for value in spec["values"]:  # a per-expert cache is E times larger: its own microbatch bound
+        for value in spec.values:  # a per-expert cache is E times larger: its own microbatch bound
             model = replace(run.model, **{setting: value})
-            train = train_config(config, model, run.window)
+            train = train_config(settings, model, run.window, devices)
             found[setting] += [replace(run, model=model, train=train, seed=seed)
-                               for seed in spec.get("seeds", seeds(config, spec["budget"]))]
+                               for seed in spec.seeds or seeds(settings, spec.budget)]
     return found
 
 
@@ -197,45 +188,34 @@ def _allocation(model: ModelConfig) -> list[int]:
 
 @dataclass(frozen=True)
 class Families:
-    """Every family of LM runs of a config, the sweep's (`runs`) and each ablation's, and what their jobs and the
-    systems tables' cost besides the runs (the planner): the evaluation's tokens and lanes, each job's devices, the
-    tables' blocks and the models' shared settings."""
+    """Every family of LM runs of a config, the sweep's (`runs`) and each ablation's; the settings they were built
+    from and the budgets they spend; and what their jobs cost besides the runs (the planner): each job's devices."""
 
+    settings: LmSettings
+    budgets: tuple[budget.Budget, ...]  # in the config's order
     sweeps: list[Run]
     ablations: dict[str, list[Run]]
-    seeds: dict[str, tuple[int, ...]]  # each budget's (`seeds`)
-    windows: tuple[int, ...]  # `lm.windows`, in the config's order
-    corpus: Mapping  # where the tokens come from (`lm.corpus`: demo, files, hf or pretokenized)
-    shard_tokens: int  # the validation shard's tokens, which every run's evaluation scores (`lm.shard_tokens`)
-    evaluation: Mapping[str, int]  # `lm.evaluation`, its defaults filled in (`evaluation`): streams, lanes
     devices: int  # a training job's (`devices`)
     bench_devices: int  # Table 6's job's
-    tables: Mapping[str, Mapping]  # `lm.latency` and `lm.throughput` as the config gives them (systems.settings)
-    shape: Mapping  # the models' `head_dim`, `vocabulary` and `dtype` (systems.model_config)
 
     @property
     def by_id(self) -> dict[str, Run]:
         """Every run (the sweep and every ablation), by id."""
         return by_id([self.sweeps, *self.ablations.values()])
 
-
-def families(config: Mapping) -> Families:
-    """Every family of LM runs of a validated config, the sweep built once for both."""
-    sweeps, lm = runs(config), config["lm"]
-    return Families(sweeps, ablation_runs(config, sweeps), {name: seeds(config, name) for name in lm["budgets"]},
-                    tuple(lm["windows"]), MappingProxyType(lm["corpus"]), lm["shard_tokens"],
-                    MappingProxyType(evaluation(config)), devices(config), devices(config, "bench"),
-                    MappingProxyType({table: lm[table] for table in TABLES if table in lm}),
-                    MappingProxyType({key: lm[key] for key in SHAPE}))
+    @property
+    def seeds(self) -> dict[str, tuple[int, ...]]:
+        """Each budget's seeds (`seeds`)."""
+        return {name: seeds(self.settings, name) for name in self.settings.budgets}
 
 
-def runs_by_id(config: Mapping) -> dict[str, Run]:
-    """Every LM run of a validated config (the sweep and every ablation), by id."""
-    return families(config).by_id
-
-
-def evaluation(config: Mapping) -> dict:
-    return EVALUATION_DEFAULTS | config["lm"].get("evaluation", {})
+def families(settings: LmSettings, budgets: Sequence[budget.Budget], resources: Resources) -> Families:
+    """Every family of LM runs of the settings, the sweep built once for both; `resources`: the jobs' (their
+    devices)."""
+    train_devices = devices(resources)
+    sweeps = runs(settings, budgets, train_devices)
+    return Families(settings, tuple(budgets), sweeps, ablation_runs(settings, sweeps, train_devices), train_devices,
+                    devices(resources, "bench"))
 
 
 CURVE_VARIABLES, EVAL_VARIABLES = ("train_loss", "train_ce_loss"), ("validation_loss", "scored_tokens")

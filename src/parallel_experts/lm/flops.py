@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from parallel_experts.core import budget, flop_counts
 from parallel_experts.core.definitions import FAMILIES
 from parallel_experts.core.flops import fitted
 from parallel_experts.lm import models
-from parallel_experts.lm.settings import ModelConfig
+from parallel_experts.lm.settings import LmSettings, ModelConfig
 
 LM_HEADS = (2, 4, 6)  # the query heads (× the head width) an LM model's count is fitted at
 
@@ -49,19 +49,18 @@ def _model_flops(model: ModelConfig, window: int) -> float:
 # ------------------------------------------------------------------------------------------------- jobs
 
 
-def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], np.ndarray]:
+def allocation_flops(settings: LmSettings) -> Callable[[budget.Allocation], np.ndarray]:
     """XLA-counted forward FLOPs of one token at an allocation, (window, family) for every window of the config
     and both families in the order of the datasets' `family` coordinate, for the allocations report."""
-    lm = config["lm"]
 
     def flops(a: budget.Allocation) -> np.ndarray:
         return np.array([[forward(ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads,
-                                                  vocab=lm["vocabulary"], recurrent=recurrent,
-                                                  dtype=lm["dtype"]), window)
-                          for recurrent in sorted(FAMILIES)] for window in lm["windows"]])
+                                              vocab=settings.vocabulary, recurrent=recurrent, dtype=settings.dtype),
+                                  window)
+                          for recurrent in sorted(FAMILIES)] for window in settings.windows])
     return flops
 
 
-def flops_per(config: Mapping) -> str:
+def flops_per(settings: LmSettings) -> str:
     """What `allocation_flops` counts, in words."""
     return "token with its attention window full (each window of the config, each family)"

@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from parallel_experts.core.benchmarking import interleaved, machine_info, prepared, time_calls
-from parallel_experts.lm import decode, models, systems
+from parallel_experts.lm import decode, experiment, models, systems
 
 
 def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: int, warmup: int) -> dict:
@@ -47,18 +47,19 @@ def prepare(model_config: models.ModelConfig, context: int, batch: int, steps: i
     return {"decode": decode_call, "step": step_call, "first_call": first}
 
 
-def run(config: Mapping, progress=print) -> xr.Dataset:
-    """Table 5 over the config's contexts and batches (`lm.latency`): every cell is prepared first, then `rounds`
+def run(lm: experiment.Families, config: Mapping, progress=print) -> xr.Dataset:
+    """Table 5 over the config's contexts and batches (`lm.latency` of `lm`'s settings; `config`: the validated
+    mapping, which the dataset records): every cell is prepared first, then `rounds`
     rounds each time one decode call and one single-step call of every cell, the cells in a new random order each
     round (`benchmarking.interleaved`), so that a shared machine's changing load falls on every row alike and the
     claims page can test a ratio over rounds."""
-    spec = systems.latency_settings(config["lm"])
+    spec = systems.latency_settings(lm.settings.tables)
     contexts, batches = list(spec["contexts"]), list(spec["batches"])
     rows = systems.selected(systems.LATENCY_ROWS, spec)
     cells = list(itertools.product(range(len(rows)), range(len(contexts)), range(len(batches))))
     shape = (len(rows), len(contexts), len(batches))
     calls = dict(zip(cells, prepared(lambda cell: prepare(
-        systems.model_config(rows[cell[0]], spec["width"], config["lm"]), contexts[cell[1]], batches[cell[2]],
+        systems.model_config(rows[cell[0]], spec["width"], lm.settings.shape), contexts[cell[1]], batches[cell[2]],
         spec["steps"], spec["warmup"]), cells)))
     compile_s = np.zeros(shape)
     for i, j, k in cells:

@@ -11,7 +11,7 @@ A program depends on the model and the shapes, so an ablation's run at the sweep
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import equinox as eqx
 import jax
@@ -24,36 +24,37 @@ from parallel_experts.lm.shards import CHUNK
 from parallel_experts.lm.train import Trainer
 
 
-def programs(config: Mapping) -> list[Program]:
-    """The distinct programs of every language-model job of `config`'s DAG, each with the jobs that run it."""
-    return collect(_programs(config))
+def programs(lm: experiment.Families) -> list[Program]:
+    """The distinct programs of every language-model job of a config's DAG (`lm`: its LM runs), each with the jobs
+    that run it."""
+    return collect(_programs(lm))
 
 
-def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
-    devices, spec = experiment.devices(config), experiment.evaluation(config)
-    for run in experiment.runs_by_id(config).values():
+def _programs(lm: experiment.Families) -> Iterator[tuple[Program, tuple[str, str]]]:
+    devices, tables, shape = lm.devices, lm.settings.tables, lm.settings.shape
+    for run in lm.by_id.values():
         job = f"run={run.id}"
         yield train_update(run.model, run.train, devices), ("lm_train", job)
         if run.train.warmup:
             yield train_advance(run.model, run.train, devices), ("lm_train", job)
-        yield evaluation(run.model, run.window, spec["lanes"]), ("lm_evaluate", job)
-    if "latency" in config["lm"]:
-        spec = systems.latency_settings(config["lm"])
+        yield evaluation(run.model, run.window, lm.settings.evaluation.lanes), ("lm_evaluate", job)
+    if "latency" in tables:
+        spec = systems.latency_settings(tables)
         for row in systems.selected(systems.LATENCY_ROWS, spec):
-            model = systems.model_config(row, spec["width"], config["lm"])
+            model = systems.model_config(row, spec["width"], shape)
             for context in spec["contexts"]:
                 for batch in spec["batches"]:
                     for program in decoding(model, context, batch, spec["steps"]):
                         yield program, ("lm_latency", "")
-    if "throughput" in config["lm"]:
-        spec, devices = systems.throughput_settings(config["lm"]), experiment.devices(config, "bench")
+    if "throughput" in tables:
+        spec = systems.throughput_settings(tables)
         for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
-            model = systems.model_config(row, spec["width"], config["lm"])
+            model = systems.model_config(row, spec["width"], shape)
             for context in spec["contexts"]:
                 train = systems.train_config(model, context, spec["batch_tokens"])
-                yield train_update(model, train, devices, "lm_throughput"), ("lm_throughput", "")
+                yield train_update(model, train, lm.bench_devices, "lm_throughput"), ("lm_throughput", "")
                 if train.warmup:
-                    yield train_advance(model, train, devices, "lm_throughput"), ("lm_throughput", "")
+                    yield train_advance(model, train, lm.bench_devices, "lm_throughput"), ("lm_throughput", "")
 
 
 def model_key(model: ModelConfig) -> str:

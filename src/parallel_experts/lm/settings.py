@@ -6,9 +6,13 @@ reports can build and read runs without loading it; `models` and `train` build a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.settings import read_only
+from parallel_experts.core import budget
 from parallel_experts.core.aggregation import AGGREGATIONS, is_routed
 from parallel_experts.core.precision import DEFAULT as JAX_DEFAULT_PRECISION
 from parallel_experts.core.precision import check as check_precision
@@ -110,3 +114,101 @@ def memory_for(window: int, recurrent: bool) -> int:
     non-recurrent model carries nothing: its training sequences are independent, and W is the window of its
     sliding-window evaluation."""
     return window if recurrent else 0
+
+
+# ------------------------------------------------------------------------------------------------ the config's section
+# `lm` as typed values, read once from a schema-valid config (`LmSettings.of`). Each class is one block of the schema
+# and its fields are the block's keys (tests/test_settings.py compares them). The corpus and the systems tables'
+# blocks stay read-only mappings: the corpus is a tagged union (demo, files, hf, pretokenized) that the workflow hands
+# to the tokens job verbatim, and `systems` fills the tables' defaults.
+
+SEGMENT = 64  # lm.training.segment: the recurrent model's TBPTT window (the authors' LM/recnanogpt/train.py)
+
+
+@dataclass(frozen=True)
+class Training:
+    """`lm.training`: TrainConfig's settings as the config gives them, the microbatch in tokens (None: TrainConfig's,
+    or, for the recurrent model, bounded by `microbatch_cache_gb` where given), and the recurrent segment."""
+
+    batch_tokens: int = TrainConfig.batch_tokens
+    microbatch_tokens: int | None = None
+    microbatch_cache_gb: float | None = None
+    segment: int = SEGMENT
+    reg: float = TrainConfig.reg
+    schedule: str = TrainConfig.schedule
+    log_every: int = TrainConfig.log_every
+    checkpoint_every: int = TrainConfig.checkpoint_every
+    matmul_precision: str = TrainConfig.matmul_precision
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """`lm.evaluation`: the validation streams, and how many are evaluated together (memory only)."""
+
+    streams: int = 2048
+    lanes: int = 256
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """`lm.ablations.<setting>`: one allocation ([L, E, d] or [L, E, d, H, K]) of one budget at one window, trained
+    once per value of the setting, with these seeds (None: the budget's)."""
+
+    budget: str
+    window: int
+    allocation: tuple[int, ...]
+    values: tuple
+    seeds: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping) -> Ablation:
+        seeds = spec.get("seeds")
+        return cls(spec["budget"], spec["window"], tuple(spec["allocation"]), tuple(spec["values"]),
+                   None if seeds is None else tuple(seeds))
+
+
+@dataclass(frozen=True)
+class LmSettings:
+    """`lm`."""
+
+    corpus: Mapping  # where the tokens come from: demo, files, hf or pretokenized
+    shard_tokens: int
+    vocabulary: int
+    dtype: str
+    head_dim: int
+    windows: tuple[int, ...]
+    train_tokens: int
+    budgets: Mapping[str, budget.BudgetSpec]
+    aggregation: str | None = None  # None: ModelConfig's
+    training: Training = Training()
+    evaluation: Evaluation = Evaluation()
+    ablations: Mapping[str, Ablation] = field(default_factory=lambda: MappingProxyType({}))
+    latency: Mapping | None = None  # Table 5's block as the config gives it (lm.systems fills its defaults)
+    throughput: Mapping | None = None  # Table 6's
+
+    @classmethod
+    def of(cls, config: Mapping) -> LmSettings:
+        """The LM settings of a schema-valid config."""
+        lm = config["lm"]
+        return cls(read_only(lm["corpus"]), lm["shard_tokens"], lm["vocabulary"], lm["dtype"], lm["head_dim"],
+                   tuple(lm["windows"]), lm["train_tokens"],
+                   MappingProxyType({name: budget.BudgetSpec.of(spec) for name, spec in lm["budgets"].items()}),
+                   lm.get("aggregation"), Training(**lm.get("training", {})), Evaluation(**lm.get("evaluation", {})),
+                   MappingProxyType({name: Ablation.of(spec) for name, spec in lm.get("ablations", {}).items()}),
+                   *(read_only(lm[table]) if table in lm else None for table in ("latency", "throughput")))
+
+    @property
+    def proxy(self) -> budget.Proxy:
+        return budget.Proxy("lm", windows=self.windows, head_dim=self.head_dim)
+
+    @property
+    def tables(self) -> dict[str, Mapping]:
+        """The systems tables the config defines (Tables 5 and 6), by name."""
+        return {name: table for name, table in (("latency", self.latency), ("throughput", self.throughput))
+                if table is not None}
+
+    @property
+    def shape(self) -> dict:
+        """What every model of the config shares, the systems tables' too: `head_dim`, `vocabulary`, `dtype`."""
+        return {"head_dim": self.head_dim, "vocabulary": self.vocabulary, "dtype": self.dtype}
+

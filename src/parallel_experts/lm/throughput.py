@@ -137,28 +137,30 @@ def _isolated(*args) -> dict:
         return pool.submit(_measured, *args).result()
 
 
-def run(config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None,
+def run(lm: experiment.Families, config: Mapping, tokens: str | Path, progress=print, isolate: bool | None = None,
         batch_tokens: int | None = None, devices: int | None = None) -> xr.Dataset:
-    """Table 6 over the config's contexts (`lm.throughput`): every cell planned and its memory measured (a process
+    """Table 6 over the config's contexts (`lm.throughput` of `lm`'s settings; `config`: the validated mapping, which
+    the dataset records): every cell planned and its memory measured (a process
     per cell where the device reports its peak memory, or when `isolate` says so), then `rounds` rounds in which
     every cell that fits runs `steps` updates, the cells in a new random order each round
     (`benchmarking.interleaved`), so that a drift of the machine's load falls on every row alike and the claims page
     can test a ratio over rounds. `batch_tokens` per update and `devices` instead of the config's, where given."""
-    if batch_tokens:  # the effective config, which the dataset records
-        table = {**config["lm"]["throughput"], "batch_tokens": batch_tokens}
-        config = {**config, "lm": {**config["lm"], "throughput": table}}
-    spec = systems.throughput_settings(config["lm"])
-    devices = devices or experiment.devices(config, "bench")
+    tables = lm.settings.tables
+    if batch_tokens:  # the effective table, which the dataset records in its config
+        tables = tables | {"throughput": {**tables["throughput"], "batch_tokens": batch_tokens}}
+        config = {**config, "lm": {**config["lm"], "throughput": dict(tables["throughput"])}}
+    spec = systems.throughput_settings(tables)
+    devices = devices or lm.bench_devices
     isolate = bool(jax.devices()[0].memory_stats()) if isolate is None else isolate
     limit = int(spec["memory_limit_gb"] * 2**30) if "memory_limit_gb" in spec else device_memory()
     contexts, rows = list(spec["contexts"]), systems.selected(systems.THROUGHPUT_ROWS, spec)
     shape = (len(rows), len(contexts))
     planned, peak, flops, oom = np.zeros(shape), np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, bool)
-    shards = training_shards(tokens, config["lm"]["vocabulary"])
+    shards = training_shards(tokens, lm.settings.vocabulary)
     cells = {}
     for i, row in enumerate(rows):
         for j, context in enumerate(contexts):
-            model = systems.model_config(row, spec["width"], config["lm"])
+            model = systems.model_config(row, spec["width"], lm.settings.shape)
             if isolate:
                 found = _isolated(model, context, spec, str(tokens), limit, devices)
                 cell = None if found["oom"] else Cell.compiled(model, context, spec["batch_tokens"], shards, devices)

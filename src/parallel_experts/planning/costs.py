@@ -89,10 +89,11 @@ class FlopCounter(Protocol):
     def forward(self, model: Any, context: int, fit: bool = False) -> float:
         """Forward FLOPs of one step or token of `model`, fitted from its family or counted."""
 
-    def allocation_flops(self, config: Mapping) -> Callable[[Allocation], float]:
-        """Measured FLOPs of one step of an allocation of the config's budgets (the allocation grids)."""
+    def allocation_flops(self, settings: Any) -> Callable[[Allocation], Any]:
+        """Measured FLOPs of one step of an allocation of the domain's budgets (`settings`: the domain's, as
+        `Study.families` holds them), for the allocation grids."""
 
-    def flops_per(self, config: Mapping) -> str:
+    def flops_per(self, settings: Any) -> str:
         """What `allocation_flops` counts, in words."""
 
 
@@ -155,8 +156,9 @@ def _probe_jobs(run: sokoban_experiment.Run, families: sokoban_experiment.Famili
     """Per probed agent (`families.probe_seeds`): the probe data of each split (the agent and its untrained control
     play every level to the time limit) and the probe fit (every representation and target, each probe seed, over
     the training split's squares)."""
-    played, fit, train = families.probe_levels, families.probe_fit, run.train
-    assert fit is not None  # a probed run: the config has probes
+    probes, played, train = families.settings.probes, families.probe_levels, run.train
+    assert probes is not None  # a probed run: the config has probes
+    fit = probes.fit
     per_square = 2 * fit.kernel**2 * run.agent.width * len(CLASSES)
     squares = played["train"] * train.time_limit * train.view**2
     probes_fitted = len(TARGETS) * len(REPRESENTATIONS) * fit.seeds
@@ -184,17 +186,17 @@ def _lm_job(rule: str, run: lm_experiment.Run, flops: float, work: tuple) -> Job
 def _lm_jobs(run: lm_experiment.Run, lm: lm_experiment.Families, forward: float) -> list[Job]:
     """Training on the job's GPUs, and evaluation of the validation shard's tokens on one of them (`lm.evaluate`),
     a block of `lm.evaluation.lanes` streams at a time."""
-    scan = lm_time.evaluation(run.model, lm.shard_tokens, lm.evaluation["lanes"], forward)
+    scan = lm_time.evaluation(run.model, lm.settings.shard_tokens, lm.settings.evaluation.lanes, forward)
     return [lm_train_job(run, forward, lm.devices),
-            _lm_job("lm_evaluate", run, lm.shard_tokens * forward, ((scan, 1),))]
+            _lm_job("lm_evaluate", run, lm.settings.shard_tokens * forward, ((scan, 1),))]
 
 
 def _latency_job(lm: lm_experiment.Families, counter: FlopCounter) -> Job:
     """Every row, context and batch: the prompt, then the warm-up and timed calls of the decode scan and the
     single step (our Table 5 protocol, see lm/latency.py)."""
-    spec = systems.latency_settings(lm.tables)
+    spec = systems.latency_settings(lm.settings.tables)
     calls = (spec["warmup"] + spec["rounds"]) * (spec["steps"] + 1)
-    flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], lm.shape),
+    flops = sum(batch * (context + calls) * counter.forward(systems.model_config(row, spec["width"], lm.settings.shape),
                                                             context)
                 for row in systems.selected(systems.LATENCY_ROWS, spec)
                 for context in spec["contexts"] for batch in spec["batches"])
@@ -204,11 +206,11 @@ def _latency_job(lm: lm_experiment.Families, counter: FlopCounter) -> Job:
 def _throughput_job(lm: lm_experiment.Families, counter: FlopCounter) -> Job:
     """Every row and context: the updates that measure its memory, then its turns of every round (lm/throughput.py),
     each split over the bench's GPUs."""
-    spec = systems.throughput_settings(lm.tables)
+    spec = systems.throughput_settings(lm.settings.tables)
     updates, gpus = systems.PEAK_UPDATES + spec["rounds"] * spec["steps"], lm.bench_devices
     work = []
     for row in systems.selected(systems.THROUGHPUT_ROWS, spec):
-        model = systems.model_config(row, spec["width"], lm.shape)
+        model = systems.model_config(row, spec["width"], lm.settings.shape)
         for context in spec["contexts"]:
             train = systems.train_config(model, context, spec["batch_tokens"])
             work.append((lm_time.training(model, train, gpus, counter.forward(model, context)), updates))
@@ -222,7 +224,7 @@ def jobs_by_result(study: Study, counters: Counters, results: Iterable[str] | No
     evaluation, the probed runs' training, evaluation and probes, a systems table's one job."""
     systems_jobs = {path: job for table, path, job in (("latency", paths.LATENCY, _latency_job),
                                                        ("throughput", paths.THROUGHPUT, _throughput_job))
-                    if table in study.lm.tables}
+                    if table in study.lm.settings.tables}
     probed = study.sokoban.probed
     sokoban = study.sokoban_datasets | ({paths.SOKOBAN_PROBES: probed} if probed else {})
     lm = study.lm_datasets

@@ -61,7 +61,7 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
         update = lm_time.training(run.model, run.train, entry["job_devices"], forward(run.model, run.window))
         found.append(lm_time.Timed(device, f"{run_id}, update", update, entry["seconds_per_update"]))
     for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
-        model, train = systems.throughput_cell(lm.tables, lm.shape, tuple(entry["row"]), entry["context"])
+        model, train = systems.throughput_cell(lm.settings.tables, lm.settings.shape, tuple(entry["row"]), entry["context"])
         update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
     latency = check.get("lm_latency") or {}
@@ -69,7 +69,7 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
         records.fields_of(latency, {"width": int, "batch": int, "context": int, "ms_per_token": dict},
                           f"{where}: lm_latency")
         label = systems.label(systems.SHALLOWEST)
-        model = systems.model_config(systems.SHALLOWEST, latency["width"], lm.shape)
+        model = systems.model_config(systems.SHALLOWEST, latency["width"], lm.settings.shape)
         update = lm_time.decode(model, latency["batch"], latency["context"], forward)
         found.append(lm_time.Timed(device, f"Table 5 {label}, C = {latency['context']}, B = {latency['batch']}, "
                                    "decode", update, latency["ms_per_token"][label] / 1e3))

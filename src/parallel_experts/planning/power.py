@@ -295,7 +295,8 @@ def _ablation_tests(sokoban: sokoban_experiment.Families, power: PowerAssumption
     """Each Sokoban ablation's claim (ABLATIONS), its values as arms: the default `lead` above every other value, as
     the config's `power.sokoban.ablations.<setting>` assumes (the paper publishes no ablation spread)."""
     found = []
-    for setting, given in sokoban.ablation_values.items():
+    for setting, spec in sokoban.settings.ablations.items():
+        given = spec.values
         claim, default, within_margin, rule = ABLATIONS[setting]
         values = np.array([str(v) for v in given])
         if default not in values or len(values) < 2:
@@ -324,7 +325,7 @@ def _cells(study: Study) -> dict[str, tuple[str, Callable[[Any], list]]]:
     first_seed = {name: seeds[0] for name, seeds in study.lm.seeds.items()}
     values: dict[str, list[tuple]] = {}
     for setting, runs in study.sokoban.ablations.items():
-        for value, run in zip(study.sokoban.ablation_values[setting], runs):
+        for value, run in zip(study.sokoban.settings.ablations[setting].values, runs):
             values.setdefault(run.id, []).append((setting, True, str(value)))
 
     def sokoban(run: sokoban_experiment.Run) -> list:

@@ -20,15 +20,19 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import jax
 
 from parallel_experts.config.errors import ConfigError, PipelineError
+from parallel_experts.config.settings import Resources
 from parallel_experts.core import atomic, compile_cache
 from parallel_experts.core.programs import Program
+from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import programs as lm_programs
 from parallel_experts.rehearsal import jobs
 from parallel_experts.results import rehearsal_file
+from parallel_experts.sokoban import experiment as sokoban_experiment
 from parallel_experts.sokoban import programs as sokoban_programs
 from parallel_experts.sokoban import rehearsal_updates
 from parallel_experts.sokoban.levels import LevelSet
@@ -42,15 +46,32 @@ MEMORY = {"argument": "argument_size_in_bytes", "output": "output_size_in_bytes"
           "alias": "alias_size_in_bytes", "generated_code": "generated_code_size_in_bytes"}
 
 
-def programs(config: Mapping) -> list[Program]:
+class Rehearsed(Protocol):
+    """What the rehearsal reads of a study (`parallel_experts.study.Study`, which this layer may not import): its
+    scale, its jobs' resources and both domains' runs."""
+
+    @property
+    def scale(self) -> str: ...
+
+    @property
+    def resources(self) -> Resources: ...
+
+    @property
+    def sokoban(self) -> sokoban_experiment.Families: ...
+
+    @property
+    def lm(self) -> lm_experiment.Families: ...
+
+
+def programs(study: Rehearsed) -> list[Program]:
     """Every distinct program of the config's DAG: both domains'."""
-    return sokoban_programs.programs(config) + lm_programs.programs(config)
+    return sokoban_programs.programs(study) + lm_programs.programs(study)
 
 
-def parts(config: Mapping) -> list[list[Program]]:
+def parts(study: Rehearsed) -> list[list[Program]]:
     """The programs, in the order `programs` lists them, in parts of at most `PART_UNITS`."""
     found, units = [[]], 0
-    for program in programs(config):
+    for program in programs(study):
         cost = UNITS.get(program.rule, 1)
         if found[-1] and units + cost > PART_UNITS:
             found, units = [*found, []], 0
@@ -59,24 +80,24 @@ def parts(config: Mapping) -> list[list[Program]]:
     return found
 
 
-def part_keys(config: Mapping, index: int) -> set[str]:
+def part_keys(study: Rehearsed, index: int) -> set[str]:
     """The keys of the programs of part `index`."""
-    found = parts(config)
+    found = parts(study)
     if not 0 <= index < len(found):
         raise PipelineError(f"rehearse --part {index}: the config's programs are in parts 0 to {len(found) - 1}")
     return {program.key for program in found[index]}
 
 
-def merge(config: Mapping, files: Sequence[str | Path]) -> list[dict]:
+def merge(study: Rehearsed, files: Sequence[str | Path]) -> list[dict]:
     """The records of the parts' files, in the order of `programs`: every program of the config once, or an error
     that names the file that is not of this config (a part left from another config or an older program list)."""
-    expected = [program.key for program in programs(config)]
+    expected = [program.key for program in programs(study)]
     known = set(expected)
     found: dict[str, dict] = {}
     for path in files:
         rehearsed = rehearsal_file.read(path, missing_ok=False)
         for record in rehearsed["programs"]:
-            if rehearsed["scale"] != config["scale"] or record["key"] not in known or record["key"] in found:
+            if rehearsed["scale"] != study.scale or record["key"] not in known or record["key"] in found:
                 raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "
                                     f"this config's, or is there twice: rehearse that part again")
             found[record["key"]] = record
@@ -121,11 +142,11 @@ def compiled(program: Program) -> tuple[dict, jax.stages.Compiled | None]:
                      "peak_bytes": peak_bytes(memory)}, executable
 
 
-def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] = print,
+def rehearse(study: Rehearsed, out: str | Path, progress: Callable[[str], None] = print,
              keys: set[str] | None = None) -> list[dict]:
-    """Compile every program of `config` (or those of `keys`) and write the records to `out` (JSON), rewritten
+    """Compile every program of `study` (or those of `keys`) and write the records to `out` (JSON), rewritten
     after each program so that a long rehearsal can be watched and a killed one keeps what it did."""
-    records, every = [], programs(config)
+    records, every = [], programs(study)
     unknown = sorted(set(keys or ()) - {p.key for p in every})
     if unknown:  # nothing compiled and exit 0 would pass for a rehearsal
         known = [p.key for p in every]
@@ -136,39 +157,39 @@ def rehearse(config: Mapping, out: str | Path, progress: Callable[[str], None] =
     for index, program in enumerate(chosen, 1):
         record = compile_program(program)
         records.append(record)
-        write(config, records, out)
+        write(study, records, out)
         what = record.get("error") or (f"{record['compile_seconds']:.1f} s, {record['peak_bytes'] / 2**30:.3f} GiB "
                                        f"per device, {record['parameters']:,} parameters")
         progress(f"[{index}/{len(chosen)}] {program.key}: {what}")
     return records
 
 
-def write(config: Mapping, records: list[dict], out: str | Path, updates: list[dict] | None = None) -> None:
+def write(study: Rehearsed, records: list[dict], out: str | Path, updates: list[dict] | None = None) -> None:
     """The rehearsal's file: the config's scale, every compiled program's record and the updates run for real."""
-    found = {"scale": config["scale"], "programs": records} | ({"updates": updates} if updates is not None else {})
+    found = {"scale": study.scale, "programs": records} | ({"updates": updates} if updates is not None else {})
     atomic.write_text(out, json.dumps(found, indent=1))
 
 
-def job(options: jobs.Rehearse, config: Mapping) -> int:
+def job(options: jobs.Rehearse, study: Rehearsed) -> int:
     """`rehearse`: compile the config's programs (all, `--only` some, or `--part` N), or `--merge` the parts' files;
     with `--levels`, also run the chosen Sokoban updates for real. One line: what compiled, and on which backend."""
     compile_cache.off()  # compile seconds are what a rehearsal measures, not reads from the cache
     # A job that splits its data over N GPUs is compiled for N devices; on a CPU the host can pose as N devices, if
     # told before JAX starts its backend.
-    devices = max(1, *(spec["gpus"] for spec in config["resources"].values()))
+    devices = max(1, *(spec.gpus for spec in study.resources.families.values()))
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
     if options.merge:
-        records = merge(config, options.merge)
-        write(config, records, options.out)
+        records = merge(study, options.merge)
+        write(study, records, options.out)
     else:
-        keys = part_keys(config, options.part) if options.part is not None else options.only and set(options.only)
-        records = rehearse(config, options.out, keys=keys)
+        keys = part_keys(study, options.part) if options.part is not None else options.only and set(options.only)
+        records = rehearse(study, options.out, keys=keys)
     if options.levels:
         if not options.run_dir:
             raise ConfigError("rehearse: --levels needs --run-dir, where the runs checkpoint")
-        updates = rehearsal_updates.run_all(config, records, LevelSet.load(options.levels).levels, options.run_dir,
+        updates = rehearsal_updates.run_all(study.sokoban, records, LevelSet.load(options.levels).levels, options.run_dir,
                                             options.seeds)
-        write(config, records, options.out, updates)
+        write(study, records, options.out, updates)
     failed = [r for r in records if "error" in r]
     print(f"{options.out}: {len(records) - len(failed)} programs compiled on {records[0]['backend'] if records else '-'}"
           + (f", {len(failed)} not ({failed[0]['error']})" if failed else ""))

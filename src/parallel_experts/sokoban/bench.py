@@ -47,7 +47,7 @@ from parallel_experts.core.benchmarking import (counted_flops, flops_of, machine
                                                 unrolled_scans, usable_cpus)
 from parallel_experts.core.tables import fmt, table
 from parallel_experts.sokoban import env as sokoban_env
-from parallel_experts.sokoban import jobs
+from parallel_experts.sokoban import experiment, jobs
 from parallel_experts.sokoban.agent import agent_step_flops
 from parallel_experts.sokoban.generator import generated_set
 from parallel_experts.sokoban.settings import AgentConfig, TrainConfig
@@ -156,30 +156,30 @@ def training_speed(agent_config, train_config, levels: np.ndarray, seeds: int, w
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _anchor_and_allocations(args: jobs.Bench, config: dict
-                            ) -> tuple[budget.Allocation, list[budget.Allocation], int, dict]:
-    found = {b.name: b for b in budget.budgets(config, "sokoban")}
+def _anchor_and_allocations(args: jobs.Bench, sokoban: experiment.Families
+                            ) -> tuple[budget.Allocation, list[budget.Allocation]]:
+    found = {b.name: b for b in sokoban.budgets}
     if args.budget not in found:
         raise ConfigError(f"--budget: unknown Sokoban budget {args.budget!r} "
                                         f"(defined: {', '.join(found)})")
     chosen = found[args.budget]
     allocations = list(args.allocations or chosen.allocations)
-    return chosen.anchor, allocations, config["sokoban"]["encoder_channels"], config["sokoban"]
+    return chosen.anchor, allocations
 
 
-def run(args: jobs.Bench, config: dict) -> int:
+def run(args: jobs.Bench, sokoban: experiment.Families) -> int:
     """The benchmark of `python -m parallel_experts sokoban-bench` (`sokoban.jobs.Bench`: the options), on a
-    validated config."""
+    validated config's Sokoban runs (their budgets and training settings)."""
     compile_cache.off()
     if args.quick:
         args = dataclasses.replace(args, **QUICK, allocations=(args.allocations or [QUICK_ALLOCATION])[:1])
     wall_start = time.perf_counter()
-    anchor, allocations, encoder_channels, sokoban = _anchor_and_allocations(args, config)
-    overrides = {"env_steps": sokoban["env_steps"], "num_envs": args.num_envs, "num_steps": args.num_steps,
-                 "log_interval": args.log_interval}
+    anchor, allocations = _anchor_and_allocations(args, sokoban)
+    encoder_channels = sokoban.settings.encoder_channels
+    overrides = {"num_envs": args.num_envs, "num_steps": args.num_steps, "log_interval": args.log_interval}
     if "view" in TrainConfig.__dataclass_fields__:
         overrides["view"] = 10  # the benchmark's levels fill Jumanji's whole 10×10 grid (a demo config's view won't)
-    train_config = TrainConfig(**{**sokoban.get("training", {}), **overrides})
+    train_config = dataclasses.replace(sokoban.settings.train, **overrides)
     machine = machine_info()
     print(f"# sokoban-bench  jax {machine['jax']} ({machine['backend']}), {machine['usable_cpus']} usable CPUs "
           f"({machine['cpu']}), load {machine['loadavg_start'][0]:.2f}", flush=True)

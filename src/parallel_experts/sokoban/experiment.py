@@ -14,8 +14,7 @@ and two ablations of one allocation share their default run.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import xarray as xr
@@ -28,9 +27,9 @@ from parallel_experts.results import paths, store
 from parallel_experts.results.store import run_results, with_ablations
 from parallel_experts.sokoban import boxoban, generator, jobs, solver
 from parallel_experts.sokoban.levels import LevelError, LevelSet
-from parallel_experts.sokoban.settings import AgentConfig, ProbeConfig, TrainConfig
+from parallel_experts.sokoban.settings import (AgentConfig, ExpertCount, Probes, SokobanSettings, Sweep, TrainConfig,
+                                                agent_options)
 
-AGENT_KEYS = ("chaining", "aggregation")  # a sweep's optional agent settings; omitted: AgentConfig's defaults
 EXPERT_COUNT = "expert_count"  # the config key (sokoban.expert_count) and the sweep name of its runs
 ABLATION = "ablation"  # the sweep name of every ablation's runs
 ABLATIONS = ("aggregation", "radius")  # the agent settings an ablation varies (Fig. 10 left; Fig. 11)
@@ -82,91 +81,90 @@ def shared(run: Run, sweep_runs: list[Run]) -> Run:
     return run
 
 
-def runs(config: Mapping) -> list[Run]:
-    """Every run of every Sokoban budget sweep (`sokoban.sweeps`) in a validated config, in a stable order: each
-    budget, each recurrence, each allocation the family trains there (`Budget.allocations_of`), with the seeds the
-    sweep gives the family at that budget (`sweep_seeds`). The expert-count sweep and the ablations have their own
-    lists (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
-    sokoban = config["sokoban"]
-    by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
+def runs(settings: SokobanSettings, budgets: Sequence[budget.Budget]) -> list[Run]:
+    """Every run of every Sokoban budget sweep (`sokoban.sweeps`), in a stable order: each budget (`budgets`: the
+    config's, parsed), each recurrence, each allocation the family trains there (`Budget.allocations_of`), with the
+    seeds the sweep gives the family at that budget (`sweep_seeds`). The expert-count sweep and the ablations have
+    their own lists (expert_count_runs, ablation_runs); ids never collide, as each begins with its sweep's name."""
+    by_name = {b.name: b for b in budgets}
     found = []
-    for name, sweep in sokoban.get("sweeps", {}).items():
+    for name, sweep in settings.sweeps.items():
         if name in RESERVED:  # run ids begin with the sweep name, so these would collide
             raise ConfigError(f"sokoban.sweeps.{name}: the name is taken by the runs of {RESERVED[name]}; "
                               "rename this sweep")
         _check_sweep_seeds(name, sweep)
-        for budget_name in sweep["budgets"]:
-            for recurrent in sweep["recurrent"]:
-                seeds = sweep_seeds(config, name, recurrent, budget_name)
-                train = budget_train_config(config, budget_name, seeds, f"sokoban.sweeps.{name}")
+        for budget_name in sweep.budgets:
+            for recurrent in sweep.recurrent:
+                seeds = sweep_seeds(settings, name, recurrent, budget_name)
+                train = budget_train_config(settings, budget_name, seeds, f"sokoban.sweeps.{name}")
                 for a in by_name[budget_name].allocations_of(recurrent):
-                    found.append(Run(name, budget_name, _agent(sokoban, sweep, a, recurrent), train, seeds))
+                    found.append(Run(name, budget_name, _agent(settings, sweep, a, recurrent), train, seeds))
     return found
 
 
-def sweep_seeds(config: Mapping, sweep_name: str, recurrent: bool, budget_name: str) -> tuple[int, ...]:
+def sweep_seeds(settings: SokobanSettings, sweep_name: str, recurrent: bool, budget_name: str) -> tuple[int, ...]:
     """The seeds of one family's runs of a sweep at one budget: `sokoban.sweeps.<name>.seeds` where it gives them
     (one list for the whole sweep, or by family: a list, or by budget), else the budget's (`_seeds`)."""
-    given = config["sokoban"]["sweeps"][sweep_name].get("seeds")
+    given = settings.sweeps[sweep_name].seeds
     if isinstance(given, Mapping):
         given = given.get(family_id(recurrent))
     if isinstance(given, Mapping):
         given = given.get(budget_name)
-    return _seeds(config, budget_name) if given is None else tuple(given)
+    return _seeds(settings, budget_name) if given is None else given
 
 
-def _seeds(config: Mapping, budget_name: str) -> tuple[int, ...]:
+def _seeds(settings: SokobanSettings, budget_name: str) -> tuple[int, ...]:
     """The seeds of a budget's runs: `sokoban.budgets.<name>.seeds`, else the top-level `seeds`."""
-    return tuple(config["sokoban"]["budgets"][budget_name].get("seeds", config["seeds"]))
+    return settings.budgets[budget_name].seeds or settings.seeds
 
 
-def _check_sweep_seeds(name: str, sweep: Mapping) -> None:
+def _check_sweep_seeds(name: str, sweep: Sweep) -> None:
     """Refuse a sweep's seeds by family or budget that name a family or budget the sweep does not train."""
-    given, where = sweep.get("seeds"), f"sokoban.sweeps.{name}.seeds"
+    given, where = sweep.seeds, f"sokoban.sweeps.{name}.seeds"
     if not isinstance(given, Mapping):
         return
-    families = [family_id(recurrent) for recurrent in sweep["recurrent"]]
+    families = [family_id(recurrent) for recurrent in sweep.recurrent]
     for family, per_budget in given.items():
         if family not in families:
             raise ConfigError(f"{where}.{family}: the sweep trains no {family} runs (its families: "
                               f"{', '.join(families)})")
         for budget_name in per_budget if isinstance(per_budget, Mapping) else ():
-            if budget_name not in sweep["budgets"]:
+            if budget_name not in sweep.budgets:
                 raise ConfigError(f"{where}.{family}.{budget_name}: not a budget of the sweep (its budgets: "
-                                  f"{', '.join(sweep['budgets'])})")
+                                  f"{', '.join(sweep.budgets)})")
 
 
-def ablation_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> dict[str, list[Run]]:
+def ablation_runs(settings: SokobanSettings, budgets: Sequence[budget.Budget], sweep_runs: list[Run]
+                  ) -> dict[str, list[Run]]:
     """Each ablation's runs (`sokoban.ablations.<setting>`), in the order of its values: the recurrent ConvLSTM
     agent at one allocation of one budget, with agent.<setting> set to each value and the ablation's seeds
     (default: the budget's). Two ablations' runs of the same agent are one run (results.by_id), and so are an
-    ablation's and a budget sweep's (`shared`; `sweep_runs`: `runs`, where the caller has them)."""
-    sokoban = config["sokoban"]
-    by_name = {b.name: b for b in budget.budgets(config, "sokoban")}
-    sweep_runs = runs(config) if sweep_runs is None else sweep_runs
-    found, named = {}, {}
-    for setting, spec in sokoban.get("ablations", {}).items():
+    ablation's and a budget sweep's (`shared`; `sweep_runs`: `runs`)."""
+    by_name = {b.name: b for b in budgets}
+    found: dict[str, list[Run]] = {}
+    named: dict[str, tuple[str, Run]] = {}
+    for setting, spec in settings.ablations.items():
         where = f"sokoban.ablations.{setting}"
-        if spec["budget"] not in by_name:
-            raise ConfigError(f"{where}.budget: unknown budget {spec['budget']!r} (defined: {', '.join(by_name)})")
-        allocation = budget.Allocation(*spec["allocation"])
-        if allocation not in by_name[spec["budget"]].allocations:
-            listed = ", ".join(str(a.as_list()) for a in by_name[spec["budget"]].allocations)
-            raise ConfigError(f"{where}.allocation: {spec['allocation']} is not an allocation of budget "
-                              f"{spec['budget']!r} (its allocations: {listed})")
-        seeds = tuple(spec.get("seeds", _seeds(config, spec["budget"])))
-        train = budget_train_config(config, spec["budget"], seeds, where)
+        if spec.budget not in by_name:
+            raise ConfigError(f"{where}.budget: unknown budget {spec.budget!r} (defined: {', '.join(by_name)})")
+        allocation = budget.Allocation(*spec.allocation)
+        if allocation not in by_name[spec.budget].allocations:
+            listed = ", ".join(str(a.as_list()) for a in by_name[spec.budget].allocations)
+            raise ConfigError(f"{where}.allocation: {list(spec.allocation)} is not an allocation of budget "
+                              f"{spec.budget!r} (its allocations: {listed})")
+        seeds = spec.seeds or _seeds(settings, spec.budget)
+        train = budget_train_config(settings, spec.budget, seeds, where)
         found[setting] = []
-        for index, value in enumerate(spec["values"]):
-            run = shared(Run(ABLATION, spec["budget"],
+        for index, value in enumerate(spec.values):
+            run = shared(Run(ABLATION, spec.budget,
                              AgentConfig(allocation.depth, allocation.experts, allocation.width,
-                                         encoder_channels=sokoban["encoder_channels"],
+                                         encoder_channels=settings.encoder_channels,
                                          **{setting: None if value == FULL else value}),
                              train, seeds), sweep_runs)
             if run in found[setting]:
                 hint = (f" (every radius >= E//2 = {allocation.experts // 2} is {FULL})" if setting == "radius" else "")
                 raise ConfigError(f"{where}.values[{index}]: {value!r} is the same agent as "
-                                  f"{spec['values'][found[setting].index(run)]!r}{hint}")
+                                  f"{spec.values[found[setting].index(run)]!r}{hint}")
             other, other_run = named.setdefault(run.id, (f"{where}.values[{index}]", run))
             if other_run != run:
                 raise ConfigError(f"{where}.values[{index}]: {value!r} is the agent of {other}, with other seeds "
@@ -180,28 +178,28 @@ def ablation_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> dict[
 PROBE_SPLITS = {"train": "train", "calibration": "valid", "test": "test"}
 
 
-def probed_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
-    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps (`sweep_runs`: `runs`, where
-    the caller has them) and the probed seeds (each a seed that every probed run trains)."""
-    probes = config["sokoban"].get("probes")
-    if not probes:
+def probed_runs(settings: SokobanSettings, sweep_runs: list[Run]) -> list[Run]:
+    """The runs `sokoban.probes.runs` names, in its order, checked against the sweeps (`sweep_runs`: `runs`) and the
+    probed seeds (each a seed that every probed run trains)."""
+    probes = settings.probes
+    if probes is None:
         return []
-    if "valid" not in config["sokoban"]["levels"]:
+    if "valid" not in settings.levels:
         raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
-    sweep_runs = {run.id: run for run in (runs(config) if sweep_runs is None else sweep_runs)}
+    by_id = {run.id: run for run in sweep_runs}
 
     def check(where: str, name: str, allowed, what: str) -> None:
         if name not in allowed:
             raise ConfigError(f"sokoban.probes.{where}: {name!r} is not {what} (expected one of: {', '.join(allowed)})")
 
-    for index, name in enumerate(probes["runs"]):
-        check(f"runs[{index}]", name, sweep_runs, "a run of the sweeps")
-    for index, name in enumerate(probes.get("compare", [])):
-        check(f"compare[{index}]", name, probes["runs"], "a probed run")
-    if "picture" in probes:
-        check("picture.run", probes["picture"]["run"], probes["runs"], "a probed run")
-    found = [sweep_runs[name] for name in probes["runs"]]
-    for index, seed in enumerate(probes.get("seeds", [])):
+    for index, name in enumerate(probes.runs):
+        check(f"runs[{index}]", name, by_id, "a run of the sweeps")
+    for index, name in enumerate(probes.compare):
+        check(f"compare[{index}]", name, probes.runs, "a probed run")
+    if probes.picture is not None:
+        check("picture.run", probes.picture.run, probes.runs, "a probed run")
+    found = [by_id[name] for name in probes.runs]
+    for index, seed in enumerate(probes.seeds or ()):
         for run in found:
             if seed not in run.seeds:
                 raise ConfigError(f"sokoban.probes.seeds[{index}]: {seed} is not a seed of {run.id} (it trains seeds "
@@ -209,71 +207,46 @@ def probed_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Ru
     return found
 
 
-def probe_episodes(config: Mapping) -> dict[str, int | None]:
+def probe_episodes(probes: Probes) -> dict[str, int | None]:
     """How many levels each probe split plays: a prefix of the training and calibration sets
     (`sokoban.probes.episodes`, `.calibration`), and every test level (None)."""
-    probes = config["sokoban"]["probes"]
-    return {"train": probes["episodes"], "calibration": probes["calibration"], "test": None}
+    return {"train": probes.episodes, "calibration": probes.calibration, "test": None}
 
 
-def probe_levels(config: Mapping) -> dict[str, int]:
+def probe_levels(settings: SokobanSettings, probes: Probes) -> dict[str, int]:
     """How many levels each probe split plays (`probe_episodes`; every level of its set where it plays all)."""
-    levels = config["sokoban"]["levels"]
-    return {split: level_count(levels[PROBE_SPLITS[split]]) if count is None else count
-            for split, count in probe_episodes(config).items()}
+    return {split: level_count(settings.levels[PROBE_SPLITS[split]]) if count is None else count
+            for split, count in probe_episodes(probes).items()}
 
 
-def probe_seeds(config: Mapping, run: Run) -> tuple[int, ...]:
-    """The training seeds whose agents the probes read (one probe data and fit per agent): `sokoban.probes.seeds`,
-    or the run's first seed."""
-    return tuple(config["sokoban"]["probes"].get("seeds", run.seeds[:1]))
-
-
-def expert_count_runs(config: Mapping, sweep_runs: list[Run] | None = None) -> list[Run]:
+def expert_count_runs(settings: SokobanSettings, sweep_runs: list[Run]) -> list[Run]:
     """The runs of `sokoban.expert_count` (Fig. 6 where the budgets' grids hold no fixed-width family): every
     depth × width × expert count × recurrence, with the top-level seeds, a budget sweep's run where one trains the
-    same agent (`shared`; `sweep_runs`: `runs`, where the caller has them); empty where the config has none."""
-    sokoban = config["sokoban"]
-    sweep = sokoban.get(EXPERT_COUNT)
+    same agent (`shared`; `sweep_runs`: `runs`); empty where the config has none."""
+    sweep = settings.expert_count
     if sweep is None:
         return []
-    train, sweep_runs = train_config(sokoban), runs(config) if sweep_runs is None else sweep_runs
-    return [shared(Run(EXPERT_COUNT, None, _agent(sokoban, sweep, budget.Allocation(depth, experts, width), recurrent),
-                       train, tuple(config["seeds"])), sweep_runs)
-            for recurrent in sweep["recurrent"] for depth in sweep["depths"] for width in sweep["widths"]
-            for experts in sweep["experts"]]
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A budget sweep as the config names it (`sokoban.sweeps.<name>`): its experts, the families it trains and at
-    which budgets."""
-
-    expert: str
-    recurrent: tuple[bool, ...]
-    budgets: tuple[str, ...]
+    return [shared(Run(EXPERT_COUNT, None, _agent(settings, sweep, budget.Allocation(depth, experts, width), recurrent),
+                       settings.train, settings.seeds), sweep_runs)
+            for recurrent in sweep.recurrent for depth in sweep.depths for width in sweep.widths
+            for experts in sweep.experts]
 
 
 @dataclass(frozen=True)
 class Families:
     """Every family of Sokoban runs of a config: the budget sweeps' (`runs`), the expert-count sweep's, each
-    ablation's and the probed runs (the sweeps' runs that `sokoban.probes` names); and the levels their jobs play,
-    with the probes' fit, which is what their jobs cost besides the runs (the planner)."""
+    ablation's and the probed runs (the sweeps' runs that `sokoban.probes` names); the settings they were built from
+    and the budgets they spend; and what their jobs cost besides the runs (the planner): the levels they play."""
 
+    settings: SokobanSettings
+    budgets: tuple[budget.Budget, ...]  # in the config's order
     sweeps: list[Run]
-    sweep_plans: dict[str, Sweep]  # each budget sweep's, by name, in the config's order
     expert_count: list[Run]
     ablations: dict[str, list[Run]]
-    ablation_values: dict[str, tuple]  # each ablation's values, as the config gives them (a run each, in this order)
     probed: list[Run]
     test_levels: int  # every run is evaluated on every test level
-    test_source: Mapping  # where they come from (`sokoban.levels.test`)
-    env_steps: int  # every run's training steps (`sokoban.env_steps`)
     probe_levels: dict[str, int]  # the levels each probe split plays (`probe_levels`); empty without probes
-    probe_fit: ProbeConfig | None  # `sokoban.probes.fit`; None without probes
-    probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds (`probe_seeds`), by run id
-    probe_compare: tuple[str, ...]  # the probed runs whose plan recall Fig. 4 compares (`sokoban.probes.compare`)
-    probe_picture: str | None  # the probed run Fig. 13 pictures (`sokoban.probes.picture.run`)
+    probe_seeds: dict[str, tuple[int, ...]]  # each probed run's probed seeds, by run id (default: its first)
 
     @property
     def by_id(self) -> dict[str, Run]:
@@ -281,39 +254,23 @@ class Families:
         return by_id([self.sweeps, *self.ablations.values(), self.expert_count])
 
 
-def families(config: Mapping) -> Families:
-    """Every family of Sokoban runs of a validated config, the budget sweeps built once for all of them."""
-    sweeps = runs(config)
-    probed = probed_runs(config, sweeps)  # checked in this order, so the first problem named is the same
-    expert_count = expert_count_runs(config, sweeps)
-    probes = config["sokoban"].get("probes")
-    sokoban = config["sokoban"]
-    plans = {name: Sweep(spec["expert"], tuple(spec["recurrent"]), tuple(spec["budgets"]))
-             for name, spec in sokoban.get("sweeps", {}).items()}
-    values = {setting: tuple(spec["values"]) for setting, spec in sokoban.get("ablations", {}).items()}
-    return Families(sweeps, plans, expert_count, ablation_runs(config, sweeps), values, probed,
-                    level_count(sokoban["levels"]["test"]), MappingProxyType(sokoban["levels"]["test"]),
-                    sokoban["env_steps"], probe_levels(config) if probes else {},
-                    ProbeConfig(**probes.get("fit", {})) if probes else None,
-                    {run.id: probe_seeds(config, run) for run in probed}, tuple((probes or {}).get("compare", ())),
-                    (probes or {}).get("picture", {}).get("run"))
+def families(settings: SokobanSettings, budgets: Sequence[budget.Budget]) -> Families:
+    """Every family of Sokoban runs of the settings, the budget sweeps built once for all of them."""
+    sweeps = runs(settings, budgets)
+    probed = probed_runs(settings, sweeps)  # checked in this order, so the first problem named is the same
+    expert_count = expert_count_runs(settings, sweeps)
+    probes = settings.probes
+    return Families(settings, tuple(budgets), sweeps, expert_count, ablation_runs(settings, budgets, sweeps), probed,
+                    level_count(settings.levels["test"]), {} if probes is None else probe_levels(settings, probes),
+                    {run.id: (probes.seeds or run.seeds[:1]) for run in probed} if probes is not None else {})
 
 
-def runs_by_id(config: Mapping) -> dict[str, Run]:
-    """Every Sokoban run of a validated config, of every family (sweeps, ablations, expert-count), by id."""
-    return families(config).by_id
-
-
-def train_config(sokoban: Mapping) -> TrainConfig:
-    """The training settings of every Sokoban run of a config (`sokoban`: its Sokoban section)."""
-    return TrainConfig(env_steps=sokoban["env_steps"], **sokoban.get("training", {}))
-
-
-def budget_train_config(config: Mapping, budget_name: str, seeds: tuple[int, ...], where: str) -> TrainConfig:
-    """The training settings of a budget's runs of `seeds` (trained by `where`): `train_config`, with the budget's
+def budget_train_config(settings: SokobanSettings, budget_name: str, seeds: tuple[int, ...], where: str
+                        ) -> TrainConfig:
+    """The training settings of a budget's runs of `seeds` (trained by `where`): the section's, with the budget's
     `seeds_at_once` where it is fewer than the seeds."""
-    train = train_config(config["sokoban"])
-    group = config["sokoban"]["budgets"][budget_name].get("seeds_at_once")
+    train = settings.train
+    group = settings.budgets[budget_name].seeds_at_once
     if group is None or group >= len(seeds):
         return train  # all seeds at once anyway: the same program as without the key
     if len(seeds) % group:
@@ -322,10 +279,10 @@ def budget_train_config(config: Mapping, budget_name: str, seeds: tuple[int, ...
     return replace(train, seeds_at_once=group)
 
 
-def _agent(sokoban: Mapping, sweep: Mapping, a: budget.Allocation, recurrent: bool) -> AgentConfig:
-    return AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep["expert"], recurrent=recurrent,
-                       encoder_channels=sokoban["encoder_channels"],
-                       **{key: sweep[key] for key in AGENT_KEYS if key in sweep})
+def _agent(settings: SokobanSettings, sweep: Sweep | ExpertCount, a: budget.Allocation, recurrent: bool
+           ) -> AgentConfig:
+    return AgentConfig(depth=a.depth, experts=a.experts, width=a.width, expert=sweep.expert, recurrent=recurrent,
+                       encoder_channels=settings.encoder_channels, **agent_options(sweep))
 
 
 def level_count(source: Mapping) -> int:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from parallel_experts.core import budget, flop_counts
 from parallel_experts.core.flops import fitted
-from parallel_experts.sokoban import experiment
 from parallel_experts.sokoban.agent import agent_step_flops
-from parallel_experts.sokoban.settings import AgentConfig
+from parallel_experts.sokoban.settings import AgentConfig, SokobanSettings
 
 SOKOBAN_WIDTHS = (4, 8, 12)  # the widths a Sokoban model's count is fitted at
 
@@ -37,18 +36,17 @@ def _agent_flops(agent: AgentConfig, view: int) -> float:
     return flop_counts.counted(("sokoban step", agent, view), lambda: agent_step_flops(agent, view, view))
 
 
-def allocation_flops(config: Mapping) -> Callable[[budget.Allocation], float]:
+def allocation_flops(settings: SokobanSettings) -> Callable[[budget.Allocation], float]:
     """XLA-counted FLOPs of one step of the recurrent ConvLSTM agent (the one that defines the Sokoban budgets)
     at an allocation, on the view the config trains on, for the allocations report."""
-    view = experiment.train_config(config["sokoban"]).view
+    view = settings.train.view
 
     def flops(a: budget.Allocation) -> float:
-        return forward(AgentConfig(a.depth, a.experts, a.width, encoder_channels=config["sokoban"]["encoder_channels"]),
-                          view)
+        return forward(AgentConfig(a.depth, a.experts, a.width, encoder_channels=settings.encoder_channels), view)
     return flops
 
 
-def flops_per(config: Mapping) -> str:
+def flops_per(settings: SokobanSettings) -> str:
     """What `allocation_flops` counts, in words."""
-    view = experiment.train_config(config["sokoban"]).view
+    view = settings.train.view
     return f"environment step of one environment on the {view}×{view} view the config trains on"

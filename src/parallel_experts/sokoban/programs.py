@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import equinox as eqx
 import jax
@@ -44,34 +44,34 @@ def agent_key(agent: AgentConfig) -> str:
     return "-".join([agent.expert, "recurrent" if agent.recurrent else "nonrecurrent", allocation_id(agent), *rest])
 
 
-def programs(config: Mapping) -> list[Program]:
-    """The distinct programs of every Sokoban job of `config`'s DAG, each with the jobs that run it."""
-    return collect(_programs(config))
+def programs(sokoban: experiment.Families) -> list[Program]:
+    """The distinct programs of every Sokoban job of a config's DAG (`sokoban`: its Sokoban runs), each with the jobs
+    that run it."""
+    return collect(_programs(sokoban))
 
 
-def _programs(config: Mapping) -> Iterator[tuple[Program, tuple[str, str]]]:
-    sokoban = config["sokoban"]
-    levels = {name: experiment.level_count(source) for name, source in sokoban["levels"].items()}
-    for run in experiment.runs_by_id(config).values():
+def _programs(sokoban: experiment.Families) -> Iterator[tuple[Program, tuple[str, str]]]:
+    levels = {name: experiment.level_count(source) for name, source in sokoban.settings.levels.items()}
+    for run in sokoban.by_id.values():
         job = f"run={run.id}"
         for length in {run.train.log_interval, run.train.num_updates % run.train.log_interval} - {0}:
             yield train_update(run.agent, run.train, len(run.seeds), levels["train"], length), ("sokoban_train", job)
         for chunk in chunks(levels["test"]):
             yield play(run.agent, run.train, chunk, record=False), ("sokoban_evaluate", job)
         yield chance(run.train, levels["test"]), ("sokoban_evaluate", job)
-    probed = experiment.probed_runs(config)
-    if not probed:
+    probes = sokoban.settings.probes
+    if probes is None:
         return
-    fit = ProbeConfig(**sokoban["probes"].get("fit", {}))
-    for run in probed:
-        for seed in experiment.probe_seeds(config, run):  # every probed agent's jobs run the same programs
+    fit = probes.fit
+    for run in sokoban.probed:
+        for seed in sokoban.probe_seeds[run.id]:  # every probed agent's jobs run the same programs
             agent_job = f"run={run.id}, seed={seed}"
-            for split_name, played in experiment.probe_levels(config).items():
+            for split_name, played in sokoban.probe_levels.items():
                 job = ("sokoban_probe_data", f"{agent_job}, split={split_name}")
                 for chunk in chunks(played):
                     yield play(run.agent, run.train, chunk, record=True), job
                     yield control(run.agent, run.train, chunk), job
-            samples = experiment.probe_episodes(config)["train"] * run.train.time_limit  # the bound: none ends early
+            samples = probes.episodes * run.train.time_limit  # the bound: none ends early
             for channels in sorted({_channels(run.agent, r) for r in REPRESENTATIONS}):
                 yield probe_fit(fit, samples, channels, run.train.view), ("sokoban_probe_fit", agent_job)
                 yield probe_predict(fit, channels, run.train.view), ("sokoban_probe_fit", agent_job)

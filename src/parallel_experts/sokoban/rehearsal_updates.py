@@ -24,7 +24,7 @@ import numpy as np
 
 from parallel_experts.core.benchmarking import host_memory
 from parallel_experts.core.checkpoint import load_checkpoint
-from parallel_experts.core.budget import budgets, sokoban_work
+from parallel_experts.core.budget import sokoban_work
 from parallel_experts.sokoban import experiment, train
 
 
@@ -50,12 +50,13 @@ def seeds_that_fit(peak: float, seeds: int, memory: float) -> int:
     return seeds if peak <= memory else max(1, min(seeds, math.floor(seeds * memory / peak)))
 
 
-def chosen_runs(config: Mapping, records: Sequence[Mapping], updates: int = 2) -> list[tuple[object, int]]:
+def chosen_runs(sokoban: experiment.Families, records: Sequence[Mapping], updates: int = 2
+                ) -> list[tuple[experiment.Run, int]]:
     """(run, updates to train) of every budget and expert kind as the module says, from the rehearsal's records."""
     peak = predicted_peaks(records)
-    sweep = [run for run in experiment.runs(config) if run.id in peak]
-    channels = config["sokoban"]["encoder_channels"]
-    names = [b.name for b in sorted(budgets(config, "sokoban"), key=lambda b: sokoban_work(b.anchor, channels))]
+    sweep = [run for run in sokoban.sweeps if run.id in peak]
+    channels = sokoban.settings.encoder_channels
+    names = [b.name for b in sorted(sokoban.budgets, key=lambda b: sokoban_work(b.anchor, channels))]
     found = []
     for name in names[:-1]:
         for kind in sorted({run.agent.expert for run in sweep}):
@@ -89,13 +90,13 @@ def train_for_real(run, levels: np.ndarray, count: int, updates: int, run_dir: s
             "resumed_equal": same}
 
 
-def run_all(config: Mapping, records: Sequence[Mapping], levels: np.ndarray, folder: str | Path,
+def run_all(sokoban: experiment.Families, records: Sequence[Mapping], levels: np.ndarray, folder: str | Path,
             seeds: int | None = None, progress: Callable[[str], None] = print) -> list[dict]:
     """`train_for_real` for every run `chosen_runs` picks, each in its own folder under `folder`."""
-    count = experiment.level_count(config["sokoban"]["levels"]["train"])
+    count = experiment.level_count(sokoban.settings.levels["train"])
     peak, memory = predicted_peaks(records), HOST_SHARE * host_memory()
     found = []
-    for run, updates in chosen_runs(config, records):
+    for run, updates in chosen_runs(sokoban, records):
         fit = seeds or seeds_that_fit(peak[run.id], len(run.seeds), memory)
         if fit < len(run.seeds):
             progress(f"{run.id}: {fit} of its {len(run.seeds)} seeds (the whole update plans "

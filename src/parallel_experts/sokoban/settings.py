@@ -6,11 +6,15 @@ runs without loading it; `agent` and `train` build and train what these describe
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
 from parallel_experts.config.errors import ConfigError
+from parallel_experts.config.settings import read_only
+from parallel_experts.core import budget
 from parallel_experts.core.aggregation import AGGREGATIONS, full_radius
 from parallel_experts.core.precision import DEFAULT as JAX_DEFAULT_PRECISION
 from parallel_experts.core.precision import check as check_precision
@@ -141,3 +145,147 @@ class ProbeConfig:
     calibration_steps: int = paper.PROBES["calibration_steps"].value  # the threshold reads the steps t < this
     bootstrap: int = 1000  # resamples of the scored test levels
     interval: float = 0.95
+
+
+# ------------------------------------------------------------------------------------------------ the config's section
+# `sokoban` (and the top-level `seeds`, which are Sokoban's) as typed values, read once from a schema-valid config
+# (`SokobanSettings.of`). Each class is one block of the schema and its fields are the block's keys
+# (tests/test_settings.py compares them); what a block leaves out is None, or the default of the class that reads it.
+# The level sources stay read-only mappings: a tagged union (a Boxoban split or generated levels) that the workflow
+# hands to the levels job verbatim, as JSON.
+
+
+def _seeds(given) -> tuple[int, ...] | None:
+    return None if given is None else tuple(given)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`sokoban.sweeps.<name>`: the expert, the families trained, at which budgets, with which seeds (one list, or by
+    family a list or a list per budget; None: the budget's), and the agent settings it gives (None: AgentConfig's)."""
+
+    expert: str
+    recurrent: tuple[bool, ...]
+    budgets: tuple[str, ...]
+    seeds: tuple[int, ...] | Mapping[str, tuple[int, ...] | Mapping[str, tuple[int, ...]]] | None = None
+    chaining: str | None = None
+    aggregation: str | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping) -> Sweep:
+        seeds = spec.get("seeds")
+        if isinstance(seeds, Mapping):
+            seeds = MappingProxyType({family: MappingProxyType({name: tuple(s) for name, s in given.items()})
+                                      if isinstance(given, Mapping) else tuple(given) for family, given in seeds.items()})
+        return cls(spec["expert"], tuple(spec["recurrent"]), tuple(spec["budgets"]),
+                   seeds if isinstance(seeds, Mapping) else _seeds(seeds), spec.get("chaining"), spec.get("aggregation"))
+
+
+@dataclass(frozen=True)
+class ExpertCount:
+    """`sokoban.expert_count`: every depth × width × expert count of one expert, for the families listed."""
+
+    expert: str
+    recurrent: tuple[bool, ...]
+    depths: tuple[int, ...]
+    widths: tuple[int, ...]
+    experts: tuple[int, ...]
+    chaining: str | None = None
+    aggregation: str | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping) -> ExpertCount:
+        return cls(spec["expert"], tuple(spec["recurrent"]), tuple(spec["depths"]), tuple(spec["widths"]),
+                   tuple(spec["experts"]), spec.get("chaining"), spec.get("aggregation"))
+
+
+def agent_options(sweep: Sweep | ExpertCount) -> dict[str, str]:
+    """The agent settings a sweep gives, as AgentConfig's keywords (what it leaves out takes AgentConfig's)."""
+    return {key: value for key, value in (("chaining", sweep.chaining), ("aggregation", sweep.aggregation))
+            if value is not None}
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """`sokoban.ablations.<setting>`: one allocation [L, E, d] of one budget, trained once per value of the setting,
+    with these seeds (None: the budget's)."""
+
+    budget: str
+    allocation: tuple[int, ...]
+    values: tuple
+    seeds: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, spec: Mapping) -> Ablation:
+        return cls(spec["budget"], tuple(spec["allocation"]), tuple(spec["values"]), _seeds(spec.get("seeds")))
+
+
+@dataclass(frozen=True)
+class Picture:
+    """`sokoban.probes.picture`: Fig. 13's probed run, test level and first steps."""
+
+    run: str
+    level: int = 0
+    steps: int = 3
+
+
+@dataclass(frozen=True)
+class Probes:
+    """`sokoban.probes`: the probed runs, the levels each split plays, Fig. 4's pair and Fig. 13's picture, the
+    probed seeds (None: each run's first) and the probes' fit."""
+
+    runs: tuple[str, ...]
+    episodes: int
+    calibration: int
+    compare: tuple[str, ...] = ()
+    seeds: tuple[int, ...] | None = None
+    picture: Picture | None = None
+    fit: ProbeConfig = ProbeConfig()
+
+    @classmethod
+    def of(cls, spec: Mapping) -> Probes:
+        picture = spec.get("picture")
+        return cls(tuple(spec["runs"]), spec["episodes"], spec["calibration"], tuple(spec.get("compare", ())),
+                   _seeds(spec.get("seeds")), None if picture is None else Picture(**picture),
+                   ProbeConfig(**spec.get("fit", {})))
+
+
+@dataclass(frozen=True)
+class SokobanSettings:
+    """`sokoban`, with the top-level `seeds` (every Sokoban budget's, unless it gives its own)."""
+
+    env_steps: int
+    encoder_channels: int
+    levels: Mapping[str, Mapping]  # `train`, `test` and, for the probes, `valid`: level sources
+    budgets: Mapping[str, budget.BudgetSpec]
+    seeds: tuple[int, ...]
+    boxoban: Mapping = field(default_factory=lambda: MappingProxyType({}))  # where a Boxoban split is read (`root`, `download`, `cache`)
+    training: Mapping = field(default_factory=lambda: MappingProxyType({}))  # the TrainConfig keys the config gives (`train`: the settings)
+    sweeps: Mapping[str, Sweep] = field(default_factory=lambda: MappingProxyType({}))
+    expert_count: ExpertCount | None = None
+    ablations: Mapping[str, Ablation] = field(default_factory=lambda: MappingProxyType({}))
+    probes: Probes | None = None
+
+    @classmethod
+    def of(cls, config: Mapping) -> SokobanSettings:
+        """The Sokoban settings of a schema-valid config."""
+        section = config["sokoban"]
+        expert_count = section.get("expert_count")
+        probes = section.get("probes")
+        return cls(section["env_steps"], section["encoder_channels"], read_only(section["levels"]),
+                   MappingProxyType({name: budget.BudgetSpec.of(spec) for name, spec in section["budgets"].items()}),
+                   tuple(config["seeds"]), read_only(section.get("boxoban", {})), read_only(section.get("training", {})),
+                   MappingProxyType({name: Sweep.of(spec) for name, spec in section.get("sweeps", {}).items()}),
+                   None if expert_count is None else ExpertCount.of(expert_count),
+                   MappingProxyType({name: Ablation.of(spec) for name, spec in section.get("ablations", {}).items()}),
+                   None if probes is None else Probes.of(probes))
+
+    @property
+    def train(self) -> TrainConfig:
+        """The training settings of every Sokoban run (a budget may train its seeds in groups: seeds_at_once)."""
+        return TrainConfig(env_steps=self.env_steps, **self.training)
+
+    @property
+    def proxy(self) -> budget.Proxy:
+        return budget.Proxy("sokoban", encoder_channels=self.encoder_channels)
+

@@ -120,7 +120,7 @@ def targets(catalogue: Iterable[Report]) -> dict[str, list[str]]:
 
 def _sokoban(sokoban: sokoban_experiment.Families) -> list[Report]:
     found, named = [], set()
-    for sweep_name, sweep in sokoban.sweep_plans.items():
+    for sweep_name, sweep in sokoban.settings.sweeps.items():
         for budget_name in sweep.budgets:
             figure, target = items.page("sokoban_sweep", sweep.expert, budget_name)
             if target in named:  # the first sweep of an (expert, budget) pair is the figure
@@ -139,11 +139,13 @@ def _sokoban(sokoban: sokoban_experiment.Families) -> list[Report]:
 def _probes(sokoban: sokoban_experiment.Families) -> list[Report]:
     if not sokoban.probed:
         return []
+    probes = sokoban.settings.probes
+    assert probes is not None  # the runs it names are probed
     found = [_page("sokoban_probe_depth", SOKOBAN_PROBES)]
-    if sokoban.probe_compare:
-        found.insert(0, _page("sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(sokoban.probe_compare)}))
-    if sokoban.probe_picture is not None:
-        found.append(_page("sokoban_plans", SOKOBAN_PROBES, {"run": sokoban.probe_picture}))
+    if probes.compare:
+        found.insert(0, _page("sokoban_probe_recall", SOKOBAN_PROBES, {"compare": ",".join(probes.compare)}))
+    if probes.picture is not None:
+        found.append(_page("sokoban_plans", SOKOBAN_PROBES, {"run": probes.picture.run}))
     return found
 
 
@@ -155,7 +157,7 @@ def _sokoban_ablations(sokoban: sokoban_experiment.Families) -> list[Report]:
 
 def _lm(study: Study) -> list[Report]:
     # Every budget trains both families at every window (lm.experiment.runs), one sweep report for each setting.
-    settings = [(b.name, window) for b in study.budgets["lm"] for window in sorted(study.lm.windows)]
+    settings = [(b.name, window) for b in study.budgets["lm"] for window in sorted(study.lm.settings.windows)]
     fig5 = study.fig5
     found = []
     for budget_name, window in settings:
@@ -188,7 +190,7 @@ def _expert_count(study: Study) -> list[Report]:
     sweeps = {name: [(expert_count.sokoban_panel(name), recurrent, budget_name,
                       by_name[budget_name].allocations_of(recurrent))
                      for budget_name in sweep.budgets for recurrent in sweep.recurrent]
-              for name, sweep in sokoban.sweep_plans.items()}
+              for name, sweep in sokoban.settings.sweeps.items()}
     families = dict.fromkeys(run.agent.recurrent for run in sokoban.expert_count)
     extra = [(expert_count.sokoban_panel("expert_count"), recurrent, "",
               [budget.Allocation(run.agent.depth, run.agent.experts, run.agent.width)
@@ -203,7 +205,7 @@ def _expert_count(study: Study) -> list[Report]:
     found = [_page("expert_count", inputs, {"window": window})] if inputs else []
     for (expert,) in items.settings("expert_count"):  # one sweep's own view, Fig. 18's of the first ConvGLU sweep
         figure, target = items.page("expert_count", expert)
-        name = next((name for name, sweep in sokoban.sweep_plans.items() if sweep.expert == expert), None)
+        name = next((name for name, sweep in sokoban.settings.sweeps.items() if sweep.expert == expert), None)
         if name is not None and _has_family(sweeps[name]):
             found.append(Report(f"expert_count_{name}", f"{figure}: {expert} Sokoban score against the number of "
                                 f"experts E at fixed depth and width ({name} sweep)", "expert_count", SOKOBAN_SWEEP,
@@ -221,4 +223,4 @@ def _has_family(planned: Iterable[tuple]) -> bool:
 
 def _lm_systems(lm: lm_experiment.Families) -> list[Report]:
     """Tables 5 and 6, where the config defines them (`lm.latency`, `lm.throughput`); one notebook each."""
-    return [_page(f"lm_{table}", {table: path}) for table, path in LM_SYSTEMS.items() if table in lm.tables]
+    return [_page(f"lm_{table}", {table: path}) for table, path in LM_SYSTEMS.items() if table in lm.settings.tables]
