@@ -10,23 +10,22 @@ from helpers import REPO
 from parallel_experts.config.errors import PipelineError
 from parallel_experts.config.files import load
 from parallel_experts.results import grids, store
-from parallel_experts.sokoban.experiment import runs
+from parallel_experts.study import Study
 
 
 def test_allocation_dataset_ratios_and_dims(repo):
-    config = load([repo / "config/smoke.yaml"])
-    sokoban = grids.allocation_dataset(config, "sokoban")
+    smoke = Study.of(load([repo / "config/smoke.yaml"]))
+    sokoban = grids.allocation_dataset(smoke.sokoban.budgets, smoke.sokoban.settings.proxy)
     # [2, 1, 8] against the anchor [1, 1, 16]: 2·8·(32+16) / (16·(32+32)) = 768/1024
     assert sokoban["work_ratio"].values.tolist() == [1.0, 0.75]
     assert sokoban["is_anchor"].values.tolist() == [True, False]
-    lm = grids.allocation_dataset(config, "lm")
+    lm = grids.allocation_dataset(smoke.lm.budgets, smoke.lm.settings.proxy)
     assert lm["work_ratio"].dims == ("allocation", "window")
     assert lm["measured_flops"].isnull().all()  # a place for the model stages to fill in
-    assert lm.attrs["scale"] == "smoke"
 
 
 def test_run_results_rebuild_each_run_and_refuse_an_evaluation_of_another(tmp_path):
-    first, second = runs(load([REPO / "config/smoke.yaml"]))[:2]
+    first, second = Study.of(load([REPO / "config/smoke.yaml"])).sokoban.sweeps[:2]
     curve = tmp_path / "curve.nc"
     store.write_netcdf(xr.Dataset(attrs={"run_config": json.dumps(first.to_dict())}), curve)
     for run, name in ((first, "good.nc"), (second, "other.nc")):

@@ -52,7 +52,8 @@ def probing(edit):
 def test_probed_runs_are_the_named_runs_in_order():
     cfg = probing(lambda s: s["probes"].update(runs=list(reversed(s["probes"]["runs"]))))
     assert [run.id for run in Study.of(cfg).sokoban.probed] == cfg["sokoban"]["probes"]["runs"]
-    assert Study.of(cfg).sokoban.probe_seeds[Study.of(cfg).sokoban.probed[0].id] == (0,)  # the run's first seed by default
+    probed = Study.of(cfg).sokoban
+    assert probed.probe_seeds[probed.probed[0].id] == (0,)  # the run's first seed by default
     assert Study.of(probing(lambda s: s.pop("probes"))).sokoban.probed == []
 
 

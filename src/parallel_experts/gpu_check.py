@@ -235,11 +235,12 @@ def check(study: Study, chosen: Sequence[Mapping], out: str | Path, rehearsal: s
         machine = result.pop("machine", None)
         found["machine"] = found["machine"] or machine
         if spec["section"] == "lm_latency":
-            entry = found["lm_latency"] = spec | result
+            entry = found["lm_latency"] = dict(spec) | result
         elif spec["section"] == "lm_table6":
-            entry = found["lm_table6"][name.split()[1]] = spec | result
+            entry = found["lm_table6"][name.split()[1]] = dict(spec) | result
         else:
-            entry = found[spec["section"]][spec["run"]] = spec | priced(study, spec, result, peaks or {}, rehearsed)
+            entry = dict(spec) | priced(study, spec, result, peaks or {}, rehearsed)
+            found[spec["section"]][spec["run"]] = entry
         if not result.get("ok"):
             found["errors"].append(f"{name}: {result.get('error')}")
         progress(f"[{index}/{len(chosen)}] {name}: {summary(entry)}")
@@ -289,7 +290,7 @@ def priced(study: Study, spec: Mapping, result: Mapping, peaks: Mapping[str, flo
     program."""
     rule = spec["section"]
     run = study.families("sokoban" if rule == "sokoban_train" else "lm").by_id[spec["run"]]
-    recurrent = run.agent.recurrent if rule == "sokoban_train" else run.model.recurrent
+    recurrent = run.agent.recurrent if isinstance(run, sokoban_experiment.Run) else run.model.recurrent
     found = dict(result) | {"cpu_rehearsal": cpu_figure(rehearsed, result)}
     if "flops_per_update" not in result or "seconds_per_update" not in result:
         return found

@@ -46,8 +46,9 @@ def run(study: Study, spec: Mapping, out: str) -> None:
     """Measure one section (`spec`, from `gpu_check.sections`) and write what it found to `out` (JSON) after
     every stage; an error ends it with its message beside what was found before."""
     compile_cache.off()  # compile seconds are measured, not read from a cache
+    precision = jax.config.jax_default_matmul_precision  # type: ignore[attr-defined]  # a flag JAX's stubs omit
     found: dict = {"machine": machine_info() | {"device_kind": jax.devices()[0].device_kind,
-                                                "matmul_precision": jax.config.jax_default_matmul_precision}}
+                                                "matmul_precision": precision}}
     measure = {"sokoban_train": sokoban_update, "lm_train": lm_update, "lm_table6": table6_update,
                "lm_latency": decode_latency}
     try:

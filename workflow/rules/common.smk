@@ -196,7 +196,7 @@ def rehearsal_parts():
     """The config's programs in parts (imports JAX: only where the rehearsal is in the DAG)."""
     from parallel_experts.rehearsal import programs
 
-    return programs.parts(config)
+    return programs.parts(STUDY)
 
 
 def rehearsal_part_files(wildcards):

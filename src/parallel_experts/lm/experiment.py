@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import xarray as xr
 
@@ -108,11 +109,11 @@ def train_config(settings: LmSettings, model: ModelConfig, window: int, devices:
     training = settings.training
     sequence = training.segment if model.recurrent else 2 * window
     # The config counts the microbatch in tokens, TrainConfig in streams of `sequence` tokens.
-    microbatch = ({"microbatch": max(1, training.microbatch_tokens // sequence)}
-                  if training.microbatch_tokens is not None else {})
+    options: dict[str, Any] = {key: getattr(training, key) for key in TRAINING_KEYS}
+    if training.microbatch_tokens is not None:
+        options["microbatch"] = max(1, training.microbatch_tokens // sequence)
     train = TrainConfig(sequence=sequence, memory=memory_for(window, model.recurrent),
-                        train_tokens=settings.train_tokens, **{key: getattr(training, key) for key in TRAINING_KEYS},
-                        **microbatch)
+                        train_tokens=settings.train_tokens, **options)
     if not model.recurrent or training.microbatch_cache_gb is None:
         return train
     return cache_bounded(train, model, training.microbatch_cache_gb, devices)
@@ -221,14 +222,16 @@ def families(settings: LmSettings, budgets: Sequence[budget.Budget], resources: 
 CURVE_VARIABLES, EVAL_VARIABLES = ("train_loss", "train_ce_loss"), ("validation_loss", "scored_tokens")
 
 
-def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None):
+def collect(curve_paths: Sequence[str], eval_paths: Sequence[str], ablations: Mapping[str, list[str]] | None = None):
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
 
     Dims `run` and `seed`, as Sokoban's sweep: `run` is a configuration, named by its seed-0 run's id
     (Run.configuration), and holds each of its seeds' runs at their seed (NaN at a seed that another
     configuration has and it lacks). With `ablations` ({setting: run ids in the order of its values}, see
     ablation_runs), the dataset is the ablations' and names each one's configurations (results.with_ablations)."""
-    seeds_of, definition, named = {}, {}, {}
+    seeds_of: dict[str, dict[int, xr.Dataset]] = {}
+    definition: dict[str, Run] = {}
+    named: dict[str, str] = {}
     for run, curve, evaluation_ in run_results(Run, curve_paths, eval_paths, CURVE_VARIABLES, EVAL_VARIABLES):
         ds = xr.Dataset({name: curve[name] for name in CURVE_VARIABLES}
                         | {name: evaluation_[name] for name in EVAL_VARIABLES})
@@ -239,12 +242,12 @@ def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[st
     for name, per_seed in seeds_of.items():
         run, m = definition[name], definition[name].model
         ds = xr.concat([per_seed[seed] for seed in sorted(per_seed)], dim="seed", join="outer")
-        per_run.append(ds.expand_dims(run=[name]).assign_coords(
-            recurrent=("run", [m.recurrent]), budget=("run", [run.budget]), window=("run", [run.window]),
-            depth=("run", [m.depth]), experts=("run", [m.experts]), width=("run", [m.width]),
-            q_heads=("run", [m.q_heads]), kv_heads=("run", [m.kv_heads]),
-            train_tokens=("run", [run.train.updates * run.train.batch_tokens]),
-            **{setting: ("run", [getattr(m, setting)]) for setting in VARIANTS}))
+        coords = {"recurrent": m.recurrent, "budget": run.budget, "window": run.window, "depth": m.depth,
+                  "experts": m.experts, "width": m.width, "q_heads": m.q_heads, "kv_heads": m.kv_heads,
+                  "train_tokens": run.train.updates * run.train.batch_tokens,
+                  **{setting: getattr(m, setting) for setting in VARIANTS}}
+        per_run.append(ds.expand_dims(run=[name]).assign_coords({key: ("run", [value])
+                                                                 for key, value in coords.items()}))
     ds = xr.concat(per_run, dim="run", join="outer").assign_attrs(vocabulary=run.model.vocab)
     if ablations is None:
         return ds

@@ -61,7 +61,8 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
         update = lm_time.training(run.model, run.train, entry["job_devices"], forward(run.model, run.window))
         found.append(lm_time.Timed(device, f"{run_id}, update", update, entry["seconds_per_update"]))
     for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
-        model, train = systems.throughput_cell(lm.settings.tables, lm.settings.shape, tuple(entry["row"]), entry["context"])
+        model, train = systems.throughput_cell(lm.settings.tables, lm.settings.shape, tuple(entry["row"]),
+                                               entry["context"])
         update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
     latency = check.get("lm_latency") or {}

@@ -68,8 +68,9 @@ def run(options: Plan, study: Study, counters: costs.Counters) -> int:
 def allocations(options: Allocations, study: Study, counters: costs.Counters) -> int:
     """Every allocation of the domain's budgets with its FLOPs, as netCDF."""
     counted, families = counters.of(options.domain), study.families(options.domain)
-    ds = grids.allocation_dataset(families.budgets, families.settings.proxy, counted.allocation_flops(families.settings),
-                                  counted.flops_per(families.settings))
+    settings = families.settings
+    ds = grids.allocation_dataset(families.budgets, settings.proxy, counted.allocation_flops(settings),
+                                  counted.flops_per(settings))
     ds = store.with_provenance(ds, study.config)
     store.write_netcdf(ds, options.out)
     print(f"{options.out}: {ds.sizes['allocation']} allocations in {ds.sizes['budget_name']} budgets")

@@ -65,12 +65,13 @@ class Rehearsed(Protocol):
 
 def programs(study: Rehearsed) -> list[Program]:
     """Every distinct program of the config's DAG: both domains'."""
-    return sokoban_programs.programs(study) + lm_programs.programs(study)
+    return sokoban_programs.programs(study.sokoban) + lm_programs.programs(study.lm)
 
 
 def parts(study: Rehearsed) -> list[list[Program]]:
     """The programs, in the order `programs` lists them, in parts of at most `PART_UNITS`."""
-    found, units = [[]], 0
+    found: list[list[Program]] = [[]]
+    units = 0
     for program in programs(study):
         cost = UNITS.get(program.rule, 1)
         if found[-1] and units + cost > PART_UNITS:
@@ -96,6 +97,7 @@ def merge(study: Rehearsed, files: Sequence[str | Path]) -> list[dict]:
     found: dict[str, dict] = {}
     for path in files:
         rehearsed = rehearsal_file.read(path, missing_ok=False)
+        assert rehearsed is not None  # read refuses a missing file
         for record in rehearsed["programs"]:
             if rehearsed["scale"] != study.scale or record["key"] not in known or record["key"] in found:
                 raise PipelineError(f"{path}: program {record['key']!r} of scale {rehearsed['scale']!r} is not one of "
@@ -134,7 +136,7 @@ def compiled(program: Program) -> tuple[dict, jax.stages.Compiled | None]:
     executable = lowered.compile()
     compile_s = time.perf_counter() - start - lowered_s
     analysis = executable.cost_analysis()
-    analysis = analysis[0] if isinstance(analysis, list) else analysis
+    analysis = (analysis[0] if isinstance(analysis, list) else analysis) or {}
     found = executable.memory_analysis()
     memory = {name: int(getattr(found, attribute)) for name, attribute in MEMORY.items()}
     return record | {"lower_seconds": lowered_s, "compile_seconds": compile_s, "parameters": params,
@@ -182,12 +184,13 @@ def job(options: jobs.Rehearse, study: Rehearsed) -> int:
         records = merge(study, options.merge)
         write(study, records, options.out)
     else:
-        keys = part_keys(study, options.part) if options.part is not None else options.only and set(options.only)
+        keys = part_keys(study, options.part) if options.part is not None else set(options.only or ()) or None
         records = rehearse(study, options.out, keys=keys)
     if options.levels:
         if not options.run_dir:
             raise ConfigError("rehearse: --levels needs --run-dir, where the runs checkpoint")
-        updates = rehearsal_updates.run_all(study.sokoban, records, LevelSet.load(options.levels).levels, options.run_dir,
+        levels = LevelSet.load(options.levels).levels
+        updates = rehearsal_updates.run_all(study.sokoban, records, levels, options.run_dir,
                                             options.seeds)
         write(study, records, options.out, updates)
     failed = [r for r in records if "error" in r]

@@ -48,11 +48,11 @@ def allocation_dataset(budgets: Sequence[budget.Budget], proxy: budget.Proxy,
     anchor_by_name = dict(zip([b.name for b in budgets], anchors))
     work = np.array(works)
     ratio = work / np.array([anchor_by_name[name] for name in names])
-    work_dims = ("allocation", "window")
+    work_dims: tuple[str, ...] = ("allocation", "window")
     if domain == "sokoban":  # one work value per step, no attention window
         work, ratio, work_dims = work[:, 0], ratio[:, 0], ("allocation",)
     flops_shape = () if domain == "sokoban" else (len(proxy.windows), len(FAMILIES))
-    coords = {
+    coords: dict[str, tuple] = {
         "budget": ("allocation", names),
         "depth": ("allocation", [a.depth for _, a, _ in rows]),
         "experts": ("allocation", [a.experts for _, a, _ in rows]),

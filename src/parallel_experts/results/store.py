@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import xarray as xr
 
@@ -63,9 +64,12 @@ def open_dataset(path: str | Path, variables: Sequence[str] = (), attrs: Sequenc
     return ds
 
 
-def run_results(run_type: type[Definition], curve_paths: Sequence[str], eval_paths: Sequence[str],
+D = TypeVar("D", bound=Definition)  # a domain's run
+
+
+def run_results(run_type: type[D], curve_paths: Sequence[str], eval_paths: Sequence[str],
                 curve_variables: Sequence[str] = (), eval_variables: Sequence[str] = ()
-                ) -> Iterator[tuple[Definition, xr.Dataset, xr.Dataset]]:
+                ) -> Iterator[tuple[D, xr.Dataset, xr.Dataset]]:
     """(run definition, learning curves, evaluation) of each run of a sweep, checked to belong together and to
     hold the variables the sweep reads."""
     for curve_path, eval_path in zip(curve_paths, eval_paths, strict=True):

@@ -37,6 +37,7 @@ import json
 import os
 import statistics
 import time
+from typing import Any
 
 import jax
 import numpy as np
@@ -55,8 +56,9 @@ from parallel_experts.sokoban.train import Trainer
 
 QUICK_ALLOCATION = budget.Allocation(1, 2, 8)
 # --quick: tiny sizes for tests, one small allocation.
-QUICK = {"num_envs": 4, "num_steps": 5, "log_interval": 2, "warmup": 1, "repeats": 2, "min_time": 0.0, "levels": 20,
-         "matmul_size": 512, "matmul_repeats": 3, "local_peak_repeats": 2, "env_steps": 50, "env_repeats": 2}
+QUICK: dict[str, Any] = {"num_envs": 4, "num_steps": 5, "log_interval": 2, "warmup": 1, "repeats": 2, "min_time": 0.0,
+                         "levels": 20, "matmul_size": 512, "matmul_repeats": 3, "local_peak_repeats": 2,
+                         "env_steps": 50, "env_repeats": 2}
 
 
 # ---------------------------------------------------------------------------------------------- env only
@@ -172,11 +174,12 @@ def run(args: jobs.Bench, sokoban: experiment.Families) -> int:
     validated config's Sokoban runs (their budgets and training settings)."""
     compile_cache.off()
     if args.quick:
-        args = dataclasses.replace(args, **QUICK, allocations=(args.allocations or [QUICK_ALLOCATION])[:1])
+        args = dataclasses.replace(args, **QUICK, allocations=tuple(args.allocations or [QUICK_ALLOCATION])[:1])
     wall_start = time.perf_counter()
     anchor, allocations = _anchor_and_allocations(args, sokoban)
     encoder_channels = sokoban.settings.encoder_channels
-    overrides = {"num_envs": args.num_envs, "num_steps": args.num_steps, "log_interval": args.log_interval}
+    overrides: dict[str, Any] = {"num_envs": args.num_envs, "num_steps": args.num_steps,
+                                 "log_interval": args.log_interval}
     if "view" in TrainConfig.__dataclass_fields__:
         overrides["view"] = 10  # the benchmark's levels fill Jumanji's whole 10×10 grid (a demo config's view won't)
     train_config = dataclasses.replace(sokoban.settings.train, **overrides)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import xarray as xr
 from tqdm import tqdm  # not tqdm.auto, which warns on the report pages that import this module (no ipywidgets)
@@ -107,9 +108,8 @@ def sweep_seeds(settings: SokobanSettings, sweep_name: str, recurrent: bool, bud
     (one list for the whole sweep, or by family: a list, or by budget), else the budget's (`_seeds`)."""
     given = settings.sweeps[sweep_name].seeds
     if isinstance(given, Mapping):
-        given = given.get(family_id(recurrent))
-    if isinstance(given, Mapping):
-        given = given.get(budget_name)
+        by_family = given.get(family_id(recurrent))
+        given = by_family.get(budget_name) if isinstance(by_family, Mapping) else by_family
     return _seeds(settings, budget_name) if given is None else given
 
 
@@ -156,10 +156,10 @@ def ablation_runs(settings: SokobanSettings, budgets: Sequence[budget.Budget], s
         train = budget_train_config(settings, spec.budget, seeds, where)
         found[setting] = []
         for index, value in enumerate(spec.values):
+            varied: dict[str, Any] = {setting: None if value == FULL else value}
             run = shared(Run(ABLATION, spec.budget,
                              AgentConfig(allocation.depth, allocation.experts, allocation.width,
-                                         encoder_channels=settings.encoder_channels,
-                                         **{setting: None if value == FULL else value}),
+                                         encoder_channels=settings.encoder_channels, **varied),
                              train, seeds), sweep_runs)
             if run in found[setting]:
                 hint = (f" (every radius >= E//2 = {allocation.experts // 2} is {FULL})" if setting == "radius" else "")
@@ -321,7 +321,7 @@ def levels_job(options: jobs.Levels) -> int:
 CURVE_VARIABLES, EVAL_VARIABLES = ("final_five", "episodic_return"), ("solved", "episode_return", "episode_length")
 
 
-def collect(curve_paths: list[str], eval_paths: list[str], ablations: Mapping[str, list[str]] | None = None,
+def collect(curve_paths: Sequence[str], eval_paths: Sequence[str], ablations: Mapping[str, list[str]] | None = None,
             family: str | None = None):
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 

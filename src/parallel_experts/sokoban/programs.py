@@ -67,10 +67,10 @@ def _programs(sokoban: experiment.Families) -> Iterator[tuple[Program, tuple[str
         for seed in sokoban.probe_seeds[run.id]:  # every probed agent's jobs run the same programs
             agent_job = f"run={run.id}, seed={seed}"
             for split_name, played in sokoban.probe_levels.items():
-                job = ("sokoban_probe_data", f"{agent_job}, split={split_name}")
+                data_job = ("sokoban_probe_data", f"{agent_job}, split={split_name}")
                 for chunk in chunks(played):
-                    yield play(run.agent, run.train, chunk, record=True), job
-                    yield control(run.agent, run.train, chunk), job
+                    yield play(run.agent, run.train, chunk, record=True), data_job
+                    yield control(run.agent, run.train, chunk), data_job
             samples = probes.episodes * run.train.time_limit  # the bound: none ends early
             for channels in sorted({_channels(run.agent, r) for r in REPRESENTATIONS}):
                 yield probe_fit(fit, samples, channels, run.train.view), ("sokoban_probe_fit", agent_job)

@@ -34,7 +34,7 @@ HOST_SHARE = 0.6  # of this machine's memory, what one rehearsed update may plan
 
 def predicted_peaks(records: Sequence[Mapping]) -> dict[str, int]:
     """Each Sokoban run's largest predicted training peak (bytes) in the rehearsal's records."""
-    peak = {}
+    peak: dict[str, int] = {}
     for record in records:
         if record["rule"] == "sokoban_train" and "peak_bytes" in record:
             for _, wildcards in record["jobs"]:

@@ -9,6 +9,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -173,12 +174,12 @@ class Sweep:
 
     @classmethod
     def of(cls, spec: Mapping) -> Sweep:
-        seeds = spec.get("seeds")
-        if isinstance(seeds, Mapping):
-            seeds = MappingProxyType({family: MappingProxyType({name: tuple(s) for name, s in given.items()})
-                                      if isinstance(given, Mapping) else tuple(given) for family, given in seeds.items()})
-        return cls(spec["expert"], tuple(spec["recurrent"]), tuple(spec["budgets"]),
-                   seeds if isinstance(seeds, Mapping) else _seeds(seeds), spec.get("chaining"), spec.get("aggregation"))
+        given = spec.get("seeds")
+        seeds = _seeds(given) if not isinstance(given, Mapping) else MappingProxyType({
+            family: MappingProxyType({name: tuple(s) for name, s in listed.items()})
+            if isinstance(listed, Mapping) else tuple(listed) for family, listed in given.items()})
+        return cls(spec["expert"], tuple(spec["recurrent"]), tuple(spec["budgets"]), seeds, spec.get("chaining"),
+                   spec.get("aggregation"))
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class ExpertCount:
                    tuple(spec["experts"]), spec.get("chaining"), spec.get("aggregation"))
 
 
-def agent_options(sweep: Sweep | ExpertCount) -> dict[str, str]:
+def agent_options(sweep: Sweep | ExpertCount) -> dict[str, Any]:
     """The agent settings a sweep gives, as AgentConfig's keywords (what it leaves out takes AgentConfig's)."""
     return {key: value for key, value in (("chaining", sweep.chaining), ("aggregation", sweep.aggregation))
             if value is not None}
@@ -259,8 +260,10 @@ class SokobanSettings:
     levels: Mapping[str, Mapping]  # `train`, `test` and, for the probes, `valid`: level sources
     budgets: Mapping[str, budget.BudgetSpec]
     seeds: tuple[int, ...]
-    boxoban: Mapping = field(default_factory=lambda: MappingProxyType({}))  # where a Boxoban split is read (`root`, `download`, `cache`)
-    training: Mapping = field(default_factory=lambda: MappingProxyType({}))  # the TrainConfig keys the config gives (`train`: the settings)
+    # where a Boxoban split is read (`root`, `download`, `cache`)
+    boxoban: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    # the TrainConfig keys the config gives (`train`: the settings they make)
+    training: Mapping = field(default_factory=lambda: MappingProxyType({}))
     sweeps: Mapping[str, Sweep] = field(default_factory=lambda: MappingProxyType({}))
     expert_count: ExpertCount | None = None
     ablations: Mapping[str, Ablation] = field(default_factory=lambda: MappingProxyType({}))
@@ -274,7 +277,8 @@ class SokobanSettings:
         probes = section.get("probes")
         return cls(section["env_steps"], section["encoder_channels"], read_only(section["levels"]),
                    MappingProxyType({name: budget.BudgetSpec.of(spec) for name, spec in section["budgets"].items()}),
-                   tuple(config["seeds"]), read_only(section.get("boxoban", {})), read_only(section.get("training", {})),
+                   tuple(config["seeds"]), read_only(section.get("boxoban", {})),
+                   read_only(section.get("training", {})),
                    MappingProxyType({name: Sweep.of(spec) for name, spec in section.get("sweeps", {}).items()}),
                    None if expert_count is None else ExpertCount.of(expert_count),
                    MappingProxyType({name: Ablation.of(spec) for name, spec in section.get("ablations", {}).items()}),
