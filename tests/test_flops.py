@@ -61,7 +61,7 @@ def test_the_allocations_report_counts_the_demo_agent_on_its_own_view_with_its_o
 
 def test_the_allocations_sokoban_flops_are_the_recurrent_agents_on_the_trained_view():
     smoke = files.load([REPO / "config/smoke.yaml"])
-    a = Study.of(smoke).budgets["sokoban"][0].anchor
+    a = Study.of(smoke).sokoban.budgets[0].anchor
     channels, view = smoke["sokoban"]["encoder_channels"], smoke["sokoban"]["training"].get("view", 10)
     assert sokoban_flops.allocation_flops(Study.of(smoke).sokoban.settings)(a) == agent_step_flops(
         AgentConfig(a.depth, a.experts, a.width, encoder_channels=channels), view, view)
@@ -69,7 +69,7 @@ def test_the_allocations_sokoban_flops_are_the_recurrent_agents_on_the_trained_v
 
 def test_the_allocations_lm_flops_have_one_value_per_window_and_family():
     smoke = files.load([REPO / "config/smoke.yaml"])
-    [anchor] = [b.anchor for b in Study.of(smoke).budgets["lm"]][:1]
+    [anchor] = [b.anchor for b in Study.of(smoke).lm.budgets][:1]
     flops = lm_flops.allocation_flops(Study.of(smoke).lm.settings)(anchor)
     assert flops.shape == (len(smoke["lm"]["windows"]), 2) and (flops > 0).all()
     assert (flops[:, 1] > flops[:, 0]).all()  # the recurrent token also mixes [z; s] and attends to its cache

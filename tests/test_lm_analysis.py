@@ -139,8 +139,8 @@ def paper_config():
 
 def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     config = paper_config()
-    assert (comparison.same_budget_as_paper(config.budgets["lm"], "lm", "small", 128)
-            and comparison.same_budget_as_paper(config.budgets["lm"], "lm", "medium", 1024))
+    assert (comparison.same_budget_as_paper(config.lm.budgets, "lm", "small", 128)
+            and comparison.same_budget_as_paper(config.lm.budgets, "lm", "medium", 1024))
     table, reasons = lm_losses.paper_losses(config, "small", 128, 50304)
     assert reasons == [] and set(table["loss"]) == {3.481, 3.559, 3.51}
     assert (table["window"] == 128).all() and table["window_stated"].tolist() == [False, False, False, True]
@@ -149,11 +149,11 @@ def test_paper_numbers_only_where_the_budget_is_the_papers(paper_config):
     table, _ = lm_losses.paper_losses(config, "medium", 128, 50304)
     assert set(table["loss"]) == {3.434, 3.441, 3.511}
 
-    assert not comparison.same_budget_as_paper(config.budgets["lm"], "lm", "small", 64)  # not a paper window
+    assert not comparison.same_budget_as_paper(config.lm.budgets, "lm", "small", 64)  # not a paper window
     assert lm_losses.paper_losses(config, "small", 64, 50304)[0] is None
-    assert not comparison.same_budget_as_paper(config.budgets["lm"], "lm", "large", 128)  # no such budget
+    assert not comparison.same_budget_as_paper(config.lm.budgets, "lm", "large", 128)  # no such budget
     demo = paper_config(anchors={"small": [4, 1, 768]})
-    assert not comparison.same_budget_as_paper(demo.budgets["lm"], "lm", "small", 128)
+    assert not comparison.same_budget_as_paper(demo.lm.budgets, "lm", "small", 128)
     table, reasons = lm_losses.paper_losses(demo, "small", 128, 50304)
     assert table is None and "anchored at L4 E1 d768" in reasons[0]
     table, reasons = lm_losses.paper_losses(config, "small", 128, 4096)  # reduced vocabulary: not comparable

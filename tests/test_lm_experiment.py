@@ -17,7 +17,7 @@ from parallel_experts.study import Study
 def test_paper_runs_follow_the_papers_sequence_and_cache_rules():
     paper = files.load([REPO / "config/paper.yaml"])
     runs = Study.of(paper).lm.sweeps
-    grids = {b.name: len(b.allocations) for b in Study.of(paper).budgets["lm"]}
+    grids = {b.name: len(b.allocations) for b in Study.of(paper).lm.budgets}
     assert len(runs) == sum(grids.values()) * len(paper["lm"]["windows"]) * 2 == 140
     assert len({run.id for run in runs}) == len(runs)
     for run in runs:

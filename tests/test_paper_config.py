@@ -130,7 +130,7 @@ def test_each_sokoban_sweep_trains_the_papers_seeds(config, sokoban_runs):
 def test_the_large_budget_adds_the_nonrecurrent_depth_16_runs(config, sokoban_runs):
     """§5.1's non-recurrent L = 16 at the large budget: the L = 16 allocations of the published grid's widths that
     the budget code admits, trained by the non-recurrent runs only (none of App. K's ConvGLU runs are large)."""
-    large = next(b for b in Study.of(config).budgets["sokoban"] if b.name == "large")
+    large = next(b for b in Study.of(config).sokoban.budgets if b.name == "large")
     quoted = paper.SOKOBAN_FAMILY_ALLOCATIONS
     inferred = quoted._replace(value={family: tuple(budget.Allocation(*a) for a in by_budget["large"])
                                       for family, by_budget in quoted.value.items()})
@@ -169,7 +169,7 @@ def test_the_probes_read_the_papers_agents_with_its_settings(config):
 
 @pytest.mark.parametrize("domain", budget.DOMAINS)
 def test_every_budget_of_the_paper_is_anchored_where_the_paper_anchors_it(config, domain):
-    ours = {b.name: b.anchor.as_list() for b in Study.of(config).budgets[domain]}
+    ours = {b.name: b.anchor.as_list() for b in Study.of(config).families(domain).budgets}
     for name, anchor in paper.ANCHORS[domain].items():
         agrees(f"{domain}.budgets.{name}.anchor", ours.get(name), plain("ANCHORS", anchor))
 

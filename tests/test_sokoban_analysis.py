@@ -124,7 +124,7 @@ def sweep(expert="convlstm", budget="small") -> xr.Dataset:
 
 def test_paper_scores_only_for_the_papers_budgets_and_experts():
     config = sokoban_config(medium=[1, 1, 64])  # medium is not the paper's (anchored at width 256)
-    ours = config.budgets["sokoban"]
+    ours = config.sokoban.budgets
     assert comparison.same_budget_as_paper(ours, "sokoban", "small")
     assert not comparison.same_budget_as_paper(ours, "sokoban", "medium")
     assert not comparison.same_budget_as_paper(ours, "sokoban", "large")  # not in this config

@@ -16,7 +16,7 @@ from parallel_experts.study import Study
 def test_demo_runs_cover_every_sweep_budget_recurrence_and_allocation():
     demo = files.load([REPO / "config/config.yaml"])
     runs = Study.of(demo).sokoban.sweeps
-    allocations = {b.name: b.allocations for b in Study.of(demo).budgets["sokoban"]}
+    allocations = {b.name: b.allocations for b in Study.of(demo).sokoban.budgets}
     expected = sum(len(sweep["recurrent"]) * sum(len(allocations[name]) for name in sweep["budgets"])
                    for sweep in demo["sokoban"]["sweeps"].values())
     assert len(runs) == expected == 6 and len({run.id for run in runs}) == len(runs)  # 3 allocations × 2 recurrences

@@ -29,9 +29,11 @@ from parallel_experts.sokoban import settings as sokoban_settings
 
 @dataclass(frozen=True)
 class Study:
-    """A validated config as typed values, each built once: the study-wide settings (`config.settings`), each
-    domain's budgets, and both domains' runs with what their jobs cost besides them (`sokoban.experiment.Families`,
-    `lm.experiment.Families`). Below the command line every function takes the part it needs.
+    """A validated config as typed values, each built once: the study-wide settings (`config.settings`), and both
+    domains' runs with the section they were built from (`sokoban.settings.SokobanSettings`,
+    `lm.settings.LmSettings`), the budgets they spend and what their jobs cost besides them
+    (`sokoban.experiment.Families`, `lm.experiment.Families`). Below the command line every function takes the part
+    it needs.
 
     `config` is the validated mapping it was built from, kept whole for what records or copies a config (a result's
     provenance, its digest, a written design); nothing reads a setting from it."""
@@ -54,24 +56,19 @@ class Study:
         is read."""
         if not validated:
             schema.validate(config)
-        domains = sokoban_settings.SokobanSettings.of(config), lm_settings.LmSettings.of(config)
-        budgets = {settings_.proxy.domain: tuple(budget.budgets(settings_.budgets, settings_.proxy))
-                   for settings_ in domains}
+        sokoban_section, lm_section = sokoban_settings.SokobanSettings.of(config), lm_settings.LmSettings.of(config)
+        sokoban_budgets = budget.budgets(sokoban_section.budgets, sokoban_section.proxy)
+        lm_budgets = budget.budgets(lm_section.budgets, lm_section.proxy)
         if not validated:
             schema.check_references(config)
             locations.check(config)
         resources = settings.Resources.of(config)
-        sokoban = sokoban_experiment.families(domains[0], budgets["sokoban"])
-        lm = lm_experiment.families(domains[1], budgets["lm"], resources)  # the sweep and the ablations
-        _check_evaluation(lm.settings)
+        sokoban = sokoban_experiment.families(sokoban_section, sokoban_budgets)
+        lm = lm_experiment.families(lm_section, lm_budgets, resources)  # the sweep and the ablations
+        _check_evaluation(lm_section)
         return cls(config, config["scale"], config["description"], config["accelerator"], resources,
                    settings.PlanAssumptions.of(config), settings.PowerAssumptions.of(config),
                    settings.Margins.of(config), sokoban, lm)
-
-    @property
-    def budgets(self) -> dict[str, tuple[budget.Budget, ...]]:
-        """Each domain's budgets, in the config's order."""
-        return {"sokoban": self.sokoban.budgets, "lm": self.lm.budgets}
 
     @property
     def fig5(self) -> tuple[str, int]:
@@ -85,8 +82,9 @@ class Study:
 
     def matmul_precision(self, domain: str) -> str:
         """The precision of `domain`'s float32 matmuls in every job of it (`<domain>.training.matmul_precision`)."""
-        return self.sokoban.settings.train.matmul_precision if domain == "sokoban" else \
-            self.lm.settings.training.matmul_precision
+        if domain == "sokoban":
+            return self.sokoban.settings.train.matmul_precision
+        return self.lm.settings.training.matmul_precision
 
     @property
     def digest(self) -> str:

@@ -295,7 +295,7 @@ def vocabulary(sweep: xr.Dataset, study: Study) -> int:
 
 def comparability(study: Study, name: str, window: int, vocab: int) -> list[str]:
     """Every reason our losses for this budget and window cannot stand beside the paper's (empty: they can)."""
-    reasons = comparison.budget_differences(study.budgets["lm"], "lm", name, window)
+    reasons = comparison.budget_differences(study.lm.budgets, "lm", name, window)
     if vocab != PAPER["vocabulary"]:
         reasons.append(f"the models predict {vocab:,} token ids instead of GPT-2's {PAPER['vocabulary']:,}, so the "
                        "cross-entropies are over different vocabularies")
@@ -366,7 +366,7 @@ def scale_differences(study: Study, sweep: xr.Dataset) -> list[str]:
         found.append(f"vocabulary: {vocab:,} token ids (the most frequent training ids; all others share one id) "
                      f"instead of GPT-2's {PAPER['vocabulary']:,}, so losses are not comparable with the paper's")
     for name in dict.fromkeys(sweep["budget"].values.tolist()):
-        ours, paper = comparison.anchor(study.budgets["lm"], name), comparison.paper_anchor("lm", name)
+        ours, paper = comparison.anchor(study.lm.budgets, name), comparison.paper_anchor("lm", name)
         if ours != paper:
             target = f"the paper's {paper.label()}" if paper else "no budget of this name in the paper"
             found.append(f"{name} budget: anchored at {ours.label() if ours else '?'} instead of {target}")

@@ -108,7 +108,7 @@ def is_paper_run(study: Study, setting: str, table: pd.DataFrame) -> bool:
     budget, allocation = PAPER_RUNS[setting]
     ours = tuple(int(table[column].iloc[0]) for column in sokoban_scores.ALLOCATION)
     return (table["budget"].iloc[0] == budget and ours == allocation
-            and comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget))
+            and comparison.same_budget_as_paper(study.sokoban.budgets, "sokoban", budget))
 
 
 def label(setting: str, row: pd.Series) -> str:

@@ -55,7 +55,7 @@ def paper_scores(study: Study, budget: str | None = None) -> pd.DataFrame:
     anchor), or of `budget` only; empty where none is shared."""
     table = configuration_scores(paper_per_seed_scores())
     shared = [name for name in dict.fromkeys(table["budget"]) if budget in (None, name)
-              and comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", name)]
+              and comparison.same_budget_as_paper(study.sokoban.budgets, "sokoban", name)]
     return table[table["budget"].isin(shared)]
 
 

@@ -156,7 +156,7 @@ def _assumption(power: PowerAssumptions, domain: str, recurrent: bool) -> tuple[
 def truths(study: Study, budget_name: str, allocations: Mapping[bool, list]) -> dict[bool, Truth]:
     """The truth of each family that trains at one budget of the config's ConvLSTM sweep (the recurrent one, which the
     non-recurrent one's is set below, must)."""
-    same = comparison.same_budget_as_paper(study.budgets["sokoban"], "sokoban", budget_name)
+    same = comparison.same_budget_as_paper(study.sokoban.budgets, "sokoban", budget_name)
     authors = _authors(budget_name, allocations[True]) if same else None
     found = {True: authors if authors is not None else
              _assumed(*_assumption(study.power, "sokoban", True), allocations[True], 0.0)}

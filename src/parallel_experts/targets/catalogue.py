@@ -157,7 +157,7 @@ def _sokoban_ablations(sokoban: sokoban_experiment.Families) -> list[Report]:
 
 def _lm(study: Study) -> list[Report]:
     # Every budget trains both families at every window (lm.experiment.runs), one sweep report for each setting.
-    settings = [(b.name, window) for b in study.budgets["lm"] for window in sorted(study.lm.settings.windows)]
+    settings = [(b.name, window) for b in study.lm.budgets for window in sorted(study.lm.settings.windows)]
     fig5 = study.fig5
     found = []
     for budget_name, window in settings:
@@ -186,7 +186,7 @@ def _expert_count(study: Study) -> list[Report]:
     result files that hold one (the Sokoban budget sweeps, the expert-count sweep, the LM sweep at Fig. 5's window).
     Fig. 18, where the first ConvGLU sweep's runs alone hold one: the same page of that sweep only."""
     sokoban, (_, window) = study.sokoban, study.fig5  # Fig. 6 reads Fig. 5's window
-    by_name = {b.name: b for b in study.budgets["sokoban"]}
+    by_name = {b.name: b for b in study.sokoban.budgets}
     sweeps = {name: [(expert_count.sokoban_panel(name), recurrent, budget_name,
                       by_name[budget_name].allocations_of(recurrent))
                      for budget_name in sweep.budgets for recurrent in sweep.recurrent]
@@ -196,7 +196,7 @@ def _expert_count(study: Study) -> list[Report]:
               [budget.Allocation(run.agent.depth, run.agent.experts, run.agent.width)
                for run in sokoban.expert_count if run.agent.recurrent == recurrent]) for recurrent in families]
     # Every LM budget trains both families at every window (lm.experiment.runs).
-    lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in study.budgets["lm"]
+    lm = [(expert_count.lm_panel(window), recurrent, b.name, b.allocations) for b in study.lm.budgets
           for recurrent in (False, True)]
     sources: dict[str, tuple[str, list[tuple]]] = {
         "sweep": (SOKOBAN_SWEEP["sweep"], [row for rows in sweeps.values() for row in rows]),
