@@ -38,7 +38,7 @@ onstart:
     # workflow reads another config from it; a lock or snapshot that cannot be used (a folder, a link, read-only) is
     # named in one line.
     try:
-        snapshot.claim(config, CONFIG_JSON, config_files())
+        snapshot.claim(STUDY.config, CONFIG_JSON, config_files())
     except (snapshot.FolderBusy, PipelineError) as error:
         sys.exit(f"error: {error}")
 
@@ -57,4 +57,4 @@ rule config_snapshot:
     log:
         paths.log("config_snapshot"),
     run:
-        Path(log[0]).write_text(snapshot.write(config, output[0]))
+        Path(log[0]).write_text(snapshot.write(STUDY.config, output[0]))

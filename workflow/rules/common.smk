@@ -40,8 +40,9 @@ try:
     STUDY = study.given(workflow.configfiles, workflow.config_settings.config)
 except ConfigError as error:
     sys.exit(f"config error: {error}")
-# The study, built once: what every rule and input function reads. Snakemake's `config` holds the mapping it was
-# built from (the rules' params that copy a block of it into a job's command line).
+# The study, built once: what every rule and input function reads (`STUDY.config`, the mapping it was built from, for
+# the params that copy a block of it verbatim into a job's command line, and for the snapshot). Snakemake's `config`
+# holds that mapping too, for the report's template (workflow/report/report.rst).
 config.clear()
 config.update(STUDY.config)
 

@@ -14,7 +14,7 @@ rule lm_tokens:
     resources:
         **resources("lm_tokens"),
     params:
-        corpus=json.dumps(config["lm"]["corpus"], sort_keys=True),
+        corpus=json.dumps(STUDY.config["lm"]["corpus"], sort_keys=True),
         shard_tokens=STUDY.lm.settings.shard_tokens,
     shell:
         "python -m parallel_experts lm-tokens --corpus {params.corpus:q} --shard-tokens {params.shard_tokens:q} "

@@ -55,9 +55,9 @@ rule sokoban_probe_fit:
         **resources("sokoban_probe_fit"),
     params:
         seeds=json.dumps({run.id: STUDY.sokoban.probe_seeds[run.id] for run in PROBED_RUNS.values()}),
-        fit=json.dumps(config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
+        fit=json.dumps(STUDY.config["sokoban"].get("probes", {}).get("fit", {}), sort_keys=True),
         picture=json.dumps(
-            {k: v for k, v in config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},
+            {k: v for k, v in STUDY.config["sokoban"].get("probes", {}).get("picture", {}).items() if k != "run"},
             sort_keys=True,
         ),
     shell:

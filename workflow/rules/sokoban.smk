@@ -16,8 +16,8 @@ rule sokoban_levels:
     resources:
         **resources("sokoban_levels"),
     params:
-        source=lambda wildcards: json.dumps(config["sokoban"]["levels"][wildcards.set], sort_keys=True),
-        boxoban=json.dumps(config["sokoban"].get("boxoban", {}), sort_keys=True),
+        source=lambda wildcards: json.dumps(STUDY.config["sokoban"]["levels"][wildcards.set], sort_keys=True),
+        boxoban=json.dumps(STUDY.config["sokoban"].get("boxoban", {}), sort_keys=True),
     shell:
         "python -m parallel_experts sokoban-levels --source {params.source:q} --boxoban {params.boxoban:q} "
         "--out {output:q} > {log:q} 2>&1"
