@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 import numpy as np
 
@@ -37,7 +38,20 @@ class Allocation:
         return f"L{self.depth} E{self.experts} d{self.width}"
 
 
-def allocation_id(a) -> str:
+class Allocated(Protocol):
+    """What has an allocation: an `Allocation`, an agent or a model config."""
+
+    @property
+    def depth(self) -> int: ...
+
+    @property
+    def experts(self) -> int: ...
+
+    @property
+    def width(self) -> int: ...
+
+
+def allocation_id(a: Allocated) -> str:
     """`L2-E4-d64`: the allocation of an `Allocation`, agent or model config, as run ids and folders name it."""
     return f"L{a.depth}-E{a.experts}-d{a.width}"
 

@@ -222,7 +222,8 @@ def families(settings: LmSettings, budgets: Sequence[budget.Budget], resources: 
 CURVE_VARIABLES, EVAL_VARIABLES = ("train_loss", "train_ce_loss"), ("validation_loss", "scored_tokens")
 
 
-def collect(curve_paths: Sequence[str], eval_paths: Sequence[str], ablations: Mapping[str, list[str]] | None = None):
+def collect(curve_paths: Sequence[str], eval_paths: Sequence[str], ablations: Mapping[str, list[str]] | None = None
+            ) -> xr.Dataset:
     """One dataset over all runs: validation loss (sliding window), learning curves, the runs' definitions.
 
     Dims `run` and `seed`, as Sokoban's sweep: `run` is a configuration, named by its seed-0 run's id

@@ -37,7 +37,7 @@ class ModelConfig:
     dtype: str = "bfloat16"
     kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.width % self.q_heads or self.q_heads % self.kv_heads:
             raise ConfigError(f"width {self.width}, {self.q_heads} query and {self.kv_heads} KV heads: "
                               "heads must divide the width and KV heads the query heads")
@@ -77,7 +77,7 @@ class TrainConfig:
     # bfloat16 model's matmuls are bfloat16 whatever it says; a float32 model's on a GPU change with it.
     matmul_precision: str = JAX_DEFAULT_PRECISION
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         where = "lm.training"
         if self.batch_tokens % self.sequence or (self.batch_tokens // self.sequence) % self.microbatch:
             raise ConfigError(f"{where}: batch_tokens {self.batch_tokens} must split into streams of "

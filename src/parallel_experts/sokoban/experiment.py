@@ -14,7 +14,7 @@ and two ablations of one allocation share their default run.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -188,7 +188,7 @@ def probed_runs(settings: SokobanSettings, sweep_runs: list[Run]) -> list[Run]:
         raise ConfigError("sokoban.levels.valid: the probes calibrate on these levels; give a level source")
     by_id = {run.id: run for run in sweep_runs}
 
-    def check(where: str, name: str, allowed, what: str) -> None:
+    def check(where: str, name: str, allowed: Collection[str], what: str) -> None:
         if name not in allowed:
             raise ConfigError(f"sokoban.probes.{where}: {name!r} is not {what} (expected one of: {', '.join(allowed)})")
 
@@ -322,7 +322,7 @@ CURVE_VARIABLES, EVAL_VARIABLES = ("final_five", "episodic_return"), ("solved", 
 
 
 def collect(curve_paths: Sequence[str], eval_paths: Sequence[str], ablations: Mapping[str, list[str]] | None = None,
-            family: str | None = None):
+            family: str | None = None) -> xr.Dataset:
     """One dataset over all runs: final-five scores and learning curves (training), solve rates (test levels).
 
     Runs are indexed by id with their sweep, recurrence, budget ("" for the expert-count sweep) and allocation

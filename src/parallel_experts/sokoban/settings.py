@@ -6,7 +6,7 @@ runs without loading it; `agent` and `train` build and train what these describe
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -39,7 +39,7 @@ class AgentConfig:
     head_hidden: int = 256
     num_actions: int = 4
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("depth", "experts", "width", "encoder_channels", "head_hidden", "num_actions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -58,7 +58,7 @@ class AgentConfig:
             raise ConfigError("agent.chaining: 'pre_rl' exists only for recurrent ConvLSTM experts")
         self._check_radius()
 
-    def _check_radius(self):
+    def _check_radius(self) -> None:
         r = self.radius
         if r is None:
             return
@@ -105,7 +105,7 @@ class TrainConfig:
     # sets it): on a GPU it changes the numbers, so it defines the run; on the CPU it changes nothing.
     matmul_precision: str = JAX_DEFAULT_PRECISION
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.remat, (bool, np.bool_)):
             raise ConfigError(f"sokoban.training.remat: expected true or false, got {self.remat!r}")
         check_precision(self.matmul_precision, "sokoban.training.matmul_precision")
@@ -156,7 +156,7 @@ class ProbeConfig:
 # hands to the levels job verbatim, as JSON.
 
 
-def _seeds(given) -> tuple[int, ...] | None:
+def _seeds(given: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if given is None else tuple(given)
 
 
