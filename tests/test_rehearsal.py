@@ -55,18 +55,18 @@ def test_an_unknown_only_key_is_refused_before_anything_compiles(tmp_path):
 
 
 def test_the_parts_hold_every_program_once_in_order_and_are_full():
-    config = files.load([PAPER])
-    parts = rehearsal.parts(Study.of(config))
-    assert [p.key for part in parts for p in part] == [p.key for p in rehearsal.programs(Study.of(config))]
+    paper = Study.of(files.load([PAPER]))
+    parts = rehearsal.parts(paper)
+    assert [p.key for part in parts for p in part] == [p.key for p in rehearsal.programs(paper)]
 
     def units(programs):
         return sum(5 if p.rule == "sokoban_train" else 1 for p in programs)  # a training update: 80 s of 16
 
     assert all(units(part) <= 40 for part in parts)
     assert all(units(part) + units(after[:1]) > 40 for part, after in zip(parts, parts[1:]))  # none could take more
-    assert rehearsal.part_keys(Study.of(config), 1) == {p.key for p in parts[1]}
+    assert rehearsal.part_keys(paper, 1) == {p.key for p in parts[1]}
     with pytest.raises(PipelineError, match=f"--part {len(parts)}: .* parts 0 to {len(parts) - 1}"):
-        rehearsal.part_keys(Study.of(config), len(parts))
+        rehearsal.part_keys(paper, len(parts))
 
 
 def test_the_paper_training_updates_are_compiled_for_the_gpus_their_job_splits_them_over():
@@ -91,8 +91,8 @@ def test_a_real_update_trains_the_seeds_this_machine_holds():
 
 
 def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
-    config = files.load([SMOKE])
-    keys = [p.key for p in rehearsal.programs(Study.of(config))]
+    smoke = Study.of(files.load([SMOKE]))
+    keys = [p.key for p in rehearsal.programs(smoke)]
 
     def part(name, chosen, scale="smoke"):
         path = tmp_path / f"{name}.json"
@@ -103,15 +103,15 @@ def test_merging_the_parts_needs_every_program_of_the_config_once(tmp_path):
         return path
 
     one, two = part("one", keys[10:]), part("two", keys[:10])
-    assert [r["key"] for r in rehearsal.merge(Study.of(config), [one, two])] == keys  # in the config's order
+    assert [r["key"] for r in rehearsal.merge(smoke, [one, two])] == keys  # in the config's order
     with pytest.raises(PipelineError, match=f"{one}: 10 programs .* not rehearsed"):
-        rehearsal.merge(Study.of(config), [one])
+        rehearsal.merge(smoke, [one])
     with pytest.raises(PipelineError, match=f"{two}: program {keys[0]!r}.* twice"):
-        rehearsal.merge(Study.of(config), [one, two, two])
+        rehearsal.merge(smoke, [one, two, two])
     with pytest.raises(PipelineError, match="other.json: program 'lm_train/x'"):
-        rehearsal.merge(Study.of(config), [one, two, part("other", ["lm_train/x"])])
+        rehearsal.merge(smoke, [one, two, part("other", ["lm_train/x"])])
     with pytest.raises(PipelineError, match="paper.json: program .* of scale 'paper'"):
-        rehearsal.merge(Study.of(config), [one, part("paper", keys[:10], scale="paper")])
+        rehearsal.merge(smoke, [one, part("paper", keys[:10], scale="paper")])
 
 
 @pytest.mark.pipeline
@@ -246,13 +246,12 @@ def test_every_view_accepts_the_stand_in_levels():
 
 
 def test_the_real_updates_train_the_largest_run_of_each_budget_and_kind_and_one_small_large_one():
-    config = files.load([PAPER])
-
-    runs = Study.of(config).sokoban.sweeps
+    sokoban = Study.of(files.load([PAPER])).sokoban
+    runs = sokoban.sweeps
     peak = {run.id: run.agent.depth * run.agent.experts * run.agent.width + run.agent.recurrent for run in runs}
     records = [{"rule": "sokoban_train", "jobs": [["sokoban_train", f"run={run_id}"]], "peak_bytes": bytes_}
                for run_id, bytes_ in peak.items()]
-    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(Study.of(config).sokoban, records)]
+    chosen = [(run.id, updates) for run, updates in rehearsal_updates.chosen_runs(sokoban, records)]
     expected = []
     for budget in ("small", "medium"):
         for kind in ("convglu", "convlstm"):

@@ -75,11 +75,12 @@ def test_demo_ablations_are_one_seed_at_the_allocation_with_the_most_experts():
 
 def test_an_agent_that_a_budget_sweep_trains_is_trained_once():
     demo = demo_with_every_rule("sokoban")
-    by_setting = Study.of(demo).sokoban.ablations
-    [sweep_run] = [run for run in Study.of(demo).sokoban.sweeps if run.id == "convlstm/recurrent/small/L1-E4-d8"]
+    sokoban = Study.of(demo).sokoban
+    by_setting = sokoban.ablations
+    [sweep_run] = [run for run in sokoban.sweeps if run.id == "convlstm/recurrent/small/L1-E4-d8"]
     assert by_setting["aggregation"][0] == by_setting["radius"][1] == sweep_run  # sqrt-sum, full radius
-    assert Study.of(demo).sokoban.expert_count[1] == sweep_run  # L1 E4 d8 of Fig. 6's family
-    own = {run.id for run in Study.of(demo).sokoban.by_id.values() if run.sweep == experiment.ABLATION}
+    assert sokoban.expert_count[1] == sweep_run  # L1 E4 d8 of Fig. 6's family
+    own = {run.id for run in sokoban.by_id.values() if run.sweep == experiment.ABLATION}
     assert own == {f"ablation/recurrent/small/L1-E4-d8-{variant}" for variant in
                    ("mean", "routed_mean", "routed_sqrt_sum", "r0")}
     # A seed the sweep does not train makes the family's own run.

@@ -19,10 +19,6 @@ from typing import Literal
 FAMILIES = ("default", "train", "lm_train", "bench")
 
 
-def _frozen(mapping: Mapping) -> Mapping:
-    return MappingProxyType(dict(mapping))
-
-
 def read_only(block: Mapping) -> Mapping:
     """A read-only copy of a config block of mappings, lists and scalars, at every depth (its lists as tuples): what
     a typed setting keeps of a block that stays a mapping (a tagged union, a block another module fills in)."""
@@ -70,7 +66,7 @@ class Resources:
     @classmethod
     def of(cls, config: Mapping) -> Resources:
         families = {name: Resource.of(spec) for name, spec in config["resources"].items()}
-        return cls(families["default"], _frozen(families))
+        return cls(families["default"], read_only(families))
 
 
 # ------------------------------------------------------------------------------------------------ plan
@@ -100,7 +96,7 @@ class AssumedDevice:
         efficiency = spec["efficiency"]
         serial = spec.get("serial")
         return cls(spec["device"], spec["peak_tflops"],
-                   _frozen(efficiency) if isinstance(efficiency, Mapping) else efficiency, spec.get("memory_gb"),
+                   read_only(efficiency) if isinstance(efficiency, Mapping) else efficiency, spec.get("memory_gb"),
                    Serial(**serial) if serial is not None else None)
 
 
@@ -108,7 +104,7 @@ class AssumedDevice:
 class PlanAssumptions:
     """`plan`: the assumption of each family the config names (none: the planner can price only timed jobs)."""
 
-    families: Mapping[str, AssumedDevice] = field(default_factory=lambda: _frozen({}))
+    families: Mapping[str, AssumedDevice] = field(default_factory=lambda: read_only({}))
 
     def where(self, family: str) -> str | None:
         """The key a job of resources family `family` is priced by: its own, else `default`; None where neither."""
@@ -116,7 +112,7 @@ class PlanAssumptions:
 
     @classmethod
     def of(cls, config: Mapping) -> PlanAssumptions:
-        return cls(_frozen({name: AssumedDevice.of(spec) for name, spec in config.get("plan", {}).items()}))
+        return cls(read_only({name: AssumedDevice.of(spec) for name, spec in config.get("plan", {}).items()}))
 
 
 # ------------------------------------------------------------------------------------------------ power
@@ -148,7 +144,7 @@ class DomainPower:
 
     recurrent: FamilyAssumption | None = None
     nonrecurrent: FamilyAssumption | None = None
-    ablations: Mapping[str, AblationAssumption] = field(default_factory=lambda: _frozen({}))
+    ablations: Mapping[str, AblationAssumption] = field(default_factory=lambda: read_only({}))
 
     def family(self, recurrent: bool) -> FamilyAssumption | None:
         return self.recurrent if recurrent else self.nonrecurrent
@@ -159,7 +155,7 @@ class DomainPower:
             return FamilyAssumption(**spec[name]) if name in spec else None
 
         return cls(family("recurrent"), family("nonrecurrent"),
-                   _frozen({name: AblationAssumption(**value) for name, value in spec.get("ablations", {}).items()}))
+                   read_only({name: AblationAssumption(**value) for name, value in spec.get("ablations", {}).items()}))
 
 
 @dataclass(frozen=True)

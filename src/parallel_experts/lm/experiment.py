@@ -31,12 +31,13 @@ from parallel_experts.config.settings import Resources
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
 from parallel_experts.lm import jobs
-from parallel_experts.lm.settings import DTYPE_BYTES, LmSettings, ModelConfig, TrainConfig, memory_for
+from parallel_experts.lm.settings import DTYPE_BYTES, LmSettings, ModelConfig, TrainConfig, Training, memory_for
 from parallel_experts.results import store
 from parallel_experts.results.store import run_results, with_ablations
 
-# The lm.training keys that TrainConfig takes as they are.
-TRAINING_KEYS = ("batch_tokens", "reg", "log_every", "checkpoint_every", "schedule", "matmul_precision")
+# The lm.training keys that TrainConfig takes as they are (the others: the microbatch in tokens, its cache bound and
+# the recurrent segment, which train_config turns into TrainConfig's settings).
+TRAINING_KEYS = tuple(f.name for f in fields(Training) if f.name in {f.name for f in fields(TrainConfig)})
 # The ModelConfig settings an ablation may vary (lm.ablations.<setting>), each with how a run id shows a value that
 # is not ModelConfig's default.
 VARIANTS = {"aggregation": "-{}", "kv_cache": "-kv_{}"}
