@@ -76,8 +76,13 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
     assert wanted["value"] == pytest.approx(statistics.median(u["efficiency"] for u in updates), rel=1e-12)
     assert wanted["assumed"] == plan["efficiency"]
 
-    # Table 6: the smoke keeps the Transformer and L1 E16, at its one context; each traced, neither the paper's cell
-    assert list(found["lm_table6"]) == ["transformer@16", "l1-e16@16"]
+    # Table 6: the smoke keeps the Transformer and L1 E16, at its one context, and the Transformer again with
+    # jax.nn.dot_product_attention (XLA's: the smoke's float32 LM); each traced, none the paper's cell
+    assert list(found["lm_table6"]) == ["transformer@16", "l1-e16@16", "transformer@16+xla"]
+    attention = {name: (cell["attention"], cell["program_key"]) for name, cell in found["lm_table6"].items()}
+    assert attention["transformer@16"][0] == attention["l1-e16@16"][0] == "blocked"
+    assert attention["transformer@16+xla"][1] == attention["transformer@16"][1].replace("kv_level/",
+                                                                                     "kv_level-attention_xla/")
     for name, cell in found["lm_table6"].items():
         assert cell["ok"] and cell["loss_finite"] and cell["authors_tokens_per_second"] is None
         assert cell["ours_over_authors"] is None and cell["streams"] == 64 // 16  # the smoke's 64 tokens per update
@@ -103,7 +108,8 @@ def test_the_check_measures_every_section_and_its_numbers_follow_from_its_fields
     refit = subprocess.run([sys.executable, "-m", "parallel_experts", "lm-speed", "--configfile", SMOKE, "--configfile",
                             str(serial), "--check", str(out)], cwd=REPO, capture_output=True, text=True)
     assert refit.returncode == 0, refit.stderr[-3000:]
-    assert refit.stdout.startswith("5 timings of our code")  # two LM runs, two Table 6 cells, Table 5's decode
+    # two LM runs, two Table 6 cells, Table 5's decode: not the Transformer with another attention than its jobs'
+    assert refit.stdout.startswith("5 timings of our code")
     assert "plan.lm_train.serial.step_ms: 1 -> " in refit.stdout
 
 
@@ -121,7 +127,15 @@ def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_c
     chosen = gpu_check.sections(paper)
     gpu_check.traced(chosen, REPO / "traces")
     traced = {spec.get("trace") for spec in chosen} - {None}
-    assert traced == {str(REPO / "traces" / "transformer-c2048"), str(REPO / "traces" / "l1-e16-c32")}
+    assert traced == {str(REPO / "traces" / name) for name in ("transformer-c2048", "l1-e16-c32",
+                                                               "transformer-c2048+cudnn")}
+    # the paper's LM is bfloat16: the Transformer's cell again with cuDNN's fused attention, after the four
+    fused = [spec for spec in chosen if "attention" in spec]
+    assert [(spec["row"], spec["context"], spec["attention"]) for spec in fused] == [([False, 16, 1], 2048, "cudnn")]
+    assert chosen.index(fused[0]) == max(i for i, spec in enumerate(chosen) if spec["section"] == "lm_table6")
+    asked = gpu_check.sections(paper, table6=["transformer@32", "L1-E16@32"], attention=["xla", "cudnn", "xla"])
+    assert [(spec["context"], spec.get("attention")) for spec in asked if spec["section"] == "lm_table6"] == [
+        (32, None), (32, None), (32, "xla"), (32, "cudnn")]
 
 
 def test_a_failing_or_hanging_section_is_its_own_error():

@@ -141,6 +141,32 @@ def test_queries_in_blocks_give_the_reference_outputs_and_gradients(query_block,
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(jnp.abs(b).max()))
 
 
+def test_the_fused_attention_gives_the_reference_outputs_and_gradients():
+    """`attention="xla"`: `jax.nn.dot_product_attention` (causal, no mask array) in place of our query blocks, the
+    GPU check's stand-in on a CPU for cuDNN's kernel; the same model to float32 rounding, the cached chunks too."""
+    blocked, fused = (randomise(Transformer(config(2, 3, attention=way), jax.random.key(1)), jax.random.key(2))
+                      for way in ("blocked", "xla"))
+    ids = tokens(12)
+    ours = eqx.filter_jit(eqx.filter_value_and_grad(lambda m: jnp.sin(m(ids)).sum()))(fused)
+    theirs = eqx.filter_value_and_grad(lambda m: jnp.sin(reference_transformer(m, ids)).sum())(blocked)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(jnp.abs(b).max()))
+    cache = models.KVCache.empty(fused.config, 4)
+    for model in (blocked, fused):  # a chunk after a cache attends with `attend` whatever the setting
+        np.testing.assert_allclose(chunk_jit(model, ids[:6], jnp.arange(6), cache, 4)[0],
+                                   reference_transformer(blocked, ids[:6], 4), atol=2e-4)
+
+
+@pytest.mark.parametrize("window", [3, 12])
+def test_the_fused_attention_sees_the_window_attend_sees(window):
+    q, k, v = (jax.random.normal(jax.random.key(i), (12, heads, 8)) for i, heads in enumerate((4, 2, 2)))
+    positions = jnp.arange(12)
+    mask = models.window_mask(positions, positions, jnp.ones(12, bool), window)
+    np.testing.assert_allclose(models.attend_window(q, k, v, window, "xla"), models.attend(q, k, v, mask), atol=1e-5)
+    np.testing.assert_allclose(models.attend_window(q, k, v, window, "xla"), reference_attention(q, k, v, mask),
+                               atol=1e-5)
+
+
 def test_the_backward_pass_of_query_blocks_plans_a_fraction_of_the_scores(monkeypatch):
     """1,024 queries over 1,024 keys, 4 heads: 16 MiB of float32 scores. Unblocked, the gradient's plan holds them
     at least once (XLA:CPU's memory analysis: 48.5 MiB); in blocks of 256, a third of that (16.3 MiB)."""
@@ -314,6 +340,12 @@ def test_bad_model_configs_are_config_errors():
         config(1, 2, recurrent=True, kv_cache="head")
     with pytest.raises(ConfigError, match="kv_cache 'expert': the non-recurrent Transformer"):
         config(1, 2, kv_cache="expert")
+    with pytest.raises(ConfigError, match="attention 'flash': expected one of"):
+        config(1, 2, attention="flash")
+    with pytest.raises(ConfigError, match="attention 'xla': the recurrent model attends with one query"):
+        config(1, 2, recurrent=True, attention="xla")
+    with pytest.raises(ConfigError, match="attention 'cudnn' with dtype 'float32'"):
+        config(1, 2, attention="cudnn")
 
 
 @pytest.mark.parametrize("rule", ["mean", "routed_mean", "routed_sqrt_sum"])

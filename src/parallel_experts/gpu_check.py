@@ -48,6 +48,7 @@ from parallel_experts.core.budget import allocation_id, sokoban_work
 from parallel_experts.core.definitions import family
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
+from parallel_experts.lm.settings import FUSED_ATTENTIONS
 from parallel_experts.planning import costs, lm_time, memory, resources
 from parallel_experts.results import paths, rehearsal_file
 from parallel_experts.sokoban import experiment as sokoban_experiment
@@ -78,6 +79,10 @@ class GpuCheck:
     table6: tuple[str, ...] = option("a cell of Table 6 to time, as L1-E16@1024 (recurrent) or transformer@1024 "
                                      "(repeatable; `all`: every cell of the config's Table 6; default: four)",
                                      action="append", metavar="CELL", default=())
+    attention: tuple[str, ...] = option("time the Transformer's Table 6 cells again with this attention: "
+                                        "jax.nn.dot_product_attention by `cudnn` (its fused kernel) or `xla` "
+                                        "(repeatable; default: cudnn where the config's LM is bfloat16, else xla)",
+                                        action="append", choices=FUSED_ATTENTIONS, default=())
     sokoban_updates: int | None = option("updates per timed Sokoban call (default: 2)", type=count, default=None)
     context: int | None = option("Table 5's context (default: the config's longest)", type=count, default=None)
     batch: int | None = option("Table 5's batch (default: the config's smallest)", type=count, default=None)
@@ -94,7 +99,7 @@ def job(options: GpuCheck, study: Study) -> int:
         rehearsal_file.read(options.rehearsal, missing_ok=False)
     peak = peaks(options.peak_tflops)
     chosen = sections(study, options.sokoban_run, options.lm_run, options.context, options.batch,
-                      options.sokoban_updates or SOKOBAN_UPDATES, options.table6)
+                      options.sokoban_updates or SOKOBAN_UPDATES, options.table6, options.attention)
     traced(chosen, atomic.writable_folder(traces_folder(options.out)))
     rehearsal = options.rehearsal or paths.rehearsal(study.scale)
     found = check(study, chosen, options.out, rehearsal, peak, options.budget_seconds or BUDGET_SECONDS)
@@ -107,10 +112,11 @@ def job(options: GpuCheck, study: Study) -> int:
 
 def sections(study: Study, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[str] = (),
              context: int | None = None, batch: int | None = None, updates: int = SOKOBAN_UPDATES,
-             table6: Sequence[str] = ()) -> list[dict]:
+             table6: Sequence[str] = (), attention: Sequence[str] = ()) -> list[dict]:
     """What the check measures, most wanted first (a check that runs out of time loses the last): one Sokoban run,
-    the LM runs, the Table 6 cells, Table 5's cell (by default the config's longest context and smallest batch), the
-    other Sokoban runs."""
+    the LM runs, the Table 6 cells, the Transformer's cells again with each fused `attention` (by default cuDNN's
+    where the models are bfloat16, else XLA's), Table 5's cell (by default the config's longest context and
+    smallest batch), the other Sokoban runs."""
     sokoban = list(sokoban_runs) or default_sokoban_runs(study.sokoban)
     lm = list(lm_runs) or default_lm_runs(study.lm)
     for option, ids, known in (("--sokoban-run", sokoban, study.sokoban.by_id), ("--lm-run", lm, study.lm.by_id)):
@@ -121,7 +127,10 @@ def sections(study: Study, sokoban_runs: Sequence[str] = (), lm_runs: Sequence[s
     cell = {"section": "lm_latency", "context": context or max(latency["contexts"]),
             "batch": batch or min(latency["batches"])}
     training = [{"section": "sokoban_train", "run": run, "updates": updates} for run in sokoban]
-    cells = [{"section": "lm_table6", "row": list(row), "context": c} for row, c in table6_cells(study.lm, table6)]
+    cells: list[dict] = [{"section": "lm_table6", "row": list(row), "context": c}
+                         for row, c in table6_cells(study.lm, table6)]
+    fused = attention or ["cudnn" if study.lm.settings.dtype == "bfloat16" else "xla"]
+    cells += [spec | {"attention": way} for way in dict.fromkeys(fused) for spec in cells if not spec["row"][0]]
     return [*training[:1], *({"section": "lm_train", "run": run} for run in lm), *cells, cell, *training[1:]]
 
 
@@ -156,18 +165,26 @@ def _cell_name(row: tuple[bool, int, int], context: int) -> str:
     return f"{f'l{depth}-e{experts}' if recurrent else 'transformer'}@{context}"
 
 
+def _spec_name(spec: Mapping) -> str:
+    """A Table 6 section's name: its cell, and the attention where it is not our default (`transformer@2048+cudnn`)."""
+    name = _cell_name(tuple(spec["row"]), spec["context"])
+    return f"{name}+{spec['attention']}" if "attention" in spec else name
+
+
 def traces_folder(out: str | Path) -> Path:
     return Path(out).with_name(f"{Path(out).stem}-traces")
 
 
 def traced(chosen: Sequence[dict], folder: Path) -> None:
-    """Mark the first Table 6 cell of each family that runs at most TRACE_STEPS level-steps per update (C × L: one
-    microbatch; the Transformer none) to be traced, in a folder of `folder` named after it (`l1-e16-c32`)."""
-    for recurrent in (False, True):
-        short = [spec for spec in chosen if spec["section"] == "lm_table6" and spec["row"][0] == recurrent
-                 and (not recurrent or spec["context"] * spec["row"][1] <= TRACE_STEPS)]
+    """Mark the first Table 6 cell of each family and attention that runs at most TRACE_STEPS level-steps per update
+    (C × L: one microbatch; the Transformer none) to be traced, in a folder of `folder` named after it
+    (`l1-e16-c32`, `transformer-c2048+cudnn`)."""
+    cells = [spec for spec in chosen if spec["section"] == "lm_table6"]
+    for kind in dict.fromkeys((spec["row"][0], spec.get("attention")) for spec in cells):
+        short = [spec for spec in cells if (spec["row"][0], spec.get("attention")) == kind
+                 and (not kind[0] or spec["context"] * spec["row"][1] <= TRACE_STEPS)]
         if short:
-            short[0]["trace"] = str(folder / _cell_name(tuple(short[0]["row"]), short[0]["context"]).replace("@", "-c"))
+            short[0]["trace"] = str(folder / _spec_name(short[0]).replace("@", "-c"))
 
 
 def default_sokoban_runs(sokoban: sokoban_experiment.Families) -> list[str]:
@@ -225,7 +242,7 @@ def check(study: Study, chosen: Sequence[Mapping], out: str | Path, rehearsal: s
     for index, spec in enumerate(chosen, 1):
         name = " ".join([spec["section"], spec.get("run", "")]).strip()
         if spec["section"] == "lm_table6":
-            name = f"lm_table6 {_cell_name(tuple(spec['row']), spec['context'])}"
+            name = f"lm_table6 {_spec_name(spec)}"
         left = budget - (time.monotonic() - start)
         if left < LAST_START:
             result = {"ok": False, "error": f"not run: the check's {budget:.0f} s were spent"}

@@ -108,16 +108,18 @@ def lm_update(study: Study, spec: Mapping) -> Iterator[dict]:
 def table6_update(study: Study, spec: Mapping) -> Iterator[dict]:
     """One GPU's share of an update of a cell of our Table 6 job (`lm.throughput`: the config's width and tokens per
     update, the streams split over `resources.bench.gpus`; the carry donated), and where the cell is the authors'
-    own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours."""
+    own (`planning.lm_time.authors_per_gpu`), their tokens per second per GPU beside ours. `spec["attention"]`, where
+    given, replaces the model's."""
     row, context = tuple(spec["row"]), spec["context"]
     model, job = systems.throughput_cell(study.lm.settings.tables, study.lm.settings.shape, row, context)
+    model = dataclasses.replace(model, attention=spec.get("attention", model.attention))
     devices = study.lm.bench_devices
     train = one_device_share(job, devices)
     authors = lm_time.authors_per_gpu(row, context, model, job, devices)
     program = lm_programs.train_update(model, train, 1, rule="lm_throughput")
     flops = lm_time.training(model, train, 1, lm_flops.forward(model, context)).flops
     yield {"program_key": program.key, "job_devices": devices, "tokens_per_update": train.batch_tokens,
-           "streams": train.microbatch, "authors_tokens_per_second": authors}
+           "streams": train.microbatch, "attention": model.attention, "authors_tokens_per_second": authors}
     for stage in timed_update(program, lm_start(model, train, donated=False), 1, flops, spec.get("trace")):
         if "seconds_per_update" in stage:
             ours = train.batch_tokens / stage["seconds_per_update"]

@@ -71,6 +71,8 @@ class Run(Definition):
             del d["seed"]
         if d["train"]["matmul_precision"] == TrainConfig.matmul_precision:
             del d["train"]["matmul_precision"]
+        if d["model"]["attention"] == ModelConfig.attention:
+            del d["model"]["attention"]
         return d
 
 

@@ -26,6 +26,7 @@ A segment of one token is one token step of App. A.3, so decoding and the token-
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -93,6 +94,14 @@ def _attend(q: Array, keys: Array, values: Array, mask: Array) -> Array:
 
 
 _attend_again = jax.checkpoint(_attend)  # keeps only its inputs; the backward pass runs it again
+
+
+def attend_window(q: Array, keys: Array, values: Array, window: int, implementation: Literal["xla", "cudnn"]) -> Array:
+    """`attend` of an independent window's queries over its own keys, each seeing itself and the `window` − 1 before,
+    by `jax.nn.dot_product_attention` (`implementation`: "xla", or "cudnn", its fused flash-attention kernel)."""
+    local = None if window >= q.shape[0] else (window - 1, 0)
+    return jax.nn.dot_product_attention(q, keys, values, is_causal=True, local_window_size=local,
+                                        implementation=implementation)
 
 
 def window_mask(query_positions: Array, key_positions: Array, key_valid: Array, window: int) -> Array:
@@ -175,12 +184,17 @@ class Block(eqx.Module):
         ka, km = jax.random.split(key)
         self.attention, self.mlp = Attention(config, ka), MLP(config, km)
 
-    def __call__(self, x, positions, past_keys, past_values, past_positions, window):
+    def __call__(self, x, positions, past_keys, past_values, past_positions, window, implementation="blocked"):
+        """`implementation` (ModelConfig.attention) serves a window without a past (training, Table 6); a chunk after
+        a cache (the sliding-window evaluation) always attends with `attend`."""
         q, k, v = self.attention.project(rms_norm(x), positions)
-        keys, values = jnp.concatenate([past_keys, k]), jnp.concatenate([past_values, v])
-        key_positions = jnp.concatenate([past_positions, positions])
-        mask = window_mask(positions, key_positions, key_positions >= 0, window)
-        x = x + self.attention.output(attend(q, keys, values, mask))
+        if implementation != "blocked" and past_keys.shape[0] == 0:
+            attended = attend_window(q, k, v, window, implementation)
+        else:
+            keys, values = jnp.concatenate([past_keys, k]), jnp.concatenate([past_values, v])
+            key_positions = jnp.concatenate([past_positions, positions])
+            attended = attend(q, keys, values, window_mask(positions, key_positions, key_positions >= 0, window))
+        x = x + self.attention.output(attended)
         return x + self.mlp(rms_norm(x)), (k, v)
 
 
@@ -234,7 +248,7 @@ class Transformer(eqx.Module):
         def layer(x, xs):
             blocks, past_keys, past_values = xs
             h, kv = experts.apply(blocks, x, positions, past_keys, past_values, cache.positions, window,
-                                  in_axes=(None, None, 0, 0, None, None))
+                                  self.config.attention, in_axes=(None, None, 0, 0, None, None, None))
             return experts.aggregate(h, rule), kv
 
         x = self.embed[tokens]

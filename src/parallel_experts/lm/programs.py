@@ -60,7 +60,8 @@ def _programs(lm: experiment.Families) -> Iterator[tuple[Program, tuple[str, str
 def model_key(model: ModelConfig) -> str:
     kind = "recurrent" if model.recurrent else "transformer"
     return (f"{kind}-L{model.depth}-E{model.experts}-d{model.width}-h{model.q_heads}x{model.kv_heads}-"
-            f"V{model.vocab}-{model.dtype}-{model.aggregation}-kv_{model.kv_cache}")
+            f"V{model.vocab}-{model.dtype}-{model.aggregation}-kv_{model.kv_cache}"
+            + ("" if model.attention == ModelConfig.attention else f"-attention_{model.attention}"))
 
 
 def _train_key(kind: str, model: ModelConfig, train: TrainConfig, devices: int) -> str:

@@ -20,6 +20,11 @@ from parallel_experts.core.precision import check as check_precision
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids padded to a multiple of 128 (the authors' LM/nanogpt/config.py)
 DTYPE_BYTES = {"bfloat16": 2, "float32": 4}  # the model dtypes (lm.dtype), bytes per value
 KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per depth level, or one per expert
+# How the Transformer attends within a training window: our query blocks (`models.attend`), or
+# `jax.nn.dot_product_attention` by XLA or by cuDNN's fused flash-attention kernel (GPU, bfloat16), which the GPU
+# check times beside ours (issue 42: our Transformer trained at 0.3x the authors' speed on an H200).
+FUSED_ATTENTIONS = ("xla", "cudnn")
+ATTENTIONS = ("blocked", *FUSED_ATTENTIONS)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class ModelConfig:
     aggregation: str = "sqrt_sum"  # of expert outputs; merged keys/values always use sqrt-sum (paper App. D)
     dtype: str = "bfloat16"
     kv_cache: str = "level"  # recurrent only: one cache per level of merged proposals, or one per expert (App. A.3)
+    attention: str = "blocked"  # non-recurrent only: one of ATTENTIONS
 
     def __post_init__(self) -> None:
         if self.width % self.q_heads or self.q_heads % self.kv_heads:
@@ -49,6 +55,13 @@ class ModelConfig:
             raise ConfigError(f"kv_cache {self.kv_cache!r}: expected one of {KV_CACHES}")
         if self.kv_cache != "level" and not self.recurrent:
             raise ConfigError(f"kv_cache {self.kv_cache!r}: the non-recurrent Transformer has no shared cache to split")
+        if self.attention not in ATTENTIONS:
+            raise ConfigError(f"attention {self.attention!r}: expected one of {ATTENTIONS}")
+        if self.attention != "blocked" and self.recurrent:
+            raise ConfigError(f"attention {self.attention!r}: the recurrent model attends with one query per token "
+                              "step, which a fused kernel does not speed up")
+        if self.attention == "cudnn" and self.dtype != "bfloat16":
+            raise ConfigError(f"attention 'cudnn' with dtype {self.dtype!r}: cuDNN's fused attention takes bfloat16")
 
     @property
     def head_dim(self) -> int:

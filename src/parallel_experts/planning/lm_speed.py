@@ -63,6 +63,8 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
     for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
         model, train = systems.throughput_cell(lm.settings.tables, lm.settings.shape, tuple(entry["row"]),
                                                entry["context"])
+        if entry.get("attention", model.attention) != model.attention:
+            continue  # the Transformer with another attention than the job's: a candidate, not the code we price
         update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
     latency = check.get("lm_latency") or {}
