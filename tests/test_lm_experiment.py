@@ -10,7 +10,7 @@ from helpers import REPO, planned_jobs
 
 from parallel_experts.config import files
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.lm import experiment
+from parallel_experts.lm import experiment, systems
 from parallel_experts.study import Study
 
 
@@ -36,6 +36,24 @@ def test_per_expert_caches_get_their_own_run_id():
     per_expert = dataclasses.replace(run, model=dataclasses.replace(run.model, kv_cache="expert"))
     assert per_expert.id == run.id + "-kv_expert"
     assert experiment.Run.from_dict(json.loads(json.dumps(per_expert.to_dict()))) == per_expert
+
+
+def test_the_transformers_attention_is_set_for_its_runs_and_table6_and_kept_out_of_default_definitions():
+    paper = files.load([REPO / "config/paper.yaml"])
+    default = Study.of(paper).lm
+    assert "attention" not in default.settings.shape
+    assert all("attention" not in run.to_dict()["model"] for run in default.sweeps)  # no run is defined anew
+    fused = Study.of(paper | {"lm": paper["lm"] | {"attention": "cudnn"}}).lm
+    assert {(run.model.recurrent, run.model.attention) for run in fused.sweeps} == {(False, "cudnn"),
+                                                                                    (True, "blocked")}
+    for run in fused.sweeps:
+        assert experiment.Run.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+        assert dataclasses.replace(run.model, attention="blocked") == default.by_id[run.id].model
+    table6 = {row: systems.throughput_cell(fused.settings.tables, fused.settings.shape, row, 2048)[0].attention
+              for row in systems.THROUGHPUT_ROWS}
+    assert table6 == {row: "blocked" if row[0] else "cudnn" for row in systems.THROUGHPUT_ROWS}
+    with pytest.raises(ConfigError, match="attention 'cudnn' with dtype 'float32'"):
+        Study.of(paper | {"lm": paper["lm"] | {"attention": "cudnn", "dtype": "float32"}})
 
 
 def test_the_cache_bound_splits_only_the_deep_recurrent_runs_into_more_microbatches():

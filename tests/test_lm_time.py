@@ -17,6 +17,7 @@ from parallel_experts.lm import experiment
 from parallel_experts.lm import flops as lm_flops
 from parallel_experts.lm import systems
 from parallel_experts.planning import costs, lm_time
+from parallel_experts.planning import lm_speed as lm_speed_module
 from parallel_experts.study import Study
 
 AIMS = {"median": 0.15, "worst": 1.5}  # issue 42: Table 6 held out, median error within 15 %, no cell off by 1.5×
@@ -154,3 +155,28 @@ def test_lm_speed_refuses_a_check_it_cannot_refit_from_in_one_line(tmp_path, pap
     status = lm_speed(found, tmp_path)
     error = capsys.readouterr().err.strip().splitlines()
     assert status in (1, 2) and len(error) == 1 and message in error[0] and str(tmp_path / "check.json") in error[0]
+
+
+def transformer_cells(seconds: dict) -> dict:
+    """A check's Table 6 Transformer cells: {(context, attention): seconds per update}, as `gpu-check` writes them."""
+    return {"lm_table6": {f"transformer@{c}+{way}": {"ok": True, "row": [False, 16, 1], "context": c,
+                                                     "attention": way, "seconds_per_update": s}
+                          for (c, way), s in seconds.items()}}
+
+
+def test_lm_speed_names_the_attention_that_was_faster_at_every_context():
+    timed = {(2048, "blocked"): 0.6, (2048, "cudnn"): 0.2, (2048, "xla"): 0.9, (32, "blocked"): 0.1,
+             (32, "cudnn"): 0.08}
+    printed = lm_speed_module.attention_choice(transformer_cells(timed), "blocked").splitlines()
+    assert printed[1:] == ["  C = 32: cudnn 0.08 s (×1.25), blocked 0.1 s (×1.00)",
+                           "  C = 2048: cudnn 0.2 s (×3.00), blocked 0.6 s (×1.00), xla 0.9 s (×0.67)",
+                           "  lm.attention: blocked -> cudnn (then check again: the refit above timed blocked)"]
+    slower_once = lm_speed_module.attention_choice(transformer_cells(timed | {(32, "cudnn"): 0.11}), "blocked")
+    assert " -> " not in slower_once
+    # a check from before the attention was recorded ran our blocks; a configured cudnn compares against them
+    old = transformer_cells({(2048, "blocked"): 0.6})
+    next(iter(old["lm_table6"].values())).pop("attention")
+    assert " -> " not in lm_speed_module.attention_choice(old, "blocked")
+    assert lm_speed_module.attention_choice(old | {"lm_table6": old["lm_table6"] | transformer_cells(
+        {(2048, "cudnn"): 0.9})["lm_table6"]}, "cudnn").endswith("lm.attention: cudnn -> blocked (then check again: "
+                                                                  "the refit above timed cudnn)")

@@ -95,7 +95,8 @@ def runs(settings: LmSettings, budgets: Sequence[budget.Budget], devices: int) -
             for recurrent in (False, True):
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=settings.vocabulary,
-                                        recurrent=recurrent, dtype=settings.dtype, **model_options)
+                                        recurrent=recurrent, dtype=settings.dtype, **model_options,
+                                        **({} if recurrent else {"attention": settings.attention}))
                     train = train_config(settings, model, window, devices)
                     found += [Run(b.name, window, model, train, seed) for seed in seeds(settings, b.name)]
     return found

@@ -193,6 +193,7 @@ class LmSettings:
     train_tokens: int
     budgets: Mapping[str, budget.BudgetSpec]
     aggregation: str | None = None  # None: ModelConfig's
+    attention: str = ModelConfig.attention  # the Transformer's; the recurrent model's is always the default
     training: Training = Training()
     evaluation: Evaluation = Evaluation()
     ablations: Mapping[str, Ablation] = field(default_factory=lambda: MappingProxyType({}))
@@ -206,7 +207,8 @@ class LmSettings:
         return cls(read_only(lm["corpus"]), lm["shard_tokens"], lm["vocabulary"], lm["dtype"], lm["head_dim"],
                    tuple(lm["windows"]), lm["train_tokens"],
                    MappingProxyType({name: budget.BudgetSpec.of(spec) for name, spec in lm["budgets"].items()}),
-                   lm.get("aggregation"), Training(**lm.get("training", {})), Evaluation(**lm.get("evaluation", {})),
+                   lm.get("aggregation"), lm.get("attention", ModelConfig.attention),
+                   Training(**lm.get("training", {})), Evaluation(**lm.get("evaluation", {})),
                    MappingProxyType({name: Ablation.of(spec) for name, spec in lm.get("ablations", {}).items()}),
                    *(read_only(lm[table]) if table in lm else None for table in ("latency", "throughput")))
 
@@ -222,6 +224,8 @@ class LmSettings:
 
     @property
     def shape(self) -> dict:
-        """What every model of the config shares, the systems tables' too: `head_dim`, `vocabulary`, `dtype`."""
-        return {"head_dim": self.head_dim, "vocabulary": self.vocabulary, "dtype": self.dtype}
+        """What every model of the config shares, the systems tables' too: `head_dim`, `vocabulary`, `dtype`, and the
+        Transformer's `attention` where it is not the default (the tables' rule params stay as they were)."""
+        shared = {"head_dim": self.head_dim, "vocabulary": self.vocabulary, "dtype": self.dtype}
+        return shared | ({} if self.attention == ModelConfig.attention else {"attention": self.attention})
 

@@ -45,11 +45,13 @@ def label(row: tuple[bool, int, int]) -> str:
 
 
 def model_config(row: tuple[bool, int, int], width: int, lm: Mapping) -> ModelConfig:
-    """The model of one row at `width`, with the config's head width, vocabulary and dtype (KV heads: half)."""
+    """The model of one row at `width`, with the config's head width, vocabulary and dtype (KV heads: half), and the
+    Transformer's attention."""
     recurrent, depth, n_experts = row
     heads = width // lm["head_dim"]
+    attention = ModelConfig.attention if recurrent else lm.get("attention", ModelConfig.attention)
     return ModelConfig(depth, n_experts, width, heads, max(1, heads // 2), vocab=lm["vocabulary"],
-                       recurrent=recurrent, dtype=lm["dtype"])
+                       recurrent=recurrent, dtype=lm["dtype"], attention=attention)
 
 
 def train_config(model_config: ModelConfig, context: int, batch_tokens: int) -> TrainConfig:

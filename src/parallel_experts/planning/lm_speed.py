@@ -4,7 +4,9 @@ the config keys it would change.
 The check times our code on one GPU: one GPU's share of a training update of LM runs (`lm_train`) and of cells of
 our Table 6 job (`lm_table6`), and Table 5's decode (`lm_latency`). `lm_time.calibrate` turns the training updates
 into a speed (the authors' shape, fitted to their Table 6, at our compute rate and serial latency); every timing is
-then set beside what the config's speed and the refitted one predict, so the change is seen before it is made.
+then set beside what the config's speed and the refitted one predict, so the change is seen before it is made. Where
+the check also timed the Transformer with another attention (`gpu-check --attention`), the fastest is named with the
+`lm.attention` it takes.
 """
 
 from __future__ import annotations
@@ -36,14 +38,15 @@ def run(options: LmSpeed, study: Study, counters: costs.Counters) -> int:
     if not assumed.serial:
         raise ConfigError(f"{assumed.spec_key}.serial: missing; the LM time model prices this config's LM jobs by "
                           "their FLOPs alone, so there is no speed to refit")
-    timed = timings(records.read_json(options.check, {"lm_train": dict, "lm_table6": dict}, "a GPU check"),
-                    study.lm, counters.lm.forward, options.check)
+    check = records.read_json(options.check, {"lm_train": dict, "lm_table6": dict}, "a GPU check")
+    timed = timings(check, study.lm, counters.lm.forward, options.check)
     authors = lm_time.fit(lm_time.table6(counters.lm.forward), assumed.peak_tflops)
     try:
         refitted = lm_time.calibrate(authors, timed)
     except ValueError as error:
         raise PipelineError(f"{options.check}: {error}") from None
     print(printed(timed, assumed, refitted))
+    print(attention_choice(check, study.lm.settings.attention))
     return 0
 
 
@@ -99,4 +102,26 @@ def printed(timed: list[lm_time.Timed], assumed: costs.Assumption, refitted: lm_
               f"{assumed.spec_key}.serial.step_ms": (now.step_s * 1e3, refitted.step_s * 1e3),
               f"{assumed.spec_key}.serial.per_sequence_us": (now.per_sequence_s * 1e6, refitted.per_sequence_s * 1e6)}
     lines += [f"  {key}: {old:.3g} -> {new:.3g}" for key, (old, new) in values.items()]
+    return "\n".join(lines)
+
+
+def attention_choice(check: Mapping, configured: str) -> str:
+    """The Transformer's Table 6 cells timed with each attention (`gpu-check --attention`) beside the config's
+    (`lm.attention`), and the one to configure where another was faster at every context both ran."""
+    seconds: dict[int, dict[str, float]] = {}
+    for entry in check["lm_table6"].values():
+        if entry.get("ok") and not entry["row"][0]:  # checks before the attention was recorded ran our blocks
+            seconds.setdefault(entry["context"], {})[entry.get("attention", "blocked")] = entry["seconds_per_update"]
+    compared = {context: ways for context, ways in sorted(seconds.items()) if configured in ways and len(ways) > 1}
+    lines = [f"the Transformer's attention (lm.attention: {configured}), one GPU's share of a Table 6 update:"]
+    if not compared:
+        return "\n".join(lines + [f"  no Table 6 cell of the Transformer timed with {configured} and another"])
+    for context, ways in compared.items():
+        lines.append(f"  C = {context}: " + ", ".join(f"{way} {s:.4g} s (×{ways[configured] / s:.2f})"
+                                                     for way, s in sorted(ways.items(), key=lambda item: item[1])))
+    faster = set.intersection(*({way for way, s in ways.items() if s < ways[configured]}
+                                for ways in compared.values()))
+    if faster:
+        best = min(faster, key=lambda way: sum(ways[way] for ways in compared.values()))
+        lines.append(f"  lm.attention: {configured} -> {best} (then check again: the refit above timed {configured})")
     return "\n".join(lines)
