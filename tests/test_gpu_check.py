@@ -136,6 +136,12 @@ def test_table6_cells_are_named_as_the_help_says_and_others_refused_naming_the_c
     asked = gpu_check.sections(paper, table6=["transformer@32", "L1-E16@32"], attention=["xla", "cudnn", "xla"])
     assert [(spec["context"], spec.get("attention")) for spec in asked if spec["section"] == "lm_table6"] == [
         (32, None), (32, None), (32, "xla"), (32, "cudnn")]
+    # where the config sets cuDNN's, the Transformer's cells run it, and are timed again with ours
+    fused = study.Study.of(paper.config | {"lm": paper.config["lm"] | {"attention": "cudnn"}})
+    for given in ((), ("cudnn", "blocked")):
+        cells = [spec for spec in gpu_check.sections(fused, table6=["transformer@32"], attention=given)
+                 if spec["section"] == "lm_table6"]
+        assert [spec.get("attention") for spec in cells] == [None, "blocked"]
 
 
 def test_a_failing_or_hanging_section_is_its_own_error():

@@ -23,8 +23,7 @@ KV_CACHES = ("level", "expert")  # the recurrent model's rolling caches: one per
 # How the Transformer attends within a training window: our query blocks (`models.attend`), or
 # `jax.nn.dot_product_attention` by XLA or by cuDNN's fused flash-attention kernel (GPU, bfloat16), which the GPU
 # check times beside ours (issue 42: our Transformer trained at 0.3x the authors' speed on an H200).
-FUSED_ATTENTIONS = ("xla", "cudnn")
-ATTENTIONS = ("blocked", *FUSED_ATTENTIONS)
+ATTENTIONS = ("blocked", "xla", "cudnn")
 
 
 @dataclass(frozen=True)
