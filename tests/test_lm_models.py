@@ -16,9 +16,10 @@ import pytest
 
 from parallel_experts.config.errors import ConfigError
 from parallel_experts.core import experts
-from parallel_experts.lm import models
+from parallel_experts.lm import models, systems
 from parallel_experts.lm.models import RecurrentState, RecurrentTransformer, Transformer
 from parallel_experts.lm.settings import KV_CACHES, ModelConfig
+from parallel_experts.lm.train import Trainer
 
 jax.config.update("jax_enable_x64", False)
 VOCAB = 97
@@ -155,6 +156,20 @@ def test_the_fused_attention_gives_the_reference_outputs_and_gradients():
     for model in (blocked, fused):  # a chunk after a cache attends with `attend` whatever the setting
         np.testing.assert_allclose(chunk_jit(model, ids[:6], jnp.arange(6), cache, 4)[0],
                                    reference_transformer(blocked, ids[:6], 4), atol=2e-4)
+
+
+def test_cudnns_attention_gets_what_its_kernel_takes_in_a_training_update(monkeypatch):
+    """cuDNN's kernel cannot run here: the training update, traced with it, hands it bfloat16 queries, keys and values
+    of one sequence of each expert and stream, (T, heads, head dim), with a head dim it takes (a multiple of 8)."""
+    seen = []
+    monkeypatch.setattr(models, "attend_window", lambda q, k, v, window, way: seen.append((q, k, v, window, way)) or q)
+    model = ModelConfig(2, 2, 192, 2, 1, vocab=128, dtype="bfloat16", attention="cudnn")
+    job = Trainer(model, systems.train_config(model, 32, 128))
+    tokens = jnp.zeros((job.config.groups, job.config.microbatch, 32), jnp.int32)
+    jax.eval_shape(job._update, job.init(), tokens, tokens, jnp.zeros(tokens.shape[:2], bool))
+    (q, k, v, window, way), *_ = seen
+    assert (q.shape, k.shape, v.shape, window, way) == ((32, 2, 96), (32, 1, 96), (32, 1, 96), 32, "cudnn")
+    assert {x.dtype for x in (q, k, v)} == {jnp.dtype(jnp.bfloat16)} and q.shape[-1] % 8 == 0
 
 
 @pytest.mark.parametrize("window", [3, 12])
