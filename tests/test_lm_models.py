@@ -344,23 +344,19 @@ def test_one_token_segments_equal_long_segments():
     np.testing.assert_allclose(long_state.keys, short_state.keys, atol=1e-5)
 
 
-def test_bad_model_configs_are_config_errors():
-    with pytest.raises(ConfigError, match="heads must divide the width"):
-        config(1, 1, q_heads=3)
-    with pytest.raises(ConfigError, match="expected one of"):
-        config(1, 1, aggregation="max")
-    with pytest.raises(ConfigError, match="the non-recurrent Transformer has no router"):
-        config(1, 1, aggregation="routed_mean")
-    with pytest.raises(ConfigError, match="kv_cache 'head': expected one of"):
-        config(1, 2, recurrent=True, kv_cache="head")
-    with pytest.raises(ConfigError, match="kv_cache 'expert': the non-recurrent Transformer"):
-        config(1, 2, kv_cache="expert")
-    with pytest.raises(ConfigError, match="attention 'flash': expected one of"):
-        config(1, 2, attention="flash")
-    with pytest.raises(ConfigError, match="attention 'xla': the recurrent model attends with one query"):
-        config(1, 2, recurrent=True, attention="xla")
-    with pytest.raises(ConfigError, match="attention 'cudnn' with dtype 'float32'"):
-        config(1, 2, attention="cudnn")
+@pytest.mark.parametrize("depth, n_experts, overrides, message", [
+    (1, 1, {"q_heads": 3}, "heads must divide the width"),
+    (1, 1, {"aggregation": "max"}, "expected one of"),
+    (1, 1, {"aggregation": "routed_mean"}, "the non-recurrent Transformer has no router"),
+    (1, 2, {"recurrent": True, "kv_cache": "head"}, "kv_cache 'head': expected one of"),
+    (1, 2, {"kv_cache": "expert"}, "kv_cache 'expert': the non-recurrent Transformer"),
+    (1, 2, {"attention": "flash"}, "attention 'flash': expected one of"),
+    (1, 2, {"recurrent": True, "attention": "xla"}, "attention 'xla': the recurrent model attends with one query"),
+    (1, 2, {"attention": "cudnn"}, "attention 'cudnn' with dtype 'float32'"),
+])
+def test_bad_model_configs_are_config_errors(depth, n_experts, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        config(depth, n_experts, **overrides)
 
 
 @pytest.mark.parametrize("rule", ["mean", "routed_mean", "routed_sqrt_sum"])
