@@ -180,3 +180,14 @@ def test_lm_speed_names_the_attention_that_was_faster_at_every_context():
     assert lm_speed_module.attention_choice(old | {"lm_table6": old["lm_table6"] | transformer_cells(
         {(2048, "cudnn"): 0.9})["lm_table6"]}, "cudnn").endswith("lm.attention: cudnn -> blocked (then check again: "
                                                                   "the refit above timed cudnn)")
+
+
+def test_the_refit_times_only_the_attention_the_jobs_run_and_an_unrecorded_one_is_our_blocks(paper):
+    """A check from before the cells recorded their attention ran our blocks: with `lm.attention: cudnn` configured,
+    its Transformer cell is not a timing of the jobs' code; a cell that ran cuDNN's is."""
+    fused = Study.of(paper | {"lm": paper["lm"] | {"attention": "cudnn"}}).lm
+    cells = transformer_cells({(2048, "cudnn"): 0.2, (2048, "old"): 0.6})["lm_table6"]
+    cells["transformer@2048+old"].pop("attention")
+    check = {"lm_table6": {name: cell | {"job_devices": 4} for name, cell in cells.items()}, "lm_train": {}}
+    timed = lm_speed_module.timings(check, fused, lambda model, context: 1e9, "check.json")
+    assert [t.cell for t in timed] == ["Table 6 transformer@2048+cudnn"] and timed[0].seconds == 0.2

@@ -31,7 +31,8 @@ from parallel_experts.config.settings import Resources
 from parallel_experts.core import budget
 from parallel_experts.core.definitions import Definition, by_id, family_id
 from parallel_experts.lm import jobs
-from parallel_experts.lm.settings import DTYPE_BYTES, LmSettings, ModelConfig, TrainConfig, Training, memory_for
+from parallel_experts.lm.settings import (DTYPE_BYTES, LmSettings, ModelConfig, TrainConfig, Training, family_attention,
+                                         memory_for)
 from parallel_experts.results import store
 from parallel_experts.results.store import run_results, with_ablations
 
@@ -95,8 +96,8 @@ def runs(settings: LmSettings, budgets: Sequence[budget.Budget], devices: int) -
             for recurrent in (False, True):
                 for a in b.allocations:
                     model = ModelConfig(a.depth, a.experts, a.width, a.q_heads, a.kv_heads, vocab=settings.vocabulary,
-                                        recurrent=recurrent, dtype=settings.dtype, **model_options,
-                                        **({} if recurrent else {"attention": settings.attention}))
+                                        recurrent=recurrent, dtype=settings.dtype,
+                                        attention=family_attention(recurrent, settings.attention), **model_options)
                     train = train_config(settings, model, window, devices)
                     found += [Run(b.name, window, model, train, seed) for seed in seeds(settings, b.name)]
     return found

@@ -188,7 +188,7 @@ class Block(eqx.Module):
         """`implementation` (ModelConfig.attention) serves a window without a past (training, Table 6); a chunk after
         a cache (the sliding-window evaluation) always attends with `attend`."""
         q, k, v = self.attention.project(rms_norm(x), positions)
-        if implementation != "blocked" and past_keys.shape[0] == 0:
+        if implementation != ModelConfig.attention and past_keys.shape[0] == 0:
             attended = attend_window(q, k, v, window, implementation)
         else:
             keys, values = jnp.concatenate([past_keys, k]), jnp.concatenate([past_values, v])

@@ -73,6 +73,12 @@ class ModelConfig:
         return (self.depth, memory, *per_expert, self.kv_heads, self.head_dim)
 
 
+def family_attention(recurrent: bool, attention: str) -> str:
+    """The attention a family's model takes from `lm.attention`: the Transformer that one, the recurrent model always
+    our blocks (it attends with one query per token step, which a fused kernel does not speed up)."""
+    return ModelConfig.attention if recurrent else attention
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     sequence: int  # T: the window of an independent sequence (non-recurrent) or a TBPTT segment (recurrent)

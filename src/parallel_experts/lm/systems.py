@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import xarray as xr
 
 from parallel_experts.config.errors import ConfigError
-from parallel_experts.lm.settings import ModelConfig, TrainConfig, memory_for
+from parallel_experts.lm.settings import ModelConfig, TrainConfig, family_attention, memory_for
 from parallel_experts.results import store
 
 TRANSFORMER = (False, 16, 1)  # (recurrent, L, E): the reference row of both tables
@@ -49,7 +49,7 @@ def model_config(row: tuple[bool, int, int], width: int, lm: Mapping) -> ModelCo
     Transformer's attention."""
     recurrent, depth, n_experts = row
     heads = width // lm["head_dim"]
-    attention = ModelConfig.attention if recurrent else lm.get("attention", ModelConfig.attention)
+    attention = family_attention(recurrent, lm.get("attention", ModelConfig.attention))
     return ModelConfig(depth, n_experts, width, heads, max(1, heads // 2), vocab=lm["vocabulary"],
                        recurrent=recurrent, dtype=lm["dtype"], attention=attention)
 

@@ -19,6 +19,7 @@ from parallel_experts.config.options import configfile, option
 from parallel_experts.core import records
 from parallel_experts.lm import experiment as lm_experiment
 from parallel_experts.lm import systems
+from parallel_experts.lm.settings import ModelConfig
 from parallel_experts.planning import costs, lm_time
 from parallel_experts.results import paths
 from parallel_experts.study import Study
@@ -66,7 +67,7 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
     for name, entry in _ended_well(check, "lm_table6", {"row": list, "context": int}, where):
         model, train = systems.throughput_cell(lm.settings.tables, lm.settings.shape, tuple(entry["row"]),
                                                entry["context"])
-        if entry.get("attention", model.attention) != model.attention:
+        if attention(entry) != model.attention:
             continue  # the Transformer with another attention than the job's: a candidate, not the code we price
         update = lm_time.training(model, train, entry["job_devices"], forward(model, entry["context"]))
         found.append(lm_time.Timed(device, f"Table 6 {name}", update, entry["seconds_per_update"]))
@@ -80,6 +81,11 @@ def timings(check: Mapping, lm: lm_experiment.Families, forward: lm_time.Forward
         found.append(lm_time.Timed(device, f"Table 5 {label}, C = {latency['context']}, B = {latency['batch']}, "
                                    "decode", update, latency["ms_per_token"][label] / 1e3))
     return found
+
+
+def attention(entry: Mapping) -> str:
+    """The attention a Table 6 cell of a check ran: checks from before the cells recorded it ran our blocks."""
+    return entry.get("attention", ModelConfig.attention)
 
 
 def _ended_well(check: Mapping, section: str, fields: Mapping, where: str) -> list[tuple[str, dict]]:
@@ -110,8 +116,8 @@ def attention_choice(check: Mapping, configured: str) -> str:
     (`lm.attention`), and the one to configure where another was faster at every context both ran."""
     seconds: dict[int, dict[str, float]] = {}
     for entry in check["lm_table6"].values():
-        if entry.get("ok") and not entry["row"][0]:  # checks before the attention was recorded ran our blocks
-            seconds.setdefault(entry["context"], {})[entry.get("attention", "blocked")] = entry["seconds_per_update"]
+        if entry.get("ok") and not entry["row"][0]:
+            seconds.setdefault(entry["context"], {})[attention(entry)] = entry["seconds_per_update"]
     compared = {context: ways for context, ways in sorted(seconds.items()) if configured in ways and len(ways) > 1}
     lines = [f"the Transformer's attention (lm.attention: {configured}), one GPU's share of a Table 6 update:"]
     if not compared:
